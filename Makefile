@@ -1,0 +1,43 @@
+# The two commands: `make demo` and `make test`. Both work from a fresh clone with nothing but python3.
+SHELL := /bin/bash
+VENV  := .venv
+PY    := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# apt-get needs root; use sudo when we are not root.
+SUDO  := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: demo test check install system-deps test-engine clean
+
+$(STAMP): pyproject.toml requirements.lock
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade 'pip>=25.1'
+	$(PY) -m pip install -q -c requirements.lock -e . --group dev
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# What the tests need from the OS: the OpenSSH server (tests run a real sshd on loopback),
+# tmux (end-to-end tests drive the app in it) and iproute2 (network-namespace tests).
+system-deps:
+	@missing=""; \
+	[ -x /usr/sbin/sshd ] || missing="$$missing openssh-server"; \
+	command -v tmux >/dev/null || missing="$$missing tmux"; \
+	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+check: install
+	$(VENV)/bin/ruff format --check specdash tests benchmarks
+	$(VENV)/bin/ruff check specdash tests benchmarks
+	$(VENV)/bin/mypy
+
+test: install system-deps check
+	env -u NO_COLOR -u TEXTUAL $(PY) -m pytest -q -m "not engine"
+
+demo: install
+	$(VENV)/bin/specdash demo
+
+clean:
+	rm -rf $(VENV) dist build .pytest_cache .mypy_cache .ruff_cache

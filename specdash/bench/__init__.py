@@ -1,0 +1,1 @@
+"""Measurement: the streaming probe, concurrency sweeps and the local SQLite store."""

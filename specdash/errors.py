@@ -1,0 +1,27 @@
+"""The one error type that reaches the user.
+
+Every boundary (config files, the CLI, SSH, HTTP, remote processes) turns what went wrong into a
+`SpecdashError` with a message that names what and where. The CLI prints that message alone, without a
+traceback (unless `--debug`), and exits with the error's code: 2 for usage errors, 1 for runtime errors.
+"""
+
+from __future__ import annotations
+
+EXIT_RUNTIME = 1
+EXIT_USAGE = 2
+
+
+class SpecdashError(Exception):
+    """A failure with a message meant for the user."""
+
+    exit_code: int = EXIT_RUNTIME
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class UsageError(SpecdashError):
+    """Bad input from the user: a wrong flag, host string, config key or value. Exit code 2."""
+
+    exit_code = EXIT_USAGE

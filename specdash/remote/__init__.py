@@ -1,0 +1,1 @@
+"""Reaching a host: the `Host` interface and its asyncssh implementation."""

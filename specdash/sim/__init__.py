@@ -1,0 +1,1 @@
+"""A faithful SGLang stand-in: same flags, log lines and endpoints, a calibrated batch-scheduler model."""

@@ -1,0 +1,1 @@
+"""The Textual dashboard. Only this package imports Textual."""
