@@ -1,0 +1,47 @@
+"""Incremental splitting of a byte/text stream into lines on `\\r`, `\\n` and `\\r\\n`.
+
+Progress bars (tqdm, SGLang's 2026 shard bar) redraw with a bare `\\r`; every redraw is a line for us.
+"""
+
+from __future__ import annotations
+
+import re
+
+_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+class LineSplitter:
+    """Feed text chunks; get back complete lines. A trailing partial line waits for the next chunk.
+
+    A `\\r` at the very end of a chunk is held back, since the next chunk may start with `\\n` (one break).
+    `max_line` bounds memory: a line longer than that is cut and emitted in pieces.
+    """
+
+    def __init__(self, max_line: int = 64 * 1024) -> None:
+        self._pending = ""
+        self._max_line = max_line
+
+    def feed(self, chunk: str) -> list[str]:
+        """Add a chunk and return the lines it completed."""
+        text = self._pending + chunk
+        if text.endswith("\r"):
+            text, hold = text[:-1], "\r"
+        else:
+            hold = ""
+        parts = _BREAK.split(text)
+        self._pending = parts.pop() + hold
+        while len(self._pending) > self._max_line:
+            parts.append(self._pending[: self._max_line])
+            self._pending = self._pending[self._max_line :]
+        return parts
+
+    def flush(self) -> list[str]:
+        """Return the trailing partial line, if any (at end of stream)."""
+        rest, self._pending = self._pending.rstrip("\r"), ""
+        return [rest] if rest else []
+
+
+def split_lines(text: str) -> list[str]:
+    """Split a whole text on `\\r`, `\\n` and `\\r\\n` (no trailing empty line)."""
+    splitter = LineSplitter(max_line=len(text) + 1)
+    return splitter.feed(text) + splitter.flush()
