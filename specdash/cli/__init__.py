@@ -19,7 +19,9 @@ from specdash import __version__
 from specdash.errors import EXIT_RUNTIME, EXIT_USAGE, SpecdashError
 
 # Order is the order shown in --help.
-COMMANDS: tuple[str, ...] = ()
+COMMANDS: tuple[str, ...] = (
+    "config",
+)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,0 +1,279 @@
+"""The user's configuration: hosts and server modes, read from TOML and validated strictly.
+
+Who reads which file:
+
+| file | read by | override |
+|---|---|---|
+| `user_config_path("specdash")/config.toml` | every command | `--config PATH`, `SPECDASH_CONFIG` |
+| `~/.ssh/config`, `~/.ssh/known_hosts` | the SSH layer (asyncssh) | a host's `ssh_config` / `known_hosts` keys |
+
+Every error names the file, the table and the key, and is a `UsageError` (exit 2). A mode may `extends`
+another: arguments are appended to the parent's, `env` tables are merged, other keys override.
+Values are kept as lists of literal arguments; they are quoted with `shlex` only when a command line is
+built, so `;` or `$(...)` in a value reaches the engine as text, never as shell.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specdash.errors import UsageError
+
+ENGINES = ("sglang", "vllm")
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    """One remote machine, as named in `[hosts.NAME]`."""
+
+    name: str
+    """The table name, used on the command line (`specdash up NAME`)."""
+    address: str
+    """`[user@]host[:port]` or an alias from `~/.ssh/config`."""
+    jump: str | None = None
+    """A jump host (`ProxyJump`), `[user@]host[:port]`."""
+    identity_file: str | None = None
+    """A private key to offer, like `ssh -i`."""
+    known_hosts: str | None = None
+    """A known_hosts file to verify the host key against (default: `~/.ssh/known_hosts`)."""
+    workdir: str = "~"
+    """The directory the server is launched from."""
+    python: str = "python3"
+    """The remote Python that runs the engine (`python -m sglang.launch_server`)."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Environment for every launch on this host (merged under the mode's `env`)."""
+
+
+@dataclass(frozen=True)
+class ModeConfig:
+    """A way to run a server: an engine, a model and arguments, as named in `[modes.NAME]`."""
+
+    name: str
+    """The table name (`specdash switch HOST NAME`)."""
+    engine: str
+    """`sglang` or `vllm`."""
+    model: str
+    """The model path or id (`--model-path` for SGLang, `--model` for vLLM)."""
+    port: int = 30000
+    """The HTTP port the server listens on (on the remote host's loopback)."""
+    args: tuple[str, ...] = ()
+    """Extra engine arguments, each a literal argument."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Environment variables for the launch (e.g. `SGLANG_ENABLE_SPEC_V2=1`)."""
+    launcher: tuple[str, ...] = ()
+    """Replaces the engine's launcher (e.g. `["specdash", "sim"]` for the simulator)."""
+    description: str = ""
+    """One line shown in the mode list."""
+    stop_timeout: float = 30.0
+    """Seconds to wait after SIGTERM before SIGKILL of the process group."""
+
+
+@dataclass(frozen=True)
+class UIConfig:
+    """Dashboard preferences, `[ui]`."""
+
+    bell: bool = True
+    """Ring the terminal bell on ready, crash and sweep done."""
+    theme: str = "textual-dark"
+    """A Textual theme name."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole validated configuration."""
+
+    path: Path | None
+    """Where it was read from (None for built-in configs such as the demo's)."""
+    hosts: Mapping[str, HostConfig]
+    """Hosts by name."""
+    modes: Mapping[str, ModeConfig]
+    """Modes by name, with `extends` already resolved."""
+    ui: UIConfig = field(default_factory=UIConfig)
+    """Dashboard preferences."""
+    keymap: Mapping[str, str] = field(default_factory=dict)
+    """Binding id -> key(s), applied with `App.set_keymap`."""
+
+    def mode(self, name: str) -> ModeConfig:
+        """The mode called `name`, or a UsageError that lists the known ones."""
+        try:
+            return self.modes[name]
+        except KeyError:
+            known = ", ".join(sorted(self.modes)) or "none"
+            raise UsageError(f"unknown mode {name!r} in {self._where()} (known modes: {known})") from None
+
+    def _where(self) -> str:
+        return str(self.path) if self.path else "the built-in config"
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+
+class _Table:
+    """A TOML table being validated: every access names file, table and key in its errors."""
+
+    def __init__(self, path: Path, name: str, data: Any) -> None:
+        if not isinstance(data, dict):
+            raise UsageError(f"{path}: [{name}] must be a table, not {_kind(data)}")
+        self.path, self.name, self.data = path, name, data
+
+    def error(self, key: str, problem: str) -> UsageError:
+        return UsageError(f"{self.path}: [{self.name}] {key}: {problem}")
+
+    def check_keys(self, allowed: set[str]) -> None:
+        for key in self.data:
+            if key not in allowed:
+                raise self.error(key, f"unknown key (expected one of: {', '.join(sorted(allowed))})")
+
+    def string(self, key: str, default: str | None = None, *, required: bool = False) -> str | None:
+        value = self.data.get(key, default)
+        if value is None:
+            if required:
+                raise self.error(key, "missing (required)")
+            return None
+        if not isinstance(value, str):
+            raise self.error(key, f"must be a string, not {_kind(value)}")
+        if required and not value.strip():
+            raise self.error(key, "must not be empty")
+        return value
+
+    def strings(self, key: str) -> tuple[str, ...]:
+        value = self.data.get(key, [])
+        if isinstance(value, str):
+            raise self.error(key, 'must be a list of strings, e.g. ["--tp", "8"]')
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.error(key, f"must be a list of strings, not {_kind(value)}")
+        return tuple(value)
+
+    def mapping(self, key: str) -> dict[str, str]:
+        value = self.data.get(key, {})
+        if not isinstance(value, dict):
+            raise self.error(key, f"must be a table of strings, not {_kind(value)}")
+        for k, v in value.items():
+            if not isinstance(v, str):
+                raise self.error(f"{key}.{k}", f"must be a string, not {_kind(v)}")
+        return dict(value)
+
+    def number(self, key: str, default: float, *, low: float, high: float) -> float:
+        value = self.data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.error(key, f"must be a number, not {_kind(value)}")
+        if not low <= value <= high:
+            raise self.error(key, f"{value} is out of range ({low:g} to {high:g})")
+        return float(value)
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self.data.get(key, default)
+        if not isinstance(value, bool):
+            raise self.error(key, f"must be true or false, not {_kind(value)}")
+        return value
+
+
+def _kind(value: Any) -> str:
+    names = {dict: "a table", list: "a list", str: "a string", bool: "a boolean", int: "an integer"}
+    return names.get(type(value), type(value).__name__)
+
+
+_HOST_KEYS = {"address", "jump", "identity_file", "known_hosts", "workdir", "python", "env"}
+_MODE_KEYS = {"extends", "engine", "model", "port", "args", "env", "launcher", "description", "stop_timeout"}
+_TOP_KEYS = {"hosts", "modes", "ui", "keymap"}
+
+
+def load(path: Path | None = None) -> Config:
+    """Read and validate the config file. A missing file gives an empty config (no hosts, no modes)."""
+    from specdash import paths
+
+    path = path or paths.config_file()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return Config(path=path, hosts={}, modes={})
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read config {path}: {exc}") from None
+    return parse(text, path)
+
+
+def parse(text: str, path: Path) -> Config:
+    """Validate a config's TOML text; `path` is used in messages."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: TOML syntax error: {exc}") from None
+    for key in data:
+        if key not in _TOP_KEYS:
+            raise UsageError(f"{path}: unknown top-level key {key!r} (expected one of: {', '.join(sorted(_TOP_KEYS))})")
+    hosts = {name: _host(_Table(path, f"hosts.{name}", t), name) for name, t in _subtables(path, data, "hosts")}
+    raw_modes = dict(_subtables(path, data, "modes"))
+    modes = {name: _mode(path, name, raw_modes, ()) for name in raw_modes}
+    ui_table = _Table(path, "ui", data.get("ui", {}))
+    ui_table.check_keys({"bell", "theme"})
+    ui = UIConfig(bell=ui_table.boolean("bell", True), theme=ui_table.string("theme", "textual-dark") or "")
+    return Config(path=path, hosts=hosts, modes=modes, ui=ui, keymap=_keymap(path, data))
+
+
+def _keymap(path: Path, data: dict[str, Any]) -> dict[str, str]:
+    table = _Table(path, "keymap", data.get("keymap", {}))
+    return {k: v for k, v in table.data.items() if _is_str(table, k, v)}
+
+
+def _is_str(table: _Table, key: str, value: Any) -> bool:
+    if not isinstance(value, str):
+        raise table.error(key, f'must be a string of keys, e.g. "ctrl+s", not {_kind(value)}')
+    return True
+
+
+def _subtables(path: Path, data: dict[str, Any], key: str) -> list[tuple[str, Any]]:
+    section = data.get(key, {})
+    if not isinstance(section, dict):
+        raise UsageError(f"{path}: [{key}] must be a table of tables, not {_kind(section)}")
+    return list(section.items())
+
+
+def _host(t: _Table, name: str) -> HostConfig:
+    t.check_keys(_HOST_KEYS)
+    return HostConfig(
+        name=name,
+        address=t.string("address", required=True) or "",
+        jump=t.string("jump"),
+        identity_file=t.string("identity_file"),
+        known_hosts=t.string("known_hosts"),
+        workdir=t.string("workdir", "~") or "~",
+        python=t.string("python", "python3") or "python3",
+        env=t.mapping("env"),
+    )
+
+
+def _mode(path: Path, name: str, raw: dict[str, Any], chain: tuple[str, ...]) -> ModeConfig:
+    if name in chain:
+        cycle = " -> ".join((*chain, name))
+        raise UsageError(f"{path}: [modes.{chain[-1]}] extends: cycle {cycle}")
+    t = _Table(path, f"modes.{name}", raw[name])
+    t.check_keys(_MODE_KEYS)
+    parent_name = t.string("extends")
+    parent: ModeConfig | None = None
+    if parent_name is not None:
+        if parent_name not in raw:
+            raise t.error("extends", f"no mode named {parent_name!r} (known modes: {', '.join(sorted(raw))})")
+        parent = _mode(path, parent_name, raw, (*chain, name))
+    engine = t.string("engine", parent.engine if parent else None, required=True) or ""
+    if engine not in ENGINES:
+        raise t.error("engine", f"{engine!r} is not one of {', '.join(ENGINES)}")
+    model = t.string("model", parent.model if parent else None, required=True) or ""
+    args = t.strings("args")
+    for arg in args:
+        if not arg:
+            raise t.error("args", "contains an empty argument")
+    return ModeConfig(
+        name=name,
+        engine=engine,
+        model=model,
+        port=int(t.number("port", parent.port if parent else 30000, low=1, high=65535)),
+        args=(parent.args if parent else ()) + args,
+        env={**(parent.env if parent else {}), **t.mapping("env")},
+        launcher=t.strings("launcher") or (parent.launcher if parent else ()),
+        description=t.string("description", parent.description if parent else "") or "",
+        stop_timeout=t.number("stop_timeout", parent.stop_timeout if parent else 30.0, low=0, high=3600),
+    )

@@ -1,0 +1,114 @@
+"""Config parsing: the shipped example is valid, extends resolves, and every bad input names file, table, key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specdash import config
+from specdash.cli.config import example_text
+from specdash.errors import UsageError
+
+P = Path("/cfg/config.toml")
+
+BASE = """
+[modes.base]
+engine = "sglang"
+model = "/m"
+args = ["--tp", "8"]
+env = { A = "1" }
+"""
+
+
+def test_example_config_is_valid() -> None:
+    cfg = config.parse(example_text(), P)
+    eagle = cfg.mode("eagle3")
+    assert eagle.engine == "sglang"
+    assert eagle.args[:3] == ("--tp", "8", "--enable-metrics")
+    assert "EAGLE3" in eagle.args
+    assert cfg.mode("eagle3-v2").env["SGLANG_ENABLE_SPEC_V2"] == "1"
+    assert cfg.mode("vllm-ngram").port == 8000
+    assert cfg.hosts["gpu"].env["no_proxy"] == "127.0.0.1,localhost"
+
+
+def test_extends_appends_args_and_merges_env() -> None:
+    cfg = config.parse(BASE + '[modes.child]\nextends = "base"\nargs = ["--x"]\nenv = { B = "2" }\nport = 31000\n', P)
+    child = cfg.mode("child")
+    assert child.args == ("--tp", "8", "--x")
+    assert dict(child.env) == {"A": "1", "B": "2"}
+    assert (child.engine, child.model, child.port) == ("sglang", "/m", 31000)
+
+
+def test_shell_metacharacters_stay_literal() -> None:
+    cfg = config.parse(BASE + '[modes.evil]\nextends = "base"\nargs = ["--x", "a; rm -rf /", "$(id)"]\n', P)
+    assert cfg.mode("evil").args[-2:] == ("a; rm -rf /", "$(id)")
+
+
+def test_missing_file_is_empty_config(tmp_path: Path) -> None:
+    cfg = config.load(tmp_path / "none.toml")
+    assert not cfg.hosts and not cfg.modes
+
+
+BAD = [
+    ("syntax", "[modes.x\n", "TOML syntax error"),
+    ("top-level key", "colour = 1\n", "unknown top-level key 'colour'"),
+    ("mode key", BASE + "argz = []\n", "[modes.base] argz: unknown key"),
+    ("engine", '[modes.m]\nengine = "tgi"\nmodel = "/m"\n', "[modes.m] engine: 'tgi' is not one of sglang, vllm"),
+    ("missing engine", '[modes.m]\nmodel = "/m"\n', "[modes.m] engine: missing"),
+    ("missing model", '[modes.m]\nengine = "sglang"\n', "[modes.m] model: missing"),
+    ("empty model", '[modes.m]\nengine = "sglang"\nmodel = " "\n', "[modes.m] model: must not be empty"),
+    ("args string", BASE + '[modes.c]\nextends = "base"\nargs = "--tp 8"\n', "[modes.c] args: must be a list"),
+    ("args ints", BASE + '[modes.c]\nextends = "base"\nargs = [8]\n', "[modes.c] args: must be a list of strings"),
+    ("empty arg", BASE + '[modes.c]\nextends = "base"\nargs = [""]\n', "[modes.c] args: contains an empty argument"),
+    ("port type", BASE + '[modes.c]\nextends = "base"\nport = "x"\n', "[modes.c] port: must be a number"),
+    ("port range", BASE + '[modes.c]\nextends = "base"\nport = 70000\n', "[modes.c] port: 70000 is out of range"),
+    ("extends missing", '[modes.c]\nextends = "nope"\n', "[modes.c] extends: no mode named 'nope'"),
+    ("cycle", '[modes.a]\nextends = "b"\n[modes.b]\nextends = "a"\n', "extends: cycle a -> b -> a"),
+    ("self cycle", '[modes.a]\nextends = "a"\n', "extends: cycle a -> a"),
+    ("env type", BASE + '[modes.c]\nextends = "base"\nenv = { X = 1 }\n', "[modes.c] env.X: must be a string"),
+    ("host address", "[hosts.h]\njump = 'j'\n", "[hosts.h] address: missing"),
+    ("host key", "[hosts.h]\naddress = 'a'\nuser = 'root'\n", "[hosts.h] user: unknown key"),
+    ("hosts not table", "hosts = 3\n", "[hosts] must be a table of tables"),
+    ("mode not table", "[modes]\nm = 3\n", "[modes.m] must be a table"),
+    ("ui bell", "[ui]\nbell = 'yes'\n", "[ui] bell: must be true or false"),
+    ("keymap", "[keymap]\nstart = 1\n", "[keymap] start: must be a string of keys"),
+    ("stop_timeout", BASE + '[modes.c]\nextends = "base"\nstop_timeout = -1\n', "[modes.c] stop_timeout: -1"),
+]
+
+
+@pytest.mark.parametrize(("case", "text", "message"), BAD, ids=[b[0] for b in BAD])
+def test_bad_config_names_file_table_and_key(case: str, text: str, message: str) -> None:
+    with pytest.raises(UsageError) as info:
+        config.parse(text, P)
+    assert str(P) in info.value.message
+    assert message in info.value.message
+    assert info.value.exit_code == 2
+
+
+def test_unknown_mode_lists_known_modes() -> None:
+    cfg = config.parse(BASE, P)
+    with pytest.raises(UsageError, match=r"unknown mode 'eagle' .* \(known modes: base\)"):
+        cfg.mode("eagle")
+
+
+def test_config_check_cli_exits_2_without_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "c.toml"
+    bad.write_text('[modes.m]\nengine = "tgi"\nmodel = "/m"\n')
+    out = subprocess.run(
+        [sys.executable, "-m", "specdash", "config", "check", "--config", str(bad)], capture_output=True, text=True
+    )
+    assert out.returncode == 2
+    assert out.stderr.strip() == f"specdash: error: {bad}: [modes.m] engine: 'tgi' is not one of sglang, vllm"
+
+
+def test_config_init_then_check(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "config.toml"
+    run = [sys.executable, "-m", "specdash", "config"]
+    assert subprocess.run([*run, "init", "--config", str(path)], capture_output=True).returncode == 0
+    again = subprocess.run([*run, "init", "--config", str(path)], capture_output=True, text=True)
+    assert again.returncode == 2 and "already exists" in again.stderr
+    ok = subprocess.run([*run, "check", "--config", str(path)], capture_output=True, text=True)
+    assert ok.returncode == 0 and "7 mode(s)" in ok.stdout
