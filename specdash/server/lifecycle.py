@@ -1,0 +1,238 @@
+"""Start, stop, attach to and switch servers on a host, through remote shell scripts.
+
+The scripts live in `scripts/` beside this module and are sent as standard input to `bash -s`, with every
+value passed as a positional argument (never spliced into shell text). State on the host:
+`~/.specdash/runs/<run-id>/` holds `run.json` (command, mode, engine, port, log path), `pid`
+("PID PGID START"), `server.log` and, after a stop, `stopped`; `~/.specdash/current` names the live run.
+Directories are 0700 and files 0600 (the scripts set `umask 077`). Any specdash instance re-attaches from
+that record instead of launching twice.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import time
+import uuid
+from dataclasses import dataclass, field
+from importlib import resources
+
+from specdash.config import HostConfig, ModeConfig
+from specdash.engines.launch import launch_argv, launch_env
+from specdash.errors import SpecdashError
+from specdash.remote.host import Host, RunResult
+
+
+class ServerAlreadyRunning(SpecdashError):
+    """A specdash run is already live on the host; attach to it or stop it first."""
+
+    def __init__(self, host: str, run_id: str, pid: int) -> None:
+        super().__init__(
+            f"a server started by specdash is already running on {host} (run {run_id}, pid {pid}); "
+            f"attach to it, or stop it first with 'specdash down {host}'"
+        )
+        self.run_id = run_id
+        self.pid = pid
+
+
+class PortBusy(SpecdashError):
+    """Something else listens on the server's port: refused before the (long) load starts."""
+
+    def __init__(self, host: str, port: int, listener: str) -> None:
+        who = _listener_process(listener)
+        super().__init__(
+            f"port {port} on {host} is already in use{f' by {who}' if who else ''}; "
+            "stop that process or give the mode another port (refused before launching)"
+        )
+        self.port = port
+        self.listener = listener
+
+
+def _listener_process(ss_line: str) -> str:
+    """`users:(("python3",pid=123,fd=3))` -> `python3 (pid 123)`; '' when ss could not see the process."""
+    m = re.search(r'users:\(\("([^"]+)",pid=(\d+)', ss_line)
+    return f"{m.group(1)} (pid {m.group(2)})" if m else ""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A server launched by specdash, as recorded on the host."""
+
+    id: str
+    """The run id (directory name under `~/.specdash/runs/`)."""
+    mode: str
+    """The mode it was started in."""
+    engine: str
+    """`sglang` or `vllm`."""
+    port: int
+    """The server's HTTP port on the host."""
+    pid: int
+    """The launched process (the engine's main process)."""
+    pgid: int
+    """Its process group: every engine child is in it."""
+    started_at: float
+    """Launch time, seconds since the epoch (the host's clock)."""
+    log_path: str
+    """The server's combined stdout/stderr on the host."""
+    command: tuple[str, ...] = ()
+    """The argv that was launched."""
+    alive: bool = True
+    """Whether the main process (or any member of its group) was alive when this record was read."""
+    log_size: int = 0
+    """The log's size in bytes when this record was read."""
+
+
+@dataclass
+class StopReport:
+    """What a stop did, for the user."""
+
+    run_id: str
+    was_running: bool = False
+    """False when nothing of the run was alive anymore."""
+    members: list[str] = field(default_factory=list)
+    """The group's processes when the stop began ("PID ARGS")."""
+    killed: list[str] = field(default_factory=list)
+    """Processes that ignored SIGTERM for the grace period and got SIGKILL."""
+    survivors: list[str] = field(default_factory=list)
+    """Processes still alive after SIGKILL (should be empty)."""
+    port_free: bool = True
+    """Whether the port was free at the end."""
+    port_listener: str = ""
+    """Who still listens, if the port is not free."""
+    gpu_memory_mib: list[tuple[int, int]] = field(default_factory=list)
+    """(GPU index, MiB used) after the stop, on hosts with nvidia-smi."""
+    seconds: float = 0.0
+    """How long the stop took."""
+
+    def summary(self) -> str:
+        """One or two lines for the terminal."""
+        if not self.was_running:
+            head = f"run {self.run_id} was not running"
+        else:
+            head = f"stopped run {self.run_id} ({len(self.members)} process(es)) in {self.seconds:.1f} s"
+            if self.killed:
+                head += f"; {len(self.killed)} ignored SIGTERM and were killed"
+        parts = [head]
+        if self.survivors:
+            parts.append("still alive: " + "; ".join(self.survivors))
+        if not self.port_free:
+            parts.append(f"port still in use: {self.port_listener}")
+        if self.gpu_memory_mib:
+            parts.append("GPU memory in use: " + ", ".join(f"GPU{i} {m} MiB" for i, m in self.gpu_memory_mib))
+        return "\n".join(parts)
+
+
+def _script(name: str) -> str:
+    files = resources.files("specdash.server").joinpath("scripts")
+    return files.joinpath("common.sh").read_text() + "\n" + files.joinpath(name).read_text()
+
+
+async def run_script(host: Host, name: str, *args: str, timeout: float = 30.0) -> RunResult:
+    """Run `scripts/<name>` on the host with `args` as literal positional arguments."""
+    command = "bash -s -- " + shlex.join(args) if args else "bash -s"
+    return await host.run(command, timeout=timeout, stdin=_script(name))
+
+
+def _lines(result: RunResult) -> list[tuple[str, str]]:
+    out = []
+    for line in result.stdout.splitlines():
+        word, _, rest = line.strip().partition(" ")
+        if word:
+            out.append((word, rest))
+    return out
+
+
+class Lifecycle:
+    """Server operations on one host."""
+
+    def __init__(self, host: Host, host_config: HostConfig) -> None:
+        self.host = host
+        self.config = host_config
+
+    async def current(self, run_id: str = "") -> RunRecord | None:
+        """The current run (or `run_id`) as recorded on the host, or None when there is none."""
+        result = await run_script(self.host, "status.sh", *([run_id] if run_id else []))
+        if not result.ok:
+            raise SpecdashError(f"cannot read the run record on {self.host.name}: {result.stderr.strip()}")
+        fields = dict(_lines(result))
+        if "id" not in fields:
+            return None
+        pid, pgid, started = fields["pid"].split()
+        log_path, _, size = fields["log"].rpartition(" ")
+        try:
+            meta = json.loads(fields.get("meta", "{}"))
+        except json.JSONDecodeError:
+            meta = {}
+        return RunRecord(
+            id=fields["id"],
+            mode=str(meta.get("mode", "?")),
+            engine=str(meta.get("engine", "sglang")),
+            port=int(meta.get("port", 0)),
+            pid=int(pid),
+            pgid=int(pgid),
+            started_at=float(started),
+            log_path=log_path,
+            command=tuple(meta.get("command", ())),
+            alive="alive" in fields and "stopped" not in fields,
+            log_size=int(size) if size.isdigit() else 0,
+        )
+
+    async def start(self, mode: ModeConfig) -> RunRecord:
+        """Launch `mode` detached; refuse a live run or a busy port before anything is launched."""
+        run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+        argv = launch_argv(mode, self.config)
+        env = [f"{k}={v}" for k, v in launch_env(mode, self.config).items()]
+        meta = json.dumps({"mode": mode.name, "engine": mode.engine, "port": mode.port, "command": argv})
+        result = await run_script(
+            self.host, "start.sh", run_id, str(mode.port), self.config.workdir, meta, str(len(env)), *env, *argv
+        )
+        word, rest = (_lines(result) or [("", "")])[-1]
+        if result.exit_status == 10 and word == "live":
+            other_id, pid = rest.split()[:2]
+            raise ServerAlreadyRunning(self.host.name, other_id, int(pid))
+        if result.exit_status == 11 and word == "busy":
+            raise PortBusy(self.host.name, mode.port, rest)
+        if result.exit_status == 12:
+            raise SpecdashError(f"working directory {self.config.workdir!r} does not exist on {self.host.name}")
+        if result.exit_status == 13:
+            raise SpecdashError(f"'setsid' is not installed on {self.host.name} (util-linux)")
+        if not result.ok or word != "started":
+            detail = (result.stderr or result.stdout).strip()
+            raise SpecdashError(f"launching {mode.name!r} on {self.host.name} failed: {detail}")
+        record = await self.current(run_id)
+        if record is None:
+            raise SpecdashError(f"run {run_id} vanished right after launch on {self.host.name}")
+        return record
+
+    async def stop(self, record: RunRecord, grace: float = 30.0) -> StopReport:
+        """SIGTERM the run's process group, SIGKILL it after `grace` seconds, verify nothing is left."""
+        began = time.monotonic()
+        result = await run_script(self.host, "stop.sh", record.id, f"{grace:g}", str(record.port), timeout=grace + 30.0)
+        report = StopReport(run_id=record.id)
+        for word, rest in _lines(result):
+            if word == "member":
+                report.members.append(rest)
+            elif word == "killed":
+                report.killed.append(rest)
+            elif word == "survivor":
+                report.survivors.append(rest)
+            elif word == "portbusy":
+                report.port_free, report.port_listener = False, rest
+            elif word == "gpumem":
+                idx, _, mib = rest.partition(",")
+                if idx.strip().isdigit() and mib.strip().isdigit():
+                    report.gpu_memory_mib.append((int(idx), int(mib)))
+        report.was_running = bool(report.members)
+        report.seconds = time.monotonic() - began
+        if not result.ok and result.exit_status != 20:
+            raise SpecdashError(f"stopping run {record.id} on {self.host.name} failed: {result.stderr.strip()}")
+        return report
+
+    async def switch(self, mode: ModeConfig, grace: float = 30.0) -> tuple[StopReport | None, RunRecord]:
+        """Stop the current run (if any), then start `mode`. Run history stays on the host."""
+        report = None
+        current = await self.current()
+        if current is not None and current.alive:
+            report = await self.stop(current, grace)
+        return report, await self.start(mode)
