@@ -1,0 +1,271 @@
+"""vLLM V1's log rules (2025 to 0.32.0) and health semantics; reference: engines.md 2.4, 5.5-5.7, 6.2.
+
+vLLM's startup order differs from SGLang's: the drafter loads right after the target weights, *before* the KV
+cache and graph capture (`Loading drafter model...`), and there is no separate draft-graph step. So the
+tracker follows `VLLM_STARTUP_ORDER`, a reordering of `STARTUP_ORDER`. The phase after the engine core is
+up (`init engine (profile, create kv cache, warmup model) took`) until uvicorn's `Application startup
+complete.` is reported as WARMING_UP: the API server is importing routes and starting; health is still
+refused then, and the first 200 means ready (there is no 503 phase on vLLM).
+"""
+
+from __future__ import annotations
+
+import re
+
+from specdash.core.models import Phase, Progress
+from specdash.engines.base import (
+    CrashKind,
+    EngineRules,
+    HealthState,
+    LogLine,
+    Observation,
+    PhaseHint,
+    ProgressHint,
+    VersionHint,
+    crash_signals,
+)
+from specdash.engines.metrics import (
+    EngineStats,
+    ServerLimits,
+    SpecDecodeStats,
+    first_word,
+    to_float,
+    to_fraction,
+    to_int,
+)
+from specdash.engines.text import bar_counts, epoch_seconds, pre_clean
+
+VLLM_STARTUP_ORDER: tuple[Phase, ...] = (
+    Phase.LAUNCHING,
+    Phase.DIST_INIT,
+    Phase.LOADING_WEIGHTS,
+    Phase.LOADING_DRAFT,
+    Phase.ALLOCATING_KV,
+    Phase.CAPTURING_GRAPHS,
+    Phase.WARMING_UP,
+    Phase.READY,
+)
+"""vLLM's phases in the order it passes them (the drafter before the KV cache)."""
+
+# `(EngineCore_DP0 pid=2039425) ERROR 09-18 10:17:06 [core.py:712] `; every part optional, and the opening
+# parenthesis too, since a pasted log lost it (vllm#25125). vLLM's clock has no year (engines.md 5.5).
+_PREFIX = re.compile(
+    r"(?:\(?(?P<proc>[A-Za-z_][\w-]*)(?: rank=\d+)? pid=\d+\)\s?)?"
+    r"(?:(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) +)?"
+    r"(?:(?P<mo>\d\d)-(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:\.(?P<f>\d+))? +)?"
+    r"(?:\[[^\]\s]*:\d+\] ?)?"
+)
+_VERSION = re.compile(r"\bversion:?\s+v?(\d+\.\d+[\w.+-]*)|LLM engine \(v(\d+\.\d+[\w.+-]*)\)")
+_KV_TOKENS = re.compile(r"KV cache size: ([\d,]+) tokens")
+_CONCURRENCY = re.compile(r"Maximum concurrency for [\d,]+ tokens per request: ([\d.,]+)x")
+_ENGINE_INDEX = re.compile(r"Engine (\d+): ")
+_SPEC_FIELDS = {
+    "mean": re.compile(r"Mean acceptance length: ([\d.]+)"),
+    "rate": re.compile(r"[Dd]raft acceptance rate: ([\d.]+%?)"),
+    "acc_tp": re.compile(r"Accepted throughput: ([\d.]+)"),
+    "draft_tp": re.compile(r"Drafted throughput: ([\d.]+)"),
+    "accepted": re.compile(r"(?:Accepted: |Number of accepted tokens: )(\d+)"),
+    "drafted": re.compile(r"(?:Drafted: |Number of draft tokens: )(\d+)"),
+    "per_pos": re.compile(r"Per-position acceptance rate: (\d+(?:\.\d+)?(?:, \d+(?:\.\d+)?)*)"),
+    "efficiency": re.compile(r"System efficiency: ([\d.]+)"),
+}
+
+# (substring, kind, weight): lines only printed when the engine is dying (engines.md 6.2).
+_MARKERS: tuple[tuple[str, CrashKind, int], ...] = (
+    ("EngineCore failed to start", CrashKind.MARKER, 3),
+    ("WorkerProc failed to start", CrashKind.MARKER, 3),
+    ("WorkerProc hit an exception", CrashKind.MARKER, 2),
+    ("EngineDeadError", CrashKind.MARKER, 1),
+    ("Engine core initialization failed", CrashKind.FATAL, 2),
+    ("is less than desired GPU memory utilization", CrashKind.FATAL, 4),
+    ("ddress already in use", CrashKind.FATAL, 4),
+)
+
+_WARMUP_WORDS = (
+    "init engine (",
+    "Supported tasks",
+    "Available routes are",
+    "Route: ",
+    "Started server process",
+    "Waiting for application startup",
+)
+_KV_WORDS = ("Available KV cache memory", "KV cache size", "GiB for KV cache", "Maximum concurrency for")
+_GRAPH_WORDS = ("Capturing CUDA graphs", "Warming up model for the compilation", "Graph capturing finished")
+
+
+class VLLMRules(EngineRules):
+    """vLLM V1's log rules; one instance per log stream (it remembers whether the drafter is loading)."""
+
+    name = "vllm"
+    startup_order = VLLM_STARTUP_ORDER
+
+    def __init__(self) -> None:
+        self._draft = False
+        self._versions: set[str] = set()
+        self._ts_key = ""
+        self._ts_value: float | None = None
+
+    def clean(self, raw: str) -> LogLine:
+        """Strip colour/container prefixes and split `(Proc pid=N) LEVEL mm-dd hh:mm:ss [file:line] ` off."""
+        line = pre_clean(raw)
+        m = _PREFIX.match(line)
+        if m is None or m.end() == 0:
+            return LogLine(raw=line, text=line)
+        time: float | None = None
+        if m.group("mo") is not None:
+            key = line[m.start("mo") : m.end("s") + (len(m.group("f")) + 1 if m.group("f") else 0)]
+            if key != self._ts_key:
+                self._ts_key = key
+                # 2000 is a leap year, so a `02-29` stamp still converts; only differences matter to us.
+                self._ts_value = epoch_seconds(
+                    2000,
+                    int(m.group("mo")),
+                    int(m.group("d")),
+                    int(m.group("h")),
+                    int(m.group("mi")),
+                    int(m.group("s")),
+                    m.group("f") or "",
+                )
+            time = self._ts_value
+        return LogLine(
+            raw=line, text=line[m.end() :], rank=m.group("proc") or "", time=time, level=m.group("level") or ""
+        )
+
+    def observe(self, line: LogLine) -> list[Observation]:
+        """What one cleaned vLLM line means."""
+        t = line.text
+        if len(t) < 6:
+            return []
+        if "throughput" in t and "Avg prompt throughput" in t:
+            return [self._stats(t)]
+        if "SpecDecoding metrics" in t or "Speculative metrics" in t:
+            return [self._spec(t)]
+        if "shards" in t and "%" in t:
+            counts = bar_counts(t)
+            if counts is not None:
+                phase = Phase.LOADING_DRAFT if self._draft else Phase.LOADING_WEIGHTS
+                return [ProgressHint(phase, Progress(counts[0], counts[1], "shards"))]
+        if "Capturing CUDA graphs" in t:
+            counts = bar_counts(t)
+            if counts is not None:
+                return [ProgressHint(Phase.CAPTURING_GRAPHS, Progress(counts[0], counts[1], "graphs"))]
+        out = crash_signals(t, _MARKERS)
+        if "version" in t or "LLM engine (v" in t:
+            out += self._version(t)
+        out += self._phase(t)
+        return out
+
+    def _phase(self, t: str) -> list[Observation]:
+        if "Application startup complete" in t:
+            return [PhaseHint(Phase.READY)]
+        if "Loading drafter model" in t:
+            self._draft = True
+            return [PhaseHint(Phase.LOADING_DRAFT)]
+        if "Starting to load model" in t or "Loading weights took" in t or "Model loading took" in t:
+            return [PhaseHint(Phase.LOADING_DRAFT if self._draft else Phase.LOADING_WEIGHTS)]
+        if "distributed_init_method" in t:
+            return [PhaseHint(Phase.DIST_INIT)]
+        if any(word in t for word in _KV_WORDS):
+            return [PhaseHint(Phase.ALLOCATING_KV), *self._limits(t)]
+        if any(word in t for word in _GRAPH_WORDS):
+            return [PhaseHint(Phase.CAPTURING_GRAPHS)]
+        if any(word in t for word in _WARMUP_WORDS) or (t.startswith("Starting v") and " on http" in t):
+            return [PhaseHint(Phase.WARMING_UP)]
+        return []
+
+    def _version(self, t: str) -> list[Observation]:
+        m = _VERSION.search(t)
+        if m is None:
+            return []
+        version = m.group(1) or m.group(2)
+        if version in self._versions:
+            return []
+        self._versions.add(version)
+        return [VersionHint(version, exact=True)]
+
+    @staticmethod
+    def _limits(t: str) -> list[Observation]:
+        tokens, concurrency = _KV_TOKENS.search(t), _CONCURRENCY.search(t)
+        if tokens is None and concurrency is None:
+            return []
+        return [
+            ServerLimits(
+                max_total_tokens=None if tokens is None else to_int(tokens.group(1)),
+                max_concurrency=None if concurrency is None else to_float(concurrency.group(1)),
+            )
+        ]
+
+    @staticmethod
+    def _stats(t: str) -> EngineStats:
+        fields: dict[str, str] = {}
+        for part in t[t.index("Avg prompt throughput") :].rstrip(".").split(", "):
+            key, sep, value = part.partition(": ")
+            if sep:
+                fields[key.strip()] = value.strip()
+
+        def get(*keys: str) -> str | None:
+            for key in keys:
+                if key in fields:
+                    return fields[key]
+            return None
+
+        def num(*keys: str) -> int | None:
+            value = get(*keys)
+            return None if value is None else to_int(first_word(value))
+
+        def real(*keys: str) -> float | None:
+            value = get(*keys)
+            return None if value is None else to_float(first_word(value))
+
+        def frac(*keys: str) -> float | None:
+            value = get(*keys)
+            return None if value is None else to_fraction(first_word(value))
+
+        index = _ENGINE_INDEX.search(t)
+        return EngineStats(
+            engine=0 if index is None else int(index.group(1)),
+            prompt_throughput=real("Avg prompt throughput"),
+            gen_throughput=real("Avg generation throughput"),
+            running_reqs=num("Running"),
+            waiting_reqs=num("Waiting", "Pending"),
+            kv_cache_usage=frac("GPU KV cache usage", "KV cache usage", "CPU KV cache usage"),
+            prefix_cache_hit_rate=frac("Prefix cache hit rate", "GPU prefix cache hit rate"),
+            preemptions=num("Preemptions"),
+        )
+
+    @staticmethod
+    def _spec(t: str) -> SpecDecodeStats:
+        found: dict[str, str] = {}
+        for key, pattern in _SPEC_FIELDS.items():
+            m = pattern.search(t)
+            if m is not None:
+                found[key] = m.group(1)
+
+        def real(key: str) -> float | None:
+            return to_float(found[key]) if key in found else None
+
+        def num(key: str) -> int | None:
+            return to_int(found[key]) if key in found else None
+
+        per_pos = tuple(v for v in (to_float(x) for x in found.get("per_pos", "").split(", ") if x) if v is not None)
+        return SpecDecodeStats(
+            mean_acceptance_length=real("mean"),
+            draft_acceptance_rate=to_fraction(found["rate"]) if "rate" in found else None,
+            accepted_throughput=real("acc_tp"),
+            drafted_throughput=real("draft_tp"),
+            accepted_tokens=num("accepted"),
+            drafted_tokens=num("drafted"),
+            per_position=per_pos,
+            system_efficiency=real("efficiency"),
+        )
+
+    @staticmethod
+    def health_state(status: int | None, *, ready: bool) -> HealthState:
+        """vLLM: refused until ready, then 200; 503 means `EngineDeadError` (engines.md 2.4)."""
+        if status is None:
+            return HealthState.LOADING
+        if status == 200:
+            return HealthState.READY
+        if status == 503:
+            return HealthState.DEAD
+        return HealthState.UNKNOWN
