@@ -1,0 +1,165 @@
+"""What a session tells its viewers (the dashboard, the headless CLI): plain, Textual-free events.
+
+A `specdash.server.session` object owns the connection, the server lifecycle, the watcher and the bench,
+and emits these events; the UI turns each into a message for its widgets. High-rate streams arrive
+batched (`LogBatch`, `BenchTick` about 4 times a second), so a viewer never sees one event per log line.
+Connection events are `specdash.remote.events.ConnectionEvent`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from specdash.core.models import CrashInfo, Phase, Progress
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """Everything the server panel shows, as one snapshot (emitted on every change)."""
+
+    phase: Phase
+    """Where the server is."""
+    mode: str = ""
+    """The mode it runs in (empty when stopped and unknown)."""
+    engine: str = ""
+    """`sglang` or `vllm`."""
+    pid: int | None = None
+    """The engine's main process on the host."""
+    port: int | None = None
+    """Its HTTP port on the host."""
+    started_at: float | None = None
+    """Launch time (epoch seconds): uptime and startup elapsed are measured from it."""
+    phase_started_at: float | None = None
+    """When the current phase began (epoch seconds)."""
+    progress: Progress | None = None
+    """Progress inside the current phase: shards n/N, graph batch sizes done/total."""
+    timeline: tuple[tuple[Phase, float], ...] = ()
+    """Finished startup phases with their durations in seconds, in order."""
+    eta_remaining: float | None = None
+    """Seconds to ready from history; None when there is no history (the UI says so)."""
+    eta_samples: int = 0
+    """How many past startups the ETA is based on."""
+    crash: CrashInfo | None = None
+    """Why it died (exception line first), when phase is CRASHED."""
+    note: str = ""
+    """A short extra line (e.g. `stuck in capturing CUDA graphs for 600 s`, `attached to run ...`)."""
+
+
+@dataclass(frozen=True)
+class LogBatch:
+    """New server log lines, in order (already split on `\\r` and `\\n`, ANSI kept for the viewer to strip)."""
+
+    lines: tuple[str, ...]
+    """The lines."""
+    reset: bool = False
+    """True when a new run starts: the viewer clears what it shows first."""
+
+
+@dataclass(frozen=True)
+class ModeInfo:
+    """One configured mode, for the mode list."""
+
+    name: str
+    """The mode's name."""
+    engine: str
+    """`sglang` or `vllm`."""
+    description: str = ""
+    """One line."""
+
+
+@dataclass(frozen=True)
+class ModesChanged:
+    """The configured modes and which one runs now."""
+
+    modes: tuple[ModeInfo, ...]
+    """All modes, in config order."""
+    current: str | None = None
+    """The running (or starting) mode, if any."""
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One GPU, from `nvidia-smi`."""
+
+    index: int
+    util_pct: float
+    mem_used_mib: float
+    mem_total_mib: float
+    power_w: float | None = None
+
+
+@dataclass(frozen=True)
+class GpuStats:
+    """A poll of every GPU on the host (never emitted on hosts without `nvidia-smi`)."""
+
+    gpus: tuple[GpuSample, ...]
+
+
+@dataclass(frozen=True)
+class LevelRow:
+    """One concurrency level of a sweep, as the bench table shows it."""
+
+    mode: str
+    concurrency: int
+    status: Literal["pending", "warmup", "running", "done", "failed"]
+    tok_s: float | None = None
+    """Aggregate output tok/s over the level's steady state (client side)."""
+    per_request_tok_s: float | None = None
+    """Median per-request tok/s."""
+    ttft_p50_ms: float | None = None
+    tpot_p50_ms: float | None = None
+    ok: int = 0
+    failed: int = 0
+    server_tok_s: float | None = None
+    """The server's own figure (SGLang gen throughput, vLLM generation tokens), when available."""
+    accept_length: float | None = None
+    """Mean acceptance length (speculative modes)."""
+    warning: str = ""
+    """e.g. `client and server disagree by 14 %`, `server caps running requests at 48`, `client-limited`."""
+
+
+@dataclass(frozen=True)
+class BenchTick:
+    """Live throughput while a level runs (about 4 per second)."""
+
+    mode: str
+    concurrency: int
+    t: float
+    """Seconds since the level started."""
+    tok_s: float
+    """Aggregate tok/s over the last second (tokens credited at chunk arrival)."""
+    done: int
+    """Requests finished in this level."""
+    total: int
+    """Requests planned for this level."""
+
+
+@dataclass(frozen=True)
+class BenchUpdate:
+    """The sweep's table and curves (emitted when a level starts or ends)."""
+
+    rows: tuple[LevelRow, ...]
+    curves: Mapping[str, tuple[tuple[int, float], ...]] = field(default_factory=dict)
+    """mode -> ((concurrency, tok/s), ...) over finished levels."""
+    crossover: float | None = None
+    """The concurrency above which speculation stops paying, when two modes were measured."""
+    crossover_text: str = ""
+    """A sentence about the crossover (`EAGLE-3 wins up to C=3.2; baseline above`)."""
+    running: bool = False
+    """True while the sweep still runs."""
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something to tell the user once (a toast), e.g. ready, crashed, sweep done, a refused action."""
+
+    text: str
+    severity: Literal["information", "warning", "error"] = "information"
+    bell: bool = False
+    """Ring the terminal bell (ready, crash, sweep done), if the user's config allows it."""
+
+
+SessionEvent = ServerStatus | LogBatch | ModesChanged | GpuStats | BenchTick | BenchUpdate | Notice
+"""Everything a session emits besides connection events."""
