@@ -1,0 +1,82 @@
+"""`specdash replay LOGFILE`: run a saved server log through the startup tracker and print its timeline.
+
+The same tracker and engine rules as a live startup, with the log's own timestamps as the clock, so a
+user can check what specdash would have shown for a log they have (and we can test it on real logs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from specdash.errors import UsageError
+
+NAME = "replay"
+HELP = "replay a saved server log through the startup tracker and print the startup timeline"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare `LOGFILE`, `--json` and `--engine`."""
+    parser.add_argument("logfile", metavar="LOGFILE", help="a saved SGLang or vLLM server log")
+    parser.add_argument("--json", action="store_true", help="print the timeline as JSON")
+    parser.add_argument(
+        "--engine",
+        choices=("auto", "sglang", "vllm"),
+        default="auto",
+        help="which engine wrote the log (default: detect it)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Replay the log; exit 0 whatever the startup's outcome (the outcome is the output)."""
+    from specdash.core.timeline import replay_text
+
+    path = Path(args.logfile)
+    if not path.exists():
+        raise UsageError(f"log file not found: {path}")
+    if not path.is_file():
+        raise UsageError(f"not a file: {path}")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    timeline = replay_text(data.decode("utf-8", errors="replace"), args.engine)
+    summary = timeline.as_dict()
+    if args.json:
+        print(json.dumps({"file": str(path), **summary}, indent=2, ensure_ascii=False))
+    else:
+        print(_render(path, summary))
+    return 0
+
+
+def _seconds(value: object) -> str:
+    return f"{value:.1f} s" if isinstance(value, int | float) else "-"
+
+
+def _render(path: Path, summary: dict[str, object]) -> str:
+    versions = summary["versions"]
+    version = f", version {'; '.join(map(str, versions))}" if isinstance(versions, list) and versions else ""
+    out = [f"{path.name}  (engine: {summary['engine']}{version})", ""]
+    out.append(f"  {'phase':<24} {'start':>9} {'duration':>11}  progress")
+    phases = summary["phases"]
+    for span in phases if isinstance(phases, list) else []:
+        duration = _seconds(span["duration"])
+        if span["duration"] is None:
+            duration = f">= {_seconds(span['at_least'])}" if span["at_least"] is not None else "-"
+        progress = span["progress"]
+        shown = f"{progress['done']}/{progress['total']} {progress['unit']}" if isinstance(progress, dict) else ""
+        marker = "  <- crashed here" if span["state"] == "crashed" else ""
+        out.append(f"  {span['phase']:<24} {'+' + _seconds(span['start']):>9} {duration:>11}  {shown}{marker}")
+    if not phases:
+        out.append("  (no startup phase lines in this log)")
+    out.append("")
+    outcome = summary["outcome"]
+    line = f"result: {outcome} (highest phase: {summary['highest_phase']}, total {_seconds(summary['total'])})"
+    if summary["reason"]:
+        line += f"\nreason: {summary['reason']}"
+    out.append(line)
+    suspects = summary["suspects"]
+    for suspect in suspects if isinstance(suspects, list) else []:
+        out.append(f"warning: {suspect}")
+    return "\n".join(out)

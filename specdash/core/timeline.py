@@ -1,0 +1,229 @@
+"""A startup's timeline: which phases it passed, when, for how long, and how it ended.
+
+Built from the tracker's events (`Timeline.apply`), it serves `specdash replay` and the startup history
+behind the ETA: `history_record()` is exactly the phase-name -> seconds mapping `core.eta` reads, and is
+only given for startups that reached ready (a crashed startup's durations would skew the medians).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
+
+from specdash.core.lines import split_lines
+from specdash.core.models import Phase, Progress
+from specdash.core.startup import StartupTracker
+from specdash.core.startup_events import (
+    Crashed,
+    Exited,
+    MetricsSeen,
+    PhaseChanged,
+    ProgressChanged,
+    Ready,
+    StartupEvent,
+    Stuck,
+    Suspect,
+    VersionSeen,
+)
+from specdash.engines.metrics import ServerLimits
+from specdash.engines.registry import detect_engine, make_rules
+
+
+class Outcome(enum.StrEnum):
+    """How a startup ended."""
+
+    READY = "ready"
+    """It reached ready."""
+    CRASHED = "crashed"
+    """It crashed (before or after ready); `Timeline.reason` says why."""
+    INCOMPLETE = "incomplete"
+    """Neither yet (a live startup, or a log that stops early)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseSpan:
+    """One phase of one startup."""
+
+    phase: Phase
+    """The phase."""
+    start: float
+    """When it was entered."""
+    end: float | None = None
+    """When the next phase (or ready, or the crash) began; None while it is the current phase."""
+    progress: Progress | None = None
+    """The last progress reported inside it."""
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds spent in the phase, once it is over."""
+        return None if self.end is None else max(0.0, self.end - self.start)
+
+
+@dataclass
+class Timeline:
+    """The phases of one startup and its outcome, accumulated from tracker events."""
+
+    engine: str = ""
+    """`sglang` or `vllm`."""
+    start: float | None = None
+    """When the startup began (the launch, or the first log line of a replay)."""
+    spans: list[PhaseSpan] = field(default_factory=list)
+    """Phases in the order entered (READY is the outcome, not a span)."""
+    outcome: Outcome = Outcome.INCOMPLETE
+    """How it ended so far."""
+    reason: str = ""
+    """For a crash, the reason (the exception line when there was one)."""
+    excerpt: tuple[str, ...] = ()
+    """For a crash, the log lines before it (traceback included)."""
+    end: float | None = None
+    """When it became ready or crashed."""
+    last_seen: float | None = None
+    """The last input seen; an incomplete last phase has lasted at least until then."""
+    exited_at: float | None = None
+    """When a ready server exited normally."""
+    versions: list[str] = field(default_factory=list)
+    """Engine versions or version ranges seen in the log."""
+    suspects: list[str] = field(default_factory=list)
+    """Warnings: tracebacks without a crash, stuck phases, odd values."""
+    limits: ServerLimits | None = None
+    """Capacity figures from startup (the last seen)."""
+
+    @classmethod
+    def from_events(cls, events: Iterable[StartupEvent], *, engine: str = "", start: float | None = None) -> Timeline:
+        """A timeline built from a sequence of events."""
+        timeline = cls(engine=engine, start=start)
+        for event in events:
+            timeline.apply(event)
+        return timeline
+
+    def apply(self, event: StartupEvent) -> None:
+        """Fold one tracker event in."""
+        at = getattr(event, "at", None)
+        if isinstance(at, float | int):
+            self.last_seen = float(at) if self.last_seen is None else max(self.last_seen, float(at))
+        if isinstance(event, PhaseChanged):
+            self._enter(event.phase, event.at)
+        elif isinstance(event, ProgressChanged):
+            if self.spans and self.spans[-1].phase is event.phase:
+                self.spans[-1] = replace(self.spans[-1], progress=event.progress)
+        elif isinstance(event, Ready):
+            self.outcome, self.end = Outcome.READY, event.at
+        elif isinstance(event, Crashed):
+            self._close(event.at)
+            self.outcome, self.reason, self.excerpt = Outcome.CRASHED, event.info.reason, event.info.excerpt
+            self.end = event.at if self.end is None else self.end
+        elif isinstance(event, Exited):
+            self.exited_at = event.at
+        elif isinstance(event, Suspect):
+            self.suspects.append(event.reason)
+        elif isinstance(event, Stuck):
+            self.suspects.append(event.reason)
+        elif isinstance(event, VersionSeen):
+            if event.version not in self.versions:
+                self.versions.append(event.version)
+        elif isinstance(event, MetricsSeen) and isinstance(event.metrics, ServerLimits):
+            self.limits = event.metrics
+
+    def close(self, at: float | None) -> None:
+        """The input ended at `at` (for replay: the last line's time)."""
+        if at is not None:
+            self.last_seen = at if self.last_seen is None else max(self.last_seen, at)
+
+    def _enter(self, phase: Phase, at: float) -> None:
+        if not self.spans and self.start is not None and at > self.start and phase is not Phase.LAUNCHING:
+            # The launch itself is a phase too: from the start until the first sign of another phase.
+            self.spans.append(PhaseSpan(Phase.LAUNCHING, self.start))
+        self._close(at)
+        if phase is not Phase.READY:
+            self.spans.append(PhaseSpan(phase, at))
+
+    def _close(self, at: float) -> None:
+        if self.spans and self.spans[-1].end is None:
+            self.spans[-1] = replace(self.spans[-1], end=max(at, self.spans[-1].start))
+
+    # -- reading ----------------------------------------------------------------------------------------
+
+    @property
+    def highest_phase(self) -> Phase:
+        """READY if it got there, else the last phase entered (LAUNCHING when none was seen)."""
+        if self.outcome is Outcome.READY:
+            return Phase.READY
+        return self.spans[-1].phase if self.spans else Phase.LAUNCHING
+
+    @property
+    def origin(self) -> float:
+        """The zero of the relative times: the start, or the first span's start."""
+        if self.start is not None:
+            return self.start
+        return self.spans[0].start if self.spans else 0.0
+
+    def durations(self) -> dict[Phase, float]:
+        """Seconds per finished phase (a phase entered twice cannot happen: phases only move forward)."""
+        return {span.phase: span.duration for span in self.spans if span.duration is not None}
+
+    def history_record(self) -> dict[str, float] | None:
+        """Phase name -> seconds for the ETA history (`core.eta`), or None unless the startup reached ready."""
+        if self.outcome is not Outcome.READY:
+            return None
+        return {phase.value: seconds for phase, seconds in self.durations().items()}
+
+    def total(self) -> float | None:
+        """Seconds from the start to ready / crash, or to the last input while incomplete."""
+        until = self.end if self.end is not None else self.last_seen
+        return None if until is None else max(0.0, until - self.origin)
+
+    def as_dict(self) -> dict[str, object]:
+        """A JSON-ready summary; times are seconds relative to `origin`."""
+        origin = self.origin
+        phases: list[dict[str, object]] = []
+        for span in self.spans:
+            open_for = None if self.last_seen is None else max(0.0, self.last_seen - span.start)
+            state = "done" if span.end is not None else "current"
+            if span is self.spans[-1] and self.outcome is Outcome.CRASHED:
+                state = "crashed"
+            phases.append(
+                {
+                    "phase": span.phase.value,
+                    "start": round(span.start - origin, 3),
+                    "duration": round(span.duration, 3) if span.duration is not None else None,
+                    "at_least": round(open_for, 3) if span.end is None and open_for is not None else None,
+                    "state": state,
+                    "progress": None if span.progress is None else asdict(span.progress),
+                }
+            )
+        total = self.total()
+        return {
+            "engine": self.engine,
+            "outcome": self.outcome.value,
+            "reason": self.reason or None,
+            "highest_phase": self.highest_phase.value,
+            "total": None if total is None else round(total, 3),
+            "phases": phases,
+            "versions": list(self.versions),
+            "suspects": list(self.suspects),
+            "limits": None if self.limits is None else asdict(self.limits),
+        }
+
+
+def replay_text(text: str, engine: str = "auto") -> Timeline:
+    """Run a whole saved log through a fresh tracker and return its timeline.
+
+    The log's own timestamps are the clock; lines before the first timestamp count from it.
+
+    Args:
+        text: The log.
+        engine: `sglang`, `vllm`, or `auto` to detect it from the lines.
+    """
+    lines = split_lines(text)
+    name = detect_engine(lines) if engine == "auto" else engine
+    rules = make_rules(name)
+    first = next((t for t in (rules.clean(line).time for line in lines) if t is not None), None)
+    tracker = StartupTracker(name, started_at=first)
+    events: list[StartupEvent] = []
+    for line in lines:
+        events += tracker.feed_line(line)
+    events += tracker.finish()
+    timeline = Timeline.from_events(events, engine=name, start=tracker.started_at)
+    timeline.close(tracker.last_time)
+    return timeline
