@@ -1,0 +1,238 @@
+"""Probe worker processes: the probe runs off the caller's event loop (the UI's, or the CLI's).
+
+Each worker is a `spawn`ed process with its own event loop (uvloop when installed) and one long-lived
+`Probe` (one aiohttp session) for the whole sweep. The parent sends commands over a `multiprocessing`
+pipe and receives compact messages back:
+
+| parent -> worker | worker -> parent |
+|---|---|
+| `("level", LevelPlan)` | `("ready", worker)` once the session is open |
+| `("abort", reason)` (stop sending) | `("sample", RequestSample)` per finished request |
+| `("stop",)` (exit) | `("tick", arrivals, inflight, now_ns)` every `tick_s` |
+| | `("done", LevelOutcome)` at the end of the level |
+
+How many processes (a simple rule): `ceil(C / streams_per_process)` (64 streams per process by default:
+64 streams at ~100 chunks/s each is ~6,400 events/s, about 15 % of a core at ≤ 25 µs/event), at most
+`max_processes` (default: the number of CPUs). If a level finds a worker client-limited (`Headroom`),
+the sweep doubles the process count for the next level, within the same cap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import multiprocessing as mp
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from specdash.bench.probe import LevelOutcome, LevelPlan, Probe, ProbeSettings, install_uvloop
+from specdash.bench.samples import RequestSample
+
+
+def processes_for(concurrency: int, streams_per_process: int = 64, max_processes: int | None = None) -> int:
+    """How many probe processes a level of `concurrency` streams gets (see the module docstring)."""
+    cap = max_processes if max_processes is not None else (os.cpu_count() or 1)
+    return max(1, min(max(1, cap), math.ceil(concurrency / max(1, streams_per_process))))
+
+
+def split_level(concurrency: int, processes: int, total_requests: int | None, **plan: Any) -> list[LevelPlan]:
+    """Share one level between processes: streams as evenly as possible, request indices interleaved.
+
+    Process w sends indices w, w + P, w + 2P, ... so the global request order (and therefore the prompt
+    order) is the same whatever the process count.
+    """
+    procs = max(1, min(processes, concurrency))
+    plans = []
+    for w in range(procs):
+        streams = concurrency // procs + (1 if w < concurrency % procs else 0)
+        plans.append(
+            LevelPlan(concurrency=streams, first_index=w, index_step=procs, total_requests=total_requests, **plan)
+        )
+    return plans
+
+
+class _PipeSink:
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def sample(self, sample: RequestSample) -> None:
+        self._conn.send(("sample", sample))
+
+    def tick(self, arrivals: list[tuple[int, int]], inflight: int, now_ns: int) -> None:
+        self._conn.send(("tick", arrivals, inflight, now_ns))
+
+
+def worker_main(
+    conn: Connection, base_url: str, settings: ProbeSettings, prompts: tuple[str, ...], worker: int
+) -> None:
+    """Entry point of a probe process (must stay importable at module level for `spawn`)."""
+    install_uvloop()
+    try:
+        asyncio.run(_serve(conn, base_url, settings, prompts, worker))
+    except (EOFError, BrokenPipeError, KeyboardInterrupt):
+        pass  # the parent went away; nothing to report to
+
+
+async def _serve(
+    conn: Connection, base_url: str, settings: ProbeSettings, prompts: tuple[str, ...], worker: int
+) -> None:
+    loop = asyncio.get_running_loop()
+    inbox: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
+
+    def readable() -> None:
+        try:
+            inbox.put_nowait(conn.recv())
+        except (EOFError, OSError):
+            loop.remove_reader(conn.fileno())
+            inbox.put_nowait(("stop",))
+
+    loop.add_reader(conn.fileno(), readable)
+    sink = _PipeSink(conn)
+    async with Probe(base_url, settings, prompts, worker) as probe:
+        conn.send(("ready", worker))
+        while True:
+            msg = await inbox.get()
+            if msg[0] == "stop":
+                return
+            if msg[0] != "level":
+                continue
+            run = asyncio.create_task(probe.run_level(msg[1], sink))
+            while not run.done():
+                getter = asyncio.create_task(inbox.get())
+                await asyncio.wait({run, getter}, return_when=asyncio.FIRST_COMPLETED)
+                if getter.done():
+                    cmd = getter.result()
+                    if cmd[0] in ("abort", "stop"):
+                        probe.stop(str(cmd[1]) if len(cmd) > 1 else "stopped")
+                    if cmd[0] == "stop":
+                        inbox.put_nowait(cmd)
+                else:
+                    getter.cancel()
+            conn.send(("done", run.result()))
+
+
+@dataclass
+class _Worker:
+    process: Any
+    conn: Connection
+    ready: bool = False
+
+
+Message = tuple[Any, ...]
+
+
+class ProbePool:
+    """Parent side: starts probe processes on demand and runs levels across them."""
+
+    def __init__(self, base_url: str, settings: ProbeSettings, prompts: tuple[str, ...]) -> None:
+        """Prepare a pool; processes start in `ensure`.
+
+        Args:
+            base_url: The server's base URL.
+            settings: Request shape and timeouts.
+            prompts: The prompt set, in order.
+        """
+        self.base_url = base_url
+        self.settings = settings
+        self.prompts = prompts
+        self._ctx = mp.get_context("spawn")
+        self._workers: list[_Worker] = []
+        self._queue: asyncio.Queue[tuple[int, Message]] = asyncio.Queue()
+
+    @property
+    def size(self) -> int:
+        """Processes started so far."""
+        return len(self._workers)
+
+    async def ensure(self, n: int, timeout_s: float = 60.0) -> None:
+        """Start processes until there are `n`, and wait until each has its session open."""
+        loop = asyncio.get_running_loop()
+        while len(self._workers) < n:
+            wid = len(self._workers)
+            parent, child = self._ctx.Pipe(duplex=True)
+            proc = self._ctx.Process(
+                target=worker_main,
+                args=(child, self.base_url, self.settings, self.prompts, wid),
+                name=f"specdash-probe-{wid}",
+                daemon=True,
+            )
+            proc.start()
+            child.close()
+            self._workers.append(_Worker(proc, parent))
+            loop.add_reader(parent.fileno(), self._readable, wid)
+        async with asyncio.timeout(timeout_s):
+            while not all(w.ready for w in self._workers):
+                wid, msg = await self._queue.get()
+                if msg[0] == "ready":
+                    self._workers[wid].ready = True
+                elif msg[0] == "exit":
+                    raise RuntimeError(f"probe process {wid} exited during start-up")
+
+    def _readable(self, wid: int) -> None:
+        w = self._workers[wid]
+        try:
+            msg = w.conn.recv()
+        except (EOFError, OSError):
+            asyncio.get_running_loop().remove_reader(w.conn.fileno())
+            msg = ("exit",)
+        self._queue.put_nowait((wid, msg))
+
+    def abort(self, reason: str) -> None:
+        """Ask every worker to stop sending new requests in the current level."""
+        for w in self._workers:
+            try:
+                w.conn.send(("abort", reason))
+            except OSError:
+                pass
+
+    async def run_level(
+        self, plans: list[LevelPlan], on_message: Callable[[int, Message], Awaitable[None] | None]
+    ) -> list[LevelOutcome | None]:
+        """Run `plans[i]` on worker i; pass every sample/tick to `on_message`; return each outcome.
+
+        A worker that dies mid-level yields None as its outcome instead of hanging the level.
+        """
+        await self.ensure(len(plans))
+        for w, plan in zip(self._workers, plans, strict=False):
+            w.conn.send(("level", plan))
+        outcomes: list[LevelOutcome | None] = [None] * len(plans)
+        pending = set(range(len(plans)))
+        while pending:
+            wid, msg = await self._queue.get()
+            if msg[0] == "done":
+                outcomes[wid] = msg[1]
+                pending.discard(wid)
+            elif msg[0] == "exit":
+                pending.discard(wid)
+            else:
+                res = on_message(wid, msg)
+                if res is not None:
+                    await res
+        return outcomes
+
+    async def close(self, timeout_s: float = 5.0) -> None:
+        """Stop every worker: ask politely, then terminate and kill what is left."""
+        loop = asyncio.get_running_loop()
+        for w in self._workers:
+            try:
+                w.conn.send(("stop",))
+            except OSError:
+                pass
+        deadline = loop.time() + timeout_s
+        for w in self._workers:
+            await loop.run_in_executor(None, w.process.join, max(0.0, deadline - loop.time()))
+            if w.process.is_alive():
+                w.process.terminate()
+                w.process.join(1.0)
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join(1.0)
+            try:
+                loop.remove_reader(w.conn.fileno())
+            except (ValueError, OSError):
+                pass
+            w.conn.close()
+        self._workers.clear()
