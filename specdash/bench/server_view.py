@@ -1,0 +1,232 @@
+"""The server's own view of a level, read next to the client's (reference/measurement.md §5, §7, §10).
+
+Read before and after each level (never `/health`, which injects generations into SGLang's batch):
+
+- SGLang throughput: Δ`sglang:generation_tokens_total` / wall, else the mean of the `sglang:gen_throughput`
+  gauge polled during the level.
+- SGLang acceptance length: Δ`generation_tokens` / Δ`spec_verify_calls` (HEAD), else `/server_info`
+  `internal_states[0].avg_spec_accept_length` read after the level (lifetime, or since the last idle flush),
+  else the `sglang:spec_accept_length` gauge.
+- SGLang concurrency: max of `sglang:num_running_reqs` / `num_queue_reqs`; `max_running_requests` from
+  `/server_info`.
+- vLLM: Δ`vllm:generation_tokens_total` / wall; acceptance length 1 + Δ`spec_decode_num_accepted_tokens` /
+  Δ`spec_decode_num_drafts`; max of `vllm:num_requests_running` / `waiting`.
+
+The pure part (`parse_prometheus`, `level_view`) is separated from the HTTP part (`ServerClient`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+
+DISAGREE_FRACTION = 0.10
+"""Client and server throughput differing by more than this fraction produce a warning."""
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Prometheus text exposition -> metric name -> value summed over label sets (NaN and comments skipped)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        if not m:
+            continue
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            continue
+        if math.isnan(value):
+            continue
+        out[m.group(1)] = out.get(m.group(1), 0.0) + value
+    return out
+
+
+@dataclass(frozen=True)
+class ServerView:
+    """What the server reported about one level."""
+
+    tok_s: float | None = None
+    """Server-side output tok/s over the level."""
+    tok_s_source: str = ""
+    """Which metric `tok_s` came from."""
+    accept_length: float | None = None
+    """Server-side mean acceptance length."""
+    accept_source: str = ""
+    """Which metric `accept_length` came from."""
+    max_running: float | None = None
+    """Most running requests seen while polling."""
+    max_queued: float | None = None
+    """Most queued requests seen while polling."""
+    running_cap: int | None = None
+    """The server's cap on running requests (`max_running_requests`), when known."""
+
+
+def _delta(before: Mapping[str, float], after: Mapping[str, float], name: str) -> float | None:
+    if name in before and name in after:
+        return after[name] - before[name]
+    return None
+
+
+def level_view(
+    before: Mapping[str, float] | None,
+    after: Mapping[str, float] | None,
+    polls: Sequence[Mapping[str, float]],
+    wall_s: float,
+    server_info: Mapping[str, Any] | None,
+    running_cap: int | None,
+) -> ServerView:
+    """Combine the metric snapshots around a level into the server's view (pure)."""
+    b = before or {}
+    a = after or {}
+    tok_s: float | None = None
+    tok_src = ""
+    for name in ("sglang:generation_tokens_total", "vllm:generation_tokens_total"):
+        d = _delta(b, a, name)
+        if d is not None and d > 0 and wall_s > 0:
+            tok_s, tok_src = d / wall_s, f"Δ{name}"
+            break
+    if tok_s is None:
+        gauge = [p["sglang:gen_throughput"] for p in polls if p.get("sglang:gen_throughput", 0) > 0]
+        if gauge:
+            tok_s, tok_src = sum(gauge) / len(gauge), "sglang:gen_throughput (mean of polls)"
+    accept: float | None = None
+    acc_src = ""
+    d_acc = _delta(b, a, "vllm:spec_decode_num_accepted_tokens_total")
+    d_drafts = _delta(b, a, "vllm:spec_decode_num_drafts_total")
+    d_gen = _delta(b, a, "sglang:generation_tokens_total")
+    d_verify = _delta(b, a, "sglang:spec_verify_calls_total")
+    if d_acc is not None and d_drafts:
+        accept, acc_src = 1.0 + d_acc / d_drafts, "1 + Δvllm accepted / Δdrafts"
+    elif d_gen is not None and d_verify:
+        accept, acc_src = d_gen / d_verify, "Δsglang generation_tokens / Δspec_verify_calls"
+    else:
+        states = (server_info or {}).get("internal_states")
+        if isinstance(states, list) and states and isinstance(states[0], dict):
+            v = states[0].get("avg_spec_accept_length")
+            if isinstance(v, int | float) and v > 0:
+                accept, acc_src = float(v), "/server_info avg_spec_accept_length"
+        if accept is None and a.get("sglang:spec_accept_length", 0) > 0:
+            accept, acc_src = a["sglang:spec_accept_length"], "sglang:spec_accept_length gauge"
+    running = [p[n] for p in polls for n in ("sglang:num_running_reqs", "vllm:num_requests_running") if n in p]
+    queued = [p[n] for p in polls for n in ("sglang:num_queue_reqs", "vllm:num_requests_waiting") if n in p]
+    return ServerView(
+        tok_s=tok_s,
+        tok_s_source=tok_src,
+        accept_length=accept,
+        accept_source=acc_src,
+        max_running=max(running) if running else None,
+        max_queued=max(queued) if queued else None,
+        running_cap=running_cap,
+    )
+
+
+def running_cap(server_info: Mapping[str, Any] | None) -> int | None:
+    """`max_running_requests` from SGLang's `/server_info` (top level or first DP rank)."""
+    if not server_info:
+        return None
+    candidates: list[Any] = [server_info.get("max_running_requests")]
+    states = server_info.get("internal_states")
+    if isinstance(states, list) and states and isinstance(states[0], dict):
+        candidates += [states[0].get("effective_max_running_requests_per_dp"), states[0].get("max_running_requests")]
+    for c in candidates:
+        if isinstance(c, int) and c > 0:
+            return c
+    return None
+
+
+def warnings_for(
+    concurrency: int, client_tok_s: float, view: ServerView, client_limited: tuple[str, ...]
+) -> tuple[str, ...]:
+    """Warnings shown next to a level: disagreement, server caps, client limits."""
+    out: list[str] = []
+    if view.tok_s and client_tok_s > 0:
+        diff = abs(client_tok_s - view.tok_s) / view.tok_s
+        if diff > DISAGREE_FRACTION:
+            out.append(
+                f"client and server disagree by {diff:.0%} "
+                f"({client_tok_s:.0f} vs {view.tok_s:.0f} tok/s, {view.tok_s_source})"
+            )
+    if view.running_cap is not None and view.running_cap < concurrency:
+        out.append(f"server caps running requests at {view.running_cap} (< C={concurrency}): the rest queue")
+    elif view.max_queued:
+        out.append(f"server queued up to {view.max_queued:.0f} requests")
+    if client_limited:
+        out.append("client-limited: " + ", ".join(client_limited))
+    return tuple(out)
+
+
+class ServerClient:
+    """Control-plane reads of one server (`/metrics`, `/server_info`, `/v1/models`, `/flush_cache`)."""
+
+    def __init__(self, base_url: str, timeout_s: float = 5.0) -> None:
+        """Prepare a client; the session opens in `__aenter__`."""
+        self.base_url = base_url.rstrip("/")
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> ServerClient:
+        self._session = aiohttp.ClientSession(timeout=self._timeout)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _get(self, path: str) -> tuple[int, str] | None:
+        assert self._session is not None
+        try:
+            async with self._session.get(self.base_url + path) as resp:
+                return resp.status, await resp.text()
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            return None
+
+    async def metrics(self) -> dict[str, float] | None:
+        """`/metrics` parsed, or None when unavailable (SGLang without `--enable-metrics`)."""
+        got = await self._get("/metrics")
+        if got is None or got[0] != 200:
+            return None
+        return parse_prometheus(got[1])
+
+    async def server_info(self) -> dict[str, Any] | None:
+        """SGLang `/server_info` (or the older `/get_server_info`), or None."""
+        for path in ("/server_info", "/get_server_info"):
+            got = await self._get(path)
+            if got is not None and got[0] == 200:
+                try:
+                    obj = json.loads(got[1])
+                except ValueError:
+                    return None
+                return obj if isinstance(obj, dict) else None
+        return None
+
+    async def model_id(self) -> str | None:
+        """The first model id of `/v1/models`, or None."""
+        got = await self._get("/v1/models")
+        if got is None or got[0] != 200:
+            return None
+        try:
+            data = json.loads(got[1]).get("data") or []
+            return str(data[0]["id"]) if data else None
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError):
+            return None
+
+    async def flush_cache(self) -> bool:
+        """POST SGLang `/flush_cache` (a 200 does not prove a flush: it is skipped while busy)."""
+        assert self._session is not None
+        try:
+            async with self._session.post(self.base_url + "/flush_cache") as resp:
+                await resp.read()
+                return resp.status == 200
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            return False

@@ -1,0 +1,513 @@
+"""A concurrency sweep of one mode against one server: warmup, levels, the server's view, the store.
+
+`run_sweep(base_url, config, prompts, store, on_progress, on_level_done)` is the whole headless bench; the
+SSH layer only has to provide `base_url` (a local port forward) and restart the server between modes.
+
+Per level C (default levels 1, 2, 5, 10, 20, 50, 100, capped by `max_concurrency`):
+
+1. optional `/flush_cache` (SGLang; only effective while idle, so it is sent between levels);
+2. warmup: one unmeasured wave of C short requests (opens C keep-alive connections, so the level does not
+   measure TCP connects; SGLang's bench uses 1 warmup request, vLLM's 0);
+3. the level: C closed-loop streams until `requests_per_level` (default max(5 x C, 10)) requests were sent,
+   or for `duration_s`; bounded by `level_timeout_s` either way. Prompts go out in the same order in every
+   mode (request i uses prompt i mod len), whatever the number of probe processes;
+4. `/metrics` before, during (every `metrics_poll_s`) and after, `/server_info` after: the server's view;
+5. summary, warnings (client vs server > 10 %, server caps, client-limited), stored, `on_level_done`.
+
+A level whose streams all hit refused/reset connections is stopped and marked failed, and the sweep ends:
+the server died. Finished levels are kept (they are in the store already).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from specdash.bench.probe import Headroom, LevelOutcome, LevelPlan, ListSink, Probe, ProbeSettings
+from specdash.bench.prompts import PromptSet
+from specdash.bench.samples import CONNECTION_FAILURES, RequestSample
+from specdash.bench.server_view import ServerClient, ServerView, level_view, running_cap, warnings_for
+from specdash.bench.sse import Endpoint
+from specdash.bench.store import RunMeta, Store
+from specdash.bench.summary import LevelStats, summarize
+from specdash.bench.workers import Message, ProbePool, processes_for, split_level
+from specdash.core.series import RateWindow
+from specdash.errors import UsageError
+
+DEFAULT_LEVELS: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100)
+"""Concurrency levels swept by default."""
+MAX_LEVEL = 1024
+"""The largest concurrency accepted."""
+
+
+def validate_levels(levels: tuple[int, ...]) -> tuple[int, ...]:
+    """Sorted, de-duplicated levels; a `UsageError` for any level outside 1..1024."""
+    if not levels:
+        raise UsageError("no concurrency levels given")
+    bad = [c for c in levels if c < 1 or c > MAX_LEVEL]
+    if bad:
+        raise UsageError(f"concurrency levels must be between 1 and {MAX_LEVEL}, got {bad[0]}")
+    return tuple(sorted(set(levels)))
+
+
+def validate_url(url: str) -> str:
+    """The base URL without a trailing slash; a `UsageError` unless it is http(s)://host:port."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise UsageError(f"bad URL {url!r}: {exc}") from exc
+    if parts.scheme not in ("http", "https") or not parts.hostname or port is None and ":" in parts.netloc:
+        raise UsageError(f"bad URL {url!r}: expected http://HOST:PORT")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise UsageError(f"bad URL {url!r}: give the server's base URL, without a path")
+    return url.rstrip("/")
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """How to sweep one mode."""
+
+    mode: str = "default"
+    """The mode's name (stored with the run; compared across runs)."""
+    levels: tuple[int, ...] = DEFAULT_LEVELS
+    """Concurrency levels, ascending."""
+    max_concurrency: int | None = None
+    """Drop levels above this (the user's cap)."""
+    requests_per_level: int | None = None
+    """Requests per level; default max(`min_requests_factor` x C, 10). Ignored with `duration_s`."""
+    min_requests_factor: int = 5
+    """Default requests per level as a multiple of C (reference/measurement.md §6: at least 5-10 x C)."""
+    duration_s: float | None = None
+    """Run each level for this long instead of a request count."""
+    warmup_requests: int | None = None
+    """Unmeasured requests before each level; default C (one wave). 0 disables warmup."""
+    warmup_output_len: int = 16
+    """Output length of warmup requests."""
+    level_timeout_s: float | None = None
+    """Hard bound per level; default duration + request timeout, or 3600 s with a request count."""
+    flush_cache: bool = False
+    """POST `/flush_cache` before every level (SGLang; skipped by the server while busy)."""
+    metrics_poll_s: float = 2.0
+    """Poll `/metrics` this often during a level (gauges: running/queued requests, gen throughput)."""
+    processes: int | None = None
+    """Probe processes: None picks per level (`workers.processes_for`), 0 runs in this event loop."""
+    streams_per_process: int = 64
+    """Streams one probe process drives before another is added."""
+    max_processes: int | None = None
+    """Upper bound on probe processes (default: CPU count)."""
+    progress_interval_s: float = 1.0
+    """How often `on_progress` is called."""
+    settings: ProbeSettings = field(default_factory=ProbeSettings)
+    """Request shape and timeouts."""
+
+    def effective_levels(self) -> tuple[int, ...]:
+        """The validated levels, capped by `max_concurrency`."""
+        levels = validate_levels(self.levels)
+        if self.max_concurrency is not None:
+            levels = tuple(c for c in levels if c <= self.max_concurrency)
+            if not levels:
+                raise UsageError(f"every level is above the concurrency cap {self.max_concurrency}")
+        return levels
+
+    def requests_for(self, concurrency: int) -> int | None:
+        """Requests in a level of `concurrency`, or None in duration mode."""
+        if self.duration_s is not None:
+            return None
+        if self.requests_per_level is not None:
+            return self.requests_per_level
+        return max(self.min_requests_factor * concurrency, 10)
+
+
+@dataclass(frozen=True)
+class LevelProgress:
+    """Live state of the running level (about once a second)."""
+
+    mode: str
+    """The mode."""
+    concurrency: int
+    """Nominal C."""
+    phase: str
+    """`warmup` or `running`."""
+    t_s: float
+    """Seconds since the level (not the warmup) started."""
+    tok_s: float
+    """Aggregate tok/s over the last second, credited at chunk arrival."""
+    done: int
+    """Requests finished (ok or failed)."""
+    failed: int
+    """Requests failed."""
+    total: int | None
+    """Requests planned (None in duration mode)."""
+    inflight: int
+    """Requests in flight."""
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    """One finished (or failed) level."""
+
+    mode: str
+    """The mode."""
+    concurrency: int
+    """Nominal C."""
+    status: str
+    """`done` or `failed`."""
+    abort_reason: str | None
+    """Why the level stopped early."""
+    stats: LevelStats
+    """The client's view."""
+    server: ServerView
+    """The server's view."""
+    headroom: tuple[Headroom, ...]
+    """Per probe process."""
+    warnings: tuple[str, ...]
+    """Everything worth a second look."""
+    level_id: int | None = None
+    """Row id in the store."""
+
+    @property
+    def client_limited(self) -> bool:
+        """True when any probe process may have limited the level."""
+        return any(h.client_limited for h in self.headroom)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (stored in `levels.result`)."""
+        d = dataclasses.asdict(self)
+        d["client_limited"] = self.client_limited
+        return d
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """A whole sweep."""
+
+    run_id: int | None
+    """Row id in the store."""
+    levels: tuple[LevelResult, ...]
+    """Levels in the order they ran."""
+    aborted: str | None
+    """Why the sweep ended early."""
+
+    def curve(self) -> dict[int, float]:
+        """Concurrency -> steady-state aggregate tok/s over finished levels (for `compute_crossover`)."""
+        return {lv.concurrency: lv.stats.output_tok_s for lv in self.levels if lv.status == "done"}
+
+
+ProgressCallback = Callable[[LevelProgress], Awaitable[None] | None]
+LevelCallback = Callable[[LevelResult], Awaitable[None] | None]
+
+
+async def _call(cb: Callable[[Any], Awaitable[None] | None] | None, arg: Any) -> None:
+    if cb is not None:
+        res = cb(arg)
+        if res is not None:
+            await res
+
+
+class _InProcess:
+    """The runner for `processes=0`: the probe in the caller's event loop (tests, embedding)."""
+
+    def __init__(self, base_url: str, settings: ProbeSettings, prompts: tuple[str, ...]) -> None:
+        self._probe = Probe(base_url, settings, prompts)
+        self._entered = False
+
+    async def run_level(
+        self, plans: list[LevelPlan], on_message: Callable[[int, Message], None]
+    ) -> list[LevelOutcome | None]:
+        if not self._entered:
+            await self._probe.__aenter__()
+            self._entered = True
+
+        class _Sink(ListSink):
+            def sample(self, sample: RequestSample) -> None:
+                on_message(0, ("sample", sample))
+
+            def tick(self, arrivals: list[tuple[int, int]], inflight: int, now_ns: int) -> None:
+                on_message(0, ("tick", arrivals, inflight, now_ns))
+
+        merged = dataclasses.replace(
+            plans[0], concurrency=sum(p.concurrency for p in plans), index_step=1, first_index=0
+        )
+        return [await self._probe.run_level(merged, _Sink())]
+
+    def abort(self, reason: str) -> None:
+        self._probe.stop(reason)
+
+    async def close(self) -> None:
+        if self._entered:
+            await self._probe.__aexit__(None, None, None)
+
+
+class Sweep:
+    """Runs the levels of one mode against `base_url` and reports as it goes."""
+
+    def __init__(
+        self,
+        base_url: str,
+        config: SweepConfig,
+        prompts: PromptSet,
+        store: Store | None = None,
+        run_meta: RunMeta | None = None,
+        on_progress: ProgressCallback | None = None,
+        on_level_done: LevelCallback | None = None,
+    ) -> None:
+        """Prepare a sweep (nothing is sent until `run`).
+
+        Args:
+            base_url: The server, e.g. the local end of an SSH port forward.
+            config: Levels, counts, probe settings.
+            prompts: The prompt set (the same in every mode).
+            store: Where runs, levels and samples go; None keeps them in memory only.
+            run_meta: Identity of the run (host, engine, server args); defaults from the URL and config.
+            on_progress: Called about once a second during a level.
+            on_level_done: Called after each level.
+        """
+        self.base_url = validate_url(base_url)
+        self.config = config
+        self.levels = config.effective_levels()
+        self.prompts = prompts
+        self.store = store
+        self.run_meta = run_meta
+        self.on_progress = on_progress
+        self.on_level_done = on_level_done
+        self._stop: str | None = None
+        self._runner: ProbePool | _InProcess | None = None
+        self._procs = 1
+
+    def stop(self, reason: str = "stopped by user") -> None:
+        """Stop after in-flight requests finish; the current level is marked failed."""
+        self._stop = reason
+        if self._runner is not None:
+            self._runner.abort(reason)
+
+    async def run(self) -> SweepResult:
+        """Run every level; returns what was measured (also in the store, level by level)."""
+        cfg = self.config
+        async with ServerClient(self.base_url) as server:
+            info = await server.server_info()
+            settings = cfg.settings
+            if settings.endpoint is not Endpoint.GENERATE and settings.model is None:
+                settings = dataclasses.replace(settings, model=await server.model_id())
+            settings = dataclasses.replace(settings, max_streams=max(settings.max_streams, max(self.levels)))
+            run_id = self._create_run(info, settings)
+            if cfg.processes == 0:
+                self._runner = _InProcess(self.base_url, settings, self.prompts.prompts)
+            else:
+                self._runner = ProbePool(self.base_url, settings, self.prompts.prompts)
+            results: list[LevelResult] = []
+            aborted: str | None = None
+            try:
+                for c in self.levels:
+                    if self._stop is not None:
+                        aborted = self._stop
+                        break
+                    result = await self._level(c, server, info, run_id)
+                    results.append(result)
+                    await _call(self.on_level_done, result)
+                    if result.status == "failed":
+                        aborted = result.abort_reason or "level failed"
+                        break
+            finally:
+                await self._runner.close()
+                self._runner = None
+                if self.store is not None and run_id is not None:
+                    self.store.finish_run(run_id, "done" if aborted is None else "failed")
+        return SweepResult(run_id, tuple(results), aborted)
+
+    def _create_run(self, info: Mapping[str, Any] | None, settings: ProbeSettings) -> int | None:
+        if self.store is None:
+            return None
+        meta = self.run_meta or RunMeta(host=urlsplit(self.base_url).netloc, mode=self.config.mode)
+        engine = meta.engine or ("sglang" if info and "internal_states" in info else "")
+        version = meta.engine_version or (str(info.get("version", "")) if info else "")
+        server_args = meta.server_args if meta.server_args is not None else info
+        cfg = dataclasses.asdict(self.config)
+        cfg["settings"] = dataclasses.asdict(settings)
+        meta = dataclasses.replace(
+            meta,
+            mode=meta.mode or self.config.mode,
+            engine=engine,
+            engine_version=version,
+            server_args=server_args,
+            prompt_set=self.prompts.name,
+            prompt_hash=self.prompts.sha256,
+            endpoint=settings.endpoint.value,
+            output_len=settings.output_len,
+            base_url=self.base_url,
+            config=cfg,
+        )
+        return self.store.create_run(meta)
+
+    def _plans(self, c: int, total: int | None, **kw: Any) -> list[LevelPlan]:
+        cfg = self.config
+        if cfg.processes is None:
+            procs = max(self._procs, processes_for(c, cfg.streams_per_process, cfg.max_processes))
+        else:
+            procs = max(1, cfg.processes)
+        return split_level(c, procs, total, **kw)
+
+    def _max_seconds(self) -> float:
+        cfg = self.config
+        if cfg.level_timeout_s is not None:
+            return cfg.level_timeout_s
+        if cfg.duration_s is not None:
+            return cfg.duration_s + cfg.settings.request_timeout_s + 30.0
+        return 3600.0
+
+    async def _level(
+        self, c: int, server: ServerClient, info: Mapping[str, Any] | None, run_id: int | None
+    ) -> LevelResult:
+        cfg = self.config
+        runner = self._runner
+        assert runner is not None
+        mode = self.run_meta.mode if self.run_meta and self.run_meta.mode else cfg.mode
+        if cfg.flush_cache:
+            await server.flush_cache()
+        abort_after = max(3, c)
+        # Warmup: unmeasured; its samples are dropped, but a dead server fails the level here.
+        n_warm = c if cfg.warmup_requests is None else cfg.warmup_requests
+        if n_warm > 0:
+            await _call(self.on_progress, LevelProgress(mode, c, "warmup", 0.0, 0.0, 0, 0, n_warm, 0))
+            warm_ok = 0
+
+            def on_warm(_wid: int, msg: Message) -> None:
+                nonlocal warm_ok
+                if msg[0] == "sample" and msg[1].ok:
+                    warm_ok += 1
+
+            plans = self._plans(
+                min(c, n_warm),
+                n_warm,
+                output_len=cfg.warmup_output_len,
+                max_seconds=self._max_seconds(),
+                abort_after_connection_failures=abort_after,
+            )
+            await runner.run_level(plans, on_warm)
+        total = cfg.requests_for(c)
+        before = await server.metrics()
+        level_id = self.store.start_level(run_id, c) if self.store is not None and run_id is not None else None
+        samples: list[RequestSample] = []
+        rate = RateWindow(1.0)
+        last_tick: dict[int, int] = {}
+        inflight: dict[int, int] = {}
+        polls: list[dict[str, float]] = []
+        conn_fail_streak = 0
+        t0 = time.perf_counter_ns()
+
+        def on_message(wid: int, msg: Message) -> None:
+            nonlocal conn_fail_streak
+            if msg[0] == "sample":
+                s: RequestSample = msg[1]
+                samples.append(s)
+                if self.store is not None and level_id is not None and run_id is not None:
+                    self.store.add_sample(run_id, level_id, s)
+                if s.error in CONNECTION_FAILURES:
+                    conn_fail_streak += 1
+                    if conn_fail_streak >= abort_after:
+                        runner.abort(f"server unreachable ({s.error}: {s.detail[:120]})")
+                elif s.ok:
+                    conn_fail_streak = 0
+            elif msg[0] == "tick":
+                for t, tok in msg[1]:
+                    rate.add(t, tok)
+                inflight[wid] = msg[2]
+                last_tick[wid] = msg[3]
+
+        async def report() -> None:
+            while True:
+                await asyncio.sleep(cfg.progress_interval_s)
+                now = min(last_tick.values()) if last_tick else time.perf_counter_ns()
+                failed = sum(1 for s in samples if not s.ok)
+                await _call(
+                    self.on_progress,
+                    LevelProgress(
+                        mode,
+                        c,
+                        "running",
+                        (now - t0) / 1e9,
+                        rate.rate(now),
+                        len(samples),
+                        failed,
+                        total,
+                        sum(inflight.values()),
+                    ),
+                )
+
+        async def poll() -> None:
+            while True:
+                await asyncio.sleep(cfg.metrics_poll_s)
+                m = await server.metrics()
+                if m is None:
+                    return
+                polls.append(m)
+
+        helpers = [asyncio.create_task(report())]
+        if before is not None:
+            helpers.append(asyncio.create_task(poll()))
+        plans = self._plans(
+            c,
+            total,
+            duration_s=cfg.duration_s,
+            max_seconds=self._max_seconds(),
+            abort_after_connection_failures=abort_after,
+        )
+        try:
+            outcomes = await runner.run_level(plans, on_message)
+        finally:
+            for h in helpers:
+                h.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+        after = await server.metrics() if before is not None else None
+        info_after = await server.server_info() if info is not None else None
+        stats = summarize(samples, c)
+        view = level_view(before, after, polls, stats.wall_s, info_after, running_cap(info))
+        headroom = tuple(o.headroom for o in outcomes if o is not None)
+        limited = tuple(r for h in headroom for r in h.reasons)
+        reasons = [o.aborted for o in outcomes if o is not None and o.aborted]
+        if any(o is None for o in outcomes):
+            reasons.append("a probe process died")
+        if self._stop is not None:
+            reasons.append(self._stop)
+        status = "failed" if reasons else "done"
+        if limited and cfg.processes is None:
+            # Simple rule: a client-limited level doubles the probe processes for the next one (CPU-capped).
+            cap = cfg.max_processes or os.cpu_count() or 1
+            self._procs = min(cap, max(self._procs, len(plans) * 2))
+        # Counter deltas cover whole requests, so compare them with the whole-level rate; gauges are decode rates.
+        client_rate = stats.output_tok_s_wall if view.tok_s_source.startswith("Δ") else stats.output_tok_s
+        warnings = stats.warnings + warnings_for(c, client_rate, view, limited)
+        result = LevelResult(
+            mode=mode,
+            concurrency=c,
+            status=status,
+            abort_reason=reasons[0] if reasons else None,
+            stats=stats,
+            server=view,
+            headroom=headroom,
+            warnings=warnings,
+            level_id=level_id,
+        )
+        if self.store is not None and level_id is not None:
+            self.store.finish_level(level_id, status, result.to_json(), result.abort_reason)
+        return result
+
+
+async def run_sweep(
+    base_url: str,
+    config: SweepConfig,
+    prompts: PromptSet,
+    store: Store | None = None,
+    on_progress: ProgressCallback | None = None,
+    on_level_done: LevelCallback | None = None,
+    run_meta: RunMeta | None = None,
+) -> SweepResult:
+    """Run one mode's sweep against `base_url` (see `Sweep`)."""
+    sweep = Sweep(base_url, config, prompts, store, run_meta, on_progress, on_level_done)
+    return await sweep.run()
