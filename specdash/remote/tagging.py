@@ -1,0 +1,63 @@
+"""Tagging streamed remote commands so their leftovers can be reaped after a reconnect.
+
+Closing a non-PTY channel does not reliably stop a remote `tail -F`, and a dropped connection leaves it
+running. So every streamed command is started through a small wrapper that
+
+1. records its PID in `~/.specdash/procs/<client>/<generation>.<pid>` (client = one `SSHHost` instance,
+   generation = which of its connections started it),
+2. exports `SPECDASH_TAG=<client>.<generation>` into its environment, and
+3. prints `specdash-stream-pid <pid>` as its first line, then `exec`s the command (same PID).
+
+sshd starts each exec channel's shell in a new session, so that PID is also the process group id, and
+killing `-PID` takes the command's children along. Before killing, the reaper checks that the PID still
+carries our tag in `/proc/<pid>/environ`, so a recycled PID belonging to someone else is never touched.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+PROC_DIR = ".specdash/procs"
+"""Pidfile directory, relative to the remote user's home."""
+PID_MARKER = "specdash-stream-pid"
+"""First line a wrapped command prints: the marker, a space, and the PID."""
+TERM_GRACE_S = 2.0
+"""How long the reaper waits after SIGTERM before SIGKILL of the group."""
+
+
+def wrap_streamed(command: str, client_id: str, generation: int) -> str:
+    """The shell command that runs `command` tagged (see the module docstring)."""
+    tag = f"{client_id}.{generation}"
+    return (
+        f'd="$HOME/{PROC_DIR}/{client_id}"; mkdir -p "$d" && echo $$ > "$d/{generation}.$$"; '
+        f"SPECDASH_TAG={tag}; export SPECDASH_TAG; echo {PID_MARKER} $$; "
+        f"exec sh -c {shlex.quote(command)}"
+    )
+
+
+def reap_script(client_id: str, *, keep_generation: int | None = None, only_pid: int | None = None) -> str:
+    """A shell script that kills tagged process groups of `client_id` and prints each killed PID.
+
+    Args:
+        client_id: Whose pidfiles to look at.
+        keep_generation: Leave this generation's processes alone (the live connection's).
+        only_pid: Look at this PID's pidfile only (cleanup after one stream ends).
+
+    Pidfiles of processes that are gone are removed either way.
+    """
+    skip_live = f'[ "$gen" = {keep_generation} ] && continue; ' if keep_generation is not None else ""
+    pick_one = f'[ "$pid" = {only_pid} ] || continue; ' if only_pid is not None else ""
+    rounds = int(TERM_GRACE_S / 0.1)
+    # The grace loop checks only the leader's state (Z = zombie counts as gone: our PID 1 may not reap).
+    return (
+        f'd="$HOME/{PROC_DIR}/{client_id}"; [ -d "$d" ] || exit 0; victims=""; '
+        'for f in "$d"/*.*; do [ -e "$f" ] || continue; b=${f##*/}; gen=${b%%.*}; pid=${b#*.}; '
+        f"{skip_live}{pick_one}"
+        f'if grep -qz "^SPECDASH_TAG={client_id}.$gen\\$" /proc/"$pid"/environ 2>/dev/null; then '
+        'kill -TERM -- -"$pid" 2>/dev/null; victims="$victims $pid"; echo "$pid"; fi; rm -f "$f"; done; '
+        'alive() { s=$(sed -n "s/.*) \\(.\\).*/\\1/p" /proc/"$1"/stat 2>/dev/null); [ -n "$s" ] && [ "$s" != Z ]; }; '
+        f'i=0; while [ -n "$victims" ] && [ $i -lt {rounds} ]; do left=""; '
+        'for p in $victims; do alive "$p" && left="$left $p"; done; victims=$left; '
+        '[ -n "$victims" ] && sleep 0.1; i=$((i+1)); done; '
+        'for p in $victims; do kill -KILL -- -"$p" 2>/dev/null; done; exit 0'
+    )

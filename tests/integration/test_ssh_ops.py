@@ -1,0 +1,137 @@
+"""`SSHHost` against a real sshd: run, stream, forward, the session cap, logging."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import statistics
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from specdash.paths import log_dir
+from specdash.remote.ssh import SSHHost, SSHOptions
+from specdash.remote.ssherror import SSHError, SSHErrorKind
+from tests.integration.conftest import remote_alive, target
+from tests.sshd import TEST_USER, Sshd
+
+
+async def test_run_returns_status_and_both_streams(host: SSHHost) -> None:
+    result = await host.run("echo out; echo err >&2; whoami; exit 3")
+    assert (result.exit_status, result.stdout, result.stderr) == (3, f"out\n{TEST_USER}\n", "err\n")
+    assert not result.ok
+    assert (await host.run("tr a-z A-Z", stdin="piped\n")).stdout == "PIPED\n"
+
+
+async def test_run_timeout_is_a_typed_error(host: SSHHost) -> None:
+    started = time.monotonic()
+    with pytest.raises(SSHError) as caught:
+        await host.run("sleep 5", timeout=0.3)
+    assert caught.value.kind is SSHErrorKind.COMMAND_TIMEOUT
+    assert "sleep 5" in caught.value.message
+    assert time.monotonic() - started < 2
+    assert (await host.run("echo still usable")).ok
+
+
+async def _remote_tmpdir(host: SSHHost) -> Path:
+    return Path((await host.run("mktemp -d")).stdout.strip())
+
+
+async def test_stream_delivers_appended_lines_within_100ms(host: SSHHost) -> None:
+    path = await _remote_tmpdir(host) / "server.log"
+    path.write_text("old 1\nold 2\n")  # same machine: the test writes what the remote tail reads
+    arrived: asyncio.Queue[tuple[str, float]] = asyncio.Queue()
+
+    async def consume() -> None:
+        async for line in host.stream(f"exec tail -n +1 -F {path}"):
+            await arrived.put((line, time.perf_counter()))
+
+    consumer = asyncio.create_task(consume())
+    try:
+        assert [(await asyncio.wait_for(arrived.get(), 5))[0] for _ in range(2)] == ["old 1", "old 2"]
+        latencies = []
+        for i in range(5):
+            with path.open("a") as log:
+                log.write(f"new {i}\n")
+                sent = time.perf_counter()
+            line, at = await asyncio.wait_for(arrived.get(), 2)
+            assert line == f"new {i}"
+            latencies.append(at - sent)
+        median = statistics.median(latencies)
+        print(f"append-to-receipt latency: median {median * 1e3:.1f} ms, max {max(latencies) * 1e3:.1f} ms")
+        assert median < 0.1
+    finally:
+        consumer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await consumer
+
+
+async def test_stream_splits_on_cr_and_lf(host: SSHHost) -> None:
+    lines = [line async for line in host.stream(r"printf 'a\rb\r\nc\nprogress 1%%\rprogress 2%%\rtail'")]
+    assert lines == ["a", "b", "c", "progress 1%", "progress 2%", "tail"]
+
+
+async def _pid_gone(host: SSHHost, pid: int, within: float = 5.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:  # the reaper runs in the background: poll the remote process
+        if not await remote_alive(host, pid):
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+async def test_closing_a_stream_stops_the_remote_process(host: SSHHost) -> None:
+    lines = host.stream("echo $$; exec sleep 300")
+    pid = int(await anext(lines))
+    assert await remote_alive(host, pid)
+    await lines.aclose()  # type: ignore[attr-defined]
+    assert await _pid_gone(host, pid)
+    pidfiles = await host.run(f"ls ~/.specdash/procs/{host.client_id}/ 2>/dev/null")
+    assert str(pid) not in pidfiles.stdout
+
+
+async def test_forward_reaches_an_http_server_on_the_host(host: SSHHost) -> None:
+    site = await _remote_tmpdir(host)
+    (site / "hello.txt").write_text("hello through the tunnel\n")
+    server = host.stream(f"exec /usr/bin/python3 -u -m http.server --bind 127.0.0.1 --directory {site} 0")
+    try:
+        banner = await asyncio.wait_for(anext(server), 10)  # "Serving HTTP on 127.0.0.1 port N (...) ..."
+        remote_port = int(banner.split(" port ")[1].split()[0])
+        local_port = await host.forward(remote_port)
+        assert local_port != remote_port
+        async with httpx.AsyncClient(timeout=5, trust_env=False) as client:
+            replies = await asyncio.gather(
+                *(client.get(f"http://127.0.0.1:{local_port}/hello.txt") for _ in range(12))
+            )  # more than MaxSessions: forwarded channels do not count
+        assert {reply.status_code for reply in replies} == {200}
+        assert replies[0].text == "hello through the tunnel\n"
+    finally:
+        await server.aclose()  # type: ignore[attr-defined]
+
+
+async def test_more_concurrent_commands_than_max_sessions(host: SSHHost) -> None:
+    results = await asyncio.gather(*(host.run(f"sleep 0.2; echo {i}") for i in range(20)))
+    assert [result.stdout for result in results] == [f"{i}\n" for i in range(20)]
+
+
+async def test_without_the_cap_sshd_refuses_sessions(sshd: Sshd, ssh_options: SSHOptions) -> None:
+    # The counter-test: proves the 20-command test above would fail without the semaphore.
+    options = SSHOptions(**{**ssh_options.__dict__, "max_sessions": 20})
+    async with SSHHost(target(sshd), options) as host:
+        results = await asyncio.gather(*(host.run(f"sleep 0.3; echo {i}") for i in range(20)), return_exceptions=True)
+    errors = [result for result in results if isinstance(result, SSHError)]
+    assert errors, "sshd (MaxSessions 10) accepted 20 concurrent sessions"
+    assert all(error.kind is SSHErrorKind.CHANNEL for error in errors)
+    assert "MaxSessions" in errors[0].message
+
+
+async def test_asyncssh_logs_to_the_state_dir_not_the_terminal(
+    host: SSHHost, capfd: pytest.CaptureFixture[str]
+) -> None:
+    await host.run("true")
+    assert host.log_file == log_dir() / "ssh.log"
+    assert "Opening SSH connection" in host.log_file.read_text()
+    captured = capfd.readouterr()
+    assert "asyncssh" not in captured.err and "SSH" not in captured.err

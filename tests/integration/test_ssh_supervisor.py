@@ -1,0 +1,126 @@
+"""The supervisor: loss, back-off, reconnect, keepalive, reaping leftovers. Each test owns its sshd."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from specdash.remote.events import Connected, ConnectionEvent, ConnectionState, Failed, Lost, Reconnecting
+from specdash.remote.ssh import SSHHost, SSHOptions
+from specdash.remote.ssherror import SSHError, SSHErrorKind
+from tests.integration.conftest import remote_alive, target, trust
+from tests.sshd import Keys, Sshd, keygen, make_dir
+
+
+async def _next(queue: asyncio.Queue[ConnectionEvent], kind: type, timeout: float = 10.0) -> ConnectionEvent:
+    """The next event of `kind`, skipping others; fails after `timeout`."""
+    async with asyncio.timeout(timeout):
+        while True:
+            event = await queue.get()
+            if isinstance(event, kind):
+                return event
+
+
+async def test_reconnects_after_sshd_restart_and_reaps_leftovers(
+    make_sshd: Callable[..., Sshd], ssh_options: SSHOptions, known_hosts: Path
+) -> None:
+    server = make_sshd("restart")
+    trust(known_hosts, server)
+    host = SSHHost(target(server), ssh_options)
+    events = host.subscribe()
+    await host.connect()
+    try:
+        # A streamed command that will outlive the connection (we kill only sshd's processes).
+        leftover = host.stream("echo $$; exec sleep 300")
+        pid = int(await anext(leftover))
+
+        server.stop()
+        lost = await _next(events, Lost)
+        assert host.state is not ConnectionState.CONNECTED
+        assert isinstance(lost, Lost) and lost.reason
+        with pytest.raises(SSHError) as caught:  # a stream on the dead connection reports LOST
+            await anext(leftover)
+        assert caught.value.kind is SSHErrorKind.LOST
+        with pytest.raises(SSHError) as outage:  # run() waits for the reconnect up to its timeout
+            await host.run("true", timeout=0.2)
+        assert outage.value.kind is SSHErrorKind.LOST
+        retry = await _next(events, Reconnecting)
+        assert isinstance(retry, Reconnecting) and retry.delay > 0
+
+        server.start()
+        connected = await _next(events, Connected)
+        assert isinstance(connected, Connected) and connected.generation == 2
+        await host.wait_connected(timeout=1)
+        assert (await host.run("echo back")).stdout == "back\n"
+
+        # The supervisor reaps generation-1 leftovers in the background after reconnecting.
+        deadline = time.monotonic() + 10
+        while await remote_alive(host, pid):  # a remote process: poll with a deadline
+            assert time.monotonic() < deadline, f"leftover {pid} not reaped"
+            await asyncio.sleep(0.05)
+        assert await host.reap_stale() == []
+    finally:
+        await host.close()
+    assert host.state is ConnectionState.CLOSED
+
+
+async def test_keepalive_notices_an_unresponsive_server(
+    make_sshd: Callable[..., Sshd], ssh_options: SSHOptions, known_hosts: Path
+) -> None:
+    server = make_sshd("frozen")
+    trust(known_hosts, server)
+    options = SSHOptions(
+        **{**ssh_options.__dict__, "keepalive_interval": 0.2, "keepalive_count_max": 2, "backoff_initial": 5.0}
+    )
+    host = SSHHost(target(server), options)
+    events = host.subscribe()
+    await host.connect()
+    frozen = server.signal_sessions(signal.SIGSTOP)  # TCP stays up, nothing answers
+    try:
+        assert frozen
+        started = time.monotonic()
+        lost = await _next(events, Lost, timeout=5)
+        assert isinstance(lost, Lost) and "keepalive" in lost.reason.lower()
+        assert time.monotonic() - started < 3
+    finally:
+        server.signal_sessions(signal.SIGCONT)
+        await host.close()
+
+
+async def test_permanent_error_on_reconnect_fails_with_reason(
+    ssh_keys: Keys, ssh_options: SSHOptions, known_hosts: Path
+) -> None:
+    directory = make_dir("specdash-rekeyed-")
+    server = Sshd(ssh_keys.with_own_host_key(directory), name="rekeyed").start()
+    trust(known_hosts, server)
+    seen: list[ConnectionEvent] = []
+    host = SSHHost(target(server), ssh_options, on_event=seen.append)
+    events = host.subscribe()
+    await host.connect()
+    try:
+        # The server comes back with another host key: retrying cannot help, so the supervisor gives up.
+        server.stop()
+        await _next(events, Lost)
+        server.keys.host_key.unlink()
+        server.keys.host_key.with_suffix(".pub").unlink()
+        keygen(server.keys.host_key, "reinstalled")
+        server.start()
+        failed = await _next(events, Failed)
+        assert isinstance(failed, Failed) and failed.error.kind is SSHErrorKind.HOST_KEY_CHANGED
+        assert host.state is ConnectionState.FAILED and host.failure is failed.error
+        with pytest.raises(SSHError) as caught:
+            await host.wait_connected(timeout=1)
+        assert caught.value.kind is SSHErrorKind.HOST_KEY_CHANGED
+        assert [type(e).__name__ for e in seen][:3] == ["Connecting", "Connected", "Lost"]
+    finally:
+        with contextlib.suppress(SSHError):
+            await host.close()
+        server.stop()
+        shutil.rmtree(directory, ignore_errors=True)
