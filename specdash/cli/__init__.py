@@ -20,6 +20,7 @@ from specdash.errors import EXIT_RUNTIME, EXIT_USAGE, SpecdashError
 
 # Order is the order shown in --help.
 COMMANDS: tuple[str, ...] = (
+    "sim",
     "replay",
     "config",
 )

@@ -1,0 +1,294 @@
+"""The simulator's main process: SGLang's launcher, tokenizer manager and HTTP server in one asyncio loop.
+
+Lifecycle, as in SGLang (engines.md 2.1, 7.1):
+1. Warnings and `server_args=...`, then one child per TP rank (`specdash.sim.ranks`), which print the
+   per-rank startup lines. Nothing listens yet: clients get connection refused.
+2. When every rank has written `ready`: uvicorn's startup lines, then the bind. A busy port fails *here*,
+   after the whole load, with uvicorn's `[Errno 98]` text (SGLang never pre-checks it).
+3. Warmup through real HTTP to ourselves (`GET /get_model_info`, `POST /generate`); `/health` is 503 until
+   it returns, then `The server is fired up and ready to roll!` and 200.
+
+Signals: before the first request SIGTERM has Python's default action (SGLang installs its handler lazily);
+since our children have no PDEATHSIG we kill them first so the outcome matches SGLang's. After the first
+request SIGTERM drains: 503 on health, `Gracefully exiting...` every 5 s, then `kill_process_tree`, which
+SIGKILLs the children and the main process itself (exit status -9, as SGLang's). SIGQUIT (a child failed)
+logs SGLang's line and kills the tree too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from typing import NoReturn
+
+from aiohttp import ClientSession, ClientTimeout, web
+
+from specdash.sim.args import SimConfig
+from specdash.sim.faults import crash_traceback, warmup_fail_lines
+from specdash.sim.logstyle import LogWriter
+from specdash.sim.model import BASELINE, BASELINE_MAX_RUNNING, SPEC_COSTS, ThroughputModel
+from specdash.sim.presets import Preset, choose_preset
+from specdash.sim.scheduler import Scheduler
+from specdash.sim.server import SimServer, Status
+
+DRAIN_POLL_S = 5.0
+"""SGLang's SIGTERM watchdog period (scaled by --sim-time-scale, at least 50 ms)."""
+
+
+def build_model(config: SimConfig) -> ThroughputModel:
+    """The throughput model for the configured mode."""
+    algo = config.speculative_algorithm
+    spec = SPEC_COSTS.get(algo) if algo else None
+    return ThroughputModel(
+        baseline=BASELINE,
+        spec=spec,
+        num_steps=config.speculative_num_steps or 1,
+        max_running=config.max_running_requests or BASELINE_MAX_RUNNING,
+        disable_spec_above=config.disable_spec_above,
+        speed=config.speed,
+    )
+
+
+class ProcessTree:
+    """The TP children, killed the way SGLang's `kill_process_tree` does (SIGKILL, children first)."""
+
+    def __init__(self) -> None:
+        self.procs: list[asyncio.subprocess.Process] = []
+
+    def kill_children(self) -> None:
+        """SIGKILL every child still alive."""
+        for proc in self.procs:
+            if proc.returncode is None:
+                try:
+                    os.kill(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def kill_all(self) -> NoReturn:
+        """Children, then ourselves: `kill_process_tree(os.getpid())` with the parent included."""
+        self.kill_children()
+        os.kill(os.getpid(), signal.SIGKILL)
+        raise SystemExit(137)  # unreachable: SIGKILL cannot be caught
+
+
+class SimApp:
+    """One simulated SGLang server process."""
+
+    def __init__(self, config: SimConfig, warnings: list[str]) -> None:
+        self.c = config
+        self.warnings = warnings
+        self.log = LogWriter(config.style_2026, config.tp_size)
+        self.preset: Preset = choose_preset(config.model_path, config.tp_size)
+        self.tree = ProcessTree()
+        self.scheduler = Scheduler(
+            build_model(config),
+            self.log,
+            seed=config.seed,
+            kv_tokens=self.preset.kv_tokens,
+            cuda_graph_max_bs=config.cuda_graph_max_bs,
+            num_draft_tokens=config.speculative_num_draft_tokens or 1,
+            decode_log_interval=config.decode_log_interval,
+            crash_at_batch=config.faults.crash_at_batch,
+            on_crash=self._crash,
+        )
+        self.server = SimServer(config, self.preset, self.scheduler, self.log)
+        self.uvicorn_started = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def _scaled(self, seconds: float) -> float:
+        return seconds * self.c.time_scale
+
+    def _spawn_task(self, coro: object) -> None:
+        task = asyncio.ensure_future(coro)  # type: ignore[call-overload]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ---- signals -------------------------------------------------------------------------------
+
+    def _install_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGQUIT, self._on_sigquit)
+        loop.add_signal_handler(signal.SIGTERM, self._on_early_sigterm)
+        loop.add_signal_handler(signal.SIGINT, self._on_sigint)
+        self.server.first_request_hook = self._install_drain_handler
+
+    def _install_drain_handler(self) -> None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self._on_sigterm)
+
+    def _on_sigquit(self) -> None:
+        if self.c.style_2026:
+            self.log.log("SIGQUIT received. signum=None, frame=None. It usually means one child failed.")
+        else:
+            self.log.log("Received sigquit from a child process. It usually means the child failed.")
+        self.tree.kill_all()
+
+    def _on_early_sigterm(self) -> None:
+        # Python's default action kills the launcher; SGLang's children then die through PDEATHSIG.
+        self.tree.kill_children()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    def _on_sigint(self) -> None:
+        if self.uvicorn_started:
+            self.log.uvicorn("INFO", "Shutting down")
+            self.log.uvicorn("INFO", "Waiting for application shutdown.")
+            self.log.uvicorn("INFO", "Application shutdown complete.")
+            self.log.uvicorn("INFO", f"Finished server process [{os.getpid()}]")
+        self.tree.kill_children()
+        os._exit(0)
+
+    def _on_sigterm(self) -> None:
+        if self.server.gracefully_exit:
+            return
+        self.log.log("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
+        self.server.gracefully_exit = True
+        self._spawn_task(self._drain())
+
+    async def _drain(self) -> None:
+        poll = max(self._scaled(DRAIN_POLL_S), 0.05)
+        await asyncio.sleep(poll)  # the watchdog notices the flag on its next 5 s tick
+        while True:
+            rids = self.scheduler.pending_rids()
+            if self.server.status is Status.UNHEALTHY:
+                self.log.log("Signal SIGTERM received while health check failed. Force exiting.")
+                break
+            if os.environ.get("SGL_FORCE_SHUTDOWN", "").lower() in ("1", "true"):
+                self.log.log("Signal SIGTERM received while force shutdown flag set. Force exiting.")
+                break
+            self.log.log(
+                f"Gracefully exiting... Remaining number of requests {len(rids)}. "
+                f"Remaining requests remaining_rids={rids}."
+            )
+            if not rids:
+                break
+            await asyncio.sleep(poll)
+        self.tree.kill_all()
+
+    def _crash(self) -> None:
+        """`crash-at-batch`: rank 0's scheduler dies; it prints the traceback and SIGQUITs us."""
+        proc = self.tree.procs[0] if self.tree.procs else None
+        if proc is not None and proc.stdin is not None and proc.returncode is None:
+            try:
+                proc.stdin.write(b"crash\n")
+                return
+            except (ConnectionError, RuntimeError):
+                pass
+        body = crash_traceback(self.c.spec_v2)  # rank 0 is gone: print it ourselves
+        self.log.lines(body[0], body[1:], 0)
+        self._on_sigquit()
+
+    # ---- startup -------------------------------------------------------------------------------
+
+    async def _start_ranks(self, t0: float) -> bool:
+        payload = json.dumps(self.c.to_json())
+        for rank in range(self.c.tp_size):
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "specdash.sim.ranks",
+                payload,
+                str(rank),
+                repr(t0),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+            )
+            self.tree.procs.append(proc)
+        for rank, proc in enumerate(self.tree.procs):
+            assert proc.stdout is not None
+            line = await proc.stdout.readline()
+            if line.strip() != b"ready":
+                await asyncio.sleep(0.5)  # a failing rank SIGQUITs us; give that signal time to land
+                code = await proc.wait()
+                self.log.log(f"Rank {rank} scheduler is dead. Please check if there are relevant logs.")
+                self.log.log(f"Exit code: {code}")
+                self.log.log("Initialization failed. Please see the error messages above.")
+                self.tree.kill_children()
+                return False
+        return True
+
+    async def _bind(self) -> web.AppRunner | None:
+        pid = os.getpid()
+        self.log.uvicorn("INFO", f"Started server process [{pid}]")
+        self.log.uvicorn("INFO", "Waiting for application startup.")
+        self.log.uvicorn("INFO", "Application startup complete.")
+        self.uvicorn_started = True
+        runner = web.AppRunner(self.server.make_app(), access_log=None, handle_signals=False)
+        await runner.setup()
+        try:
+            if self.c.faults.port_in_use:
+                raise OSError(98, "address already in use")
+            site = web.TCPSite(runner, self.c.host, self.c.port, backlog=4096, reuse_address=True)
+            await site.start()
+        except OSError as exc:
+            reason = (exc.strerror or "address already in use").lower()
+            self.log.uvicorn(
+                "ERROR",
+                f"[Errno {exc.errno}] error while attempting to bind on address "
+                f"({self.c.host!r}, {self.c.port}): {reason}",
+            )
+            self.log.uvicorn("INFO", "Waiting for application shutdown.")
+            self.log.uvicorn("INFO", "Application shutdown complete.")
+            await runner.cleanup()
+            return None
+        self.log.uvicorn("INFO", f"Uvicorn running on http://{self.c.host}:{self.c.port} (Press CTRL+C to quit)")
+        return runner
+
+    async def _warmup(self) -> None:
+        host = "127.0.0.1" if self.c.host in ("0.0.0.0", "::") else self.c.host
+        base = f"http://{host}:{self.c.port}"
+        # SGLang's warmup thread polls /get_model_info once a second; the first poll after bind succeeds.
+        await asyncio.sleep(min(1.0, max(0.01, self._scaled(1.0))))
+        async with ClientSession(timeout=ClientTimeout(total=None)) as session:
+            async with session.get(f"{base}/get_model_info") as resp:
+                await resp.read()
+            if self.c.faults.hang_at == "warmup":
+                return  # stays Starting: /health answers 503 forever
+            if self.c.skip_server_warmup:
+                self.server.status = Status.UP
+                self.log.log("The server is fired up and ready to roll!")
+                return
+            self.scheduler.first_batch_delay = self._scaled(self.preset.warmup_s)
+            if self.c.faults.warmup_fail:
+                await asyncio.sleep(self._scaled(self.preset.warmup_s))
+                lines = warmup_fail_lines()
+                self.log.lines(lines[0], lines[1:])
+                self.tree.kill_all()
+            body = {"text": "The capital city of France is", "sampling_params": {"temperature": 0, "max_new_tokens": 8}}
+            async with session.post(f"{base}/generate", json=body) as resp:
+                await resp.read()
+        self.server.status = Status.UP
+        self.log.log("The server is fired up and ready to roll!")
+
+    async def run(self) -> int:
+        """Run until killed; returns only on a startup failure that SGLang survives to exit from."""
+        self._install_signals()
+        for line in self.warnings:
+            self.log.log(line)
+        if self.c.unknown_flags:
+            self.log.log(f"specdash sim: ignoring SGLang flags it does not simulate: {' '.join(self.c.unknown_flags)}")
+        t0 = time.time()
+        self.log.log(f"server_args={self.c.server_args_repr()}")
+        self.log.log("Using default HuggingFace chat template with detected content format: string")
+        if not await self._start_ranks(t0):
+            return 1
+        self._spawn_task(self.scheduler.run())
+        runner = await self._bind()
+        if runner is None:
+            self.tree.kill_children()  # launch_server's `finally: kill_process_tree(..., include_parent=False)`
+            return 1
+        self._spawn_task(self._warmup())
+        await asyncio.Event().wait()
+        return 0
+
+
+def main(config: SimConfig, warnings: list[str]) -> int:
+    """Run the simulator on uvloop when installed (about half the CPU per SSE event)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(SimApp(config, warnings).run())
+    return int(uvloop.run(SimApp(config, warnings).run()))

@@ -1,0 +1,266 @@
+"""`specdash sim` flags: SGLang's launch flags (names and defaults as in v0.5.6) plus `--sim-*` ones.
+
+Unknown SGLang flags are accepted and logged, not fatal, so a real launch command line works with only
+the launcher swapped. An unknown `--sim-*` flag is a typo in *our* flags and stays a usage error.
+`resolve` applies SGLang's post-processing (`ServerArgs.__post_init__`): NEXTN -> EAGLE, the all-or-none
+rule for the three draft parameters, topk=1 forcing draft tokens to steps + 1, and the 48-request cap,
+returning the warning lines SGLang logs for each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from specdash.errors import UsageError
+from specdash.sim.faults import Faults, parse_faults
+
+SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "NGRAM", "STANDALONE")
+LOG_STYLES = ("sglang-0.5", "sglang-2026")
+UNKNOWN_ATTR = "sim_unknown_flags"
+"""Namespace attribute that collects the unrecognised SGLang flags."""
+
+
+class SpecParamsError(Exception):
+    """Only some of the three speculative draft parameters were given (SGLang asserts)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the flags on `parser` and make it keep unknown flags instead of failing."""
+    sg = parser.add_argument_group("SGLang flags (same names and defaults as sglang.launch_server)")
+    sg.add_argument("--model-path", "--model", dest="model_path", required=True, help="model directory or HF id")
+    sg.add_argument("--tokenizer-path", default=None)
+    sg.add_argument("--served-model-name", default=None)
+    sg.add_argument("--tp-size", "--tp", "--tensor-parallel-size", dest="tp_size", type=int, default=1)
+    sg.add_argument("--host", default="127.0.0.1")
+    sg.add_argument("--port", type=int, default=30000)
+    sg.add_argument("--speculative-algorithm", type=str.upper, default=None, choices=SPEC_ALGORITHMS)
+    sg.add_argument("--speculative-draft-model-path", "--speculative-draft-model", default=None)
+    sg.add_argument("--speculative-num-steps", type=int, default=None)
+    sg.add_argument("--speculative-eagle-topk", type=int, default=None)
+    sg.add_argument("--speculative-num-draft-tokens", type=int, default=None)
+    sg.add_argument("--cuda-graph-max-bs", type=int, default=None)
+    sg.add_argument("--max-running-requests", type=int, default=None)
+    sg.add_argument("--context-length", type=int, default=None)
+    sg.add_argument("--enable-metrics", action="store_true")
+    sg.add_argument("--disable-overlap-schedule", action="store_true")
+    sg.add_argument("--skip-server-warmup", action="store_true")
+    sg.add_argument("--decode-log-interval", type=int, default=40)
+    sim = parser.add_argument_group("simulator flags")
+    sim.add_argument("--sim-time-scale", type=float, default=1.0, help="multiplies startup/shutdown durations")
+    sim.add_argument("--sim-speed", type=float, default=1.0, help="divides decode step times (stress tests only)")
+    sim.add_argument("--sim-seed", type=int, default=0, help="seeds timing jitter, acceptance and early stops")
+    sim.add_argument("--sim-log-style", choices=LOG_STYLES, default="sglang-0.5")
+    sim.add_argument("--sim-fault", action="append", default=[], metavar="FAULT", help="see specdash.sim.faults")
+    sim.add_argument("--sim-disable-spec-above", type=int, default=None, metavar="N")
+    _keep_unknown(parser)
+
+
+def _keep_unknown(parser: argparse.ArgumentParser) -> None:
+    # The top-level CLI calls parse_args(), which rejects anything a subparser leaves over. Subparsers are
+    # driven through their own parse_known_args, so wrapping it on this one instance keeps the leftovers
+    # in the namespace instead: SGLang flags we do not simulate must not be fatal.
+    original = parser.parse_known_args
+
+    def parse_known_args(
+        args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        ns, extras = original(args, namespace)
+        setattr(ns, UNKNOWN_ATTR, [*getattr(ns, UNKNOWN_ATTR, []), *extras])
+        return ns, []
+
+    setattr(parser, "parse_known_args", parse_known_args)  # noqa: B010 - mypy rejects assigning a method
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Resolved settings of one simulated server (JSON-serialisable; the TP children get a copy)."""
+
+    model_path: str
+    tokenizer_path: str
+    served_model_name: str
+    tp_size: int
+    host: str
+    port: int
+    speculative_algorithm: str | None
+    speculative_draft_model_path: str | None
+    speculative_num_steps: int | None
+    speculative_eagle_topk: int | None
+    speculative_num_draft_tokens: int | None
+    cuda_graph_max_bs: int
+    max_running_requests: int | None
+    """None: derived from KV memory (effectively unlimited); 48 with speculation unless given."""
+    context_length: int | None
+    enable_metrics: bool
+    disable_overlap_schedule: bool
+    skip_server_warmup: bool
+    decode_log_interval: int
+    spec_v2: bool
+    """`SGLANG_ENABLE_SPEC_V2` was set (v0.5.6 overlap-scheduled EAGLE)."""
+    time_scale: float
+    speed: float
+    seed: int
+    log_style: str
+    disable_spec_above: int | None
+    faults: Faults = field(default_factory=Faults)
+    unknown_flags: tuple[str, ...] = ()
+
+    @property
+    def style_2026(self) -> bool:
+        """True for the 2026 (HEAD) log wording."""
+        return self.log_style == "sglang-2026"
+
+    def to_json(self) -> dict[str, Any]:
+        """A plain dict (for the TP children's command line)."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SimConfig:
+        """Inverse of `to_json`."""
+        data = dict(data)
+        data["faults"] = Faults(**data["faults"])
+        data["unknown_flags"] = tuple(data["unknown_flags"])
+        return cls(**data)
+
+    def server_args_repr(self) -> str:
+        """The `server_args=ServerArgs(...)` line (the fields that matter, in SGLang's order)."""
+        fields: list[tuple[str, object]] = [
+            ("model_path", self.model_path),
+            ("tokenizer_path", self.tokenizer_path),
+            ("tokenizer_mode", "auto"),
+            ("load_format", "auto"),
+            ("trust_remote_code", True),
+            ("context_length", self.context_length),
+            ("host", self.host),
+            ("port", self.port),
+            ("dtype", "auto"),
+            ("kv_cache_dtype", "auto"),
+            ("served_model_name", self.served_model_name),
+            ("mem_fraction_static", 0.85 if self.speculative_algorithm else 0.87),
+            ("max_running_requests", self.max_running_requests),
+            ("chunked_prefill_size", 16384),
+            ("max_prefill_tokens", 16384),
+            ("schedule_policy", "fcfs"),
+            ("tp_size", self.tp_size),
+            ("pp_size", 1),
+            ("stream_interval", 1),
+            ("random_seed", self.seed),
+            ("log_level", "info"),
+            ("decode_log_interval", self.decode_log_interval),
+            ("enable_metrics", self.enable_metrics),
+            ("dp_size", 1),
+            ("speculative_algorithm", self.speculative_algorithm),
+            ("speculative_draft_model_path", self.speculative_draft_model_path),
+            ("speculative_num_steps", self.speculative_num_steps),
+            ("speculative_eagle_topk", self.speculative_eagle_topk),
+            ("speculative_num_draft_tokens", self.speculative_num_draft_tokens),
+            ("speculative_accept_threshold_single", 1.0),
+            ("speculative_accept_threshold_acc", 1.0),
+            ("disable_cuda_graph", False),
+            ("cuda_graph_max_bs", self.cuda_graph_max_bs),
+            ("disable_overlap_schedule", self.disable_overlap_schedule),
+            ("skip_server_warmup", self.skip_server_warmup),
+        ]
+        return "ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in fields) + ")"
+
+
+def resolve(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> tuple[SimConfig, list[str]]:
+    """Apply SGLang's argument post-processing; return the config and the warning lines to log.
+
+    Raises:
+        SpecParamsError: some but not all of the three draft parameters were given.
+        UsageError: a bad simulator flag.
+    """
+    env = os.environ if env is None else env
+    warnings: list[str] = []
+    unknown = tuple(getattr(ns, UNKNOWN_ATTR, []))
+    bad = [flag for flag in unknown if flag.startswith("--sim-")]
+    if bad:
+        raise UsageError(f"unrecognized simulator flag: {bad[0]}")
+    if ns.sim_time_scale < 0 or ns.sim_speed <= 0:
+        raise UsageError("--sim-time-scale must be >= 0 and --sim-speed > 0")
+    faults = parse_faults(ns.sim_fault)
+    algo: str | None = ns.speculative_algorithm
+    steps, topk, draft = ns.speculative_num_steps, ns.speculative_eagle_topk, ns.speculative_num_draft_tokens
+    max_running: int | None = ns.max_running_requests
+    spec_v2 = env.get("SGLANG_ENABLE_SPEC_V2", "").lower() in ("1", "true", "yes")
+    disable_overlap = bool(ns.disable_overlap_schedule)
+    style_2026 = ns.sim_log_style == "sglang-2026"
+    if algo == "NEXTN":
+        algo = "EAGLE"
+    if algo is not None and algo != "NGRAM":
+        given = [v is not None for v in (steps, topk, draft)]
+        if any(given) and not all(given):
+            raise SpecParamsError()
+        if steps is None:
+            # v0.5.6 auto_choose_speculative_params: DeepSeek-like models and STANDALONE get (3, 1, 4).
+            steps, topk, draft = 3, 1, 4
+        if topk == 1 and draft != (steps or 0) + 1:
+            draft = (steps or 0) + 1
+            warnings.append(
+                "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
+            )
+        if max_running is None:
+            max_running = 48
+            warnings.append(
+                "Max running requests is reset to 48 for speculative decoding. "
+                "You can override this by explicitly setting --max-running-requests."
+            )
+        if style_2026:
+            if "SGLANG_ENABLE_SPEC_V2" in env:
+                warnings.append(
+                    "SGLANG_ENABLE_SPEC_V2 has been removed: speculative decoding always runs the V2 worker. "
+                    "Use --disable-overlap-schedule to select the non-overlap (synchronous) path."
+                )
+            spec_v2 = not disable_overlap
+        elif spec_v2 and algo in ("EAGLE", "EAGLE3"):
+            warnings.append("Beta spec is enabled for eagle speculative decoding and overlap schedule is turned on.")
+        elif not disable_overlap:
+            disable_overlap = True
+            warnings.append("Overlap scheduler is disabled because of using eagle3 or standalone speculative decoding.")
+    elif algo == "NGRAM":
+        steps, topk, draft = steps or 12, topk or 1, draft or 12
+        if max_running is None:
+            max_running = 48
+            warnings.append(
+                "Max running requests is reset to 48 for speculative decoding. "
+                "You can override this by explicitly setting --max-running-requests."
+            )
+    if ns.sim_disable_spec_above is not None and algo is None:
+        raise UsageError("--sim-disable-spec-above needs --speculative-algorithm")
+    default_graph_bs = 256 if algo is None else 48
+    graph_bs = ns.cuda_graph_max_bs or default_graph_bs
+    if max_running is not None:
+        graph_bs = min(graph_bs, max_running)
+    config = SimConfig(
+        model_path=ns.model_path,
+        tokenizer_path=ns.tokenizer_path or ns.model_path,
+        served_model_name=ns.served_model_name or ns.model_path,
+        tp_size=max(1, ns.tp_size),
+        host=ns.host,
+        port=ns.port,
+        speculative_algorithm=algo,
+        speculative_draft_model_path=ns.speculative_draft_model_path,
+        speculative_num_steps=steps if algo else None,
+        speculative_eagle_topk=topk if algo else None,
+        speculative_num_draft_tokens=draft if algo else None,
+        cuda_graph_max_bs=graph_bs,
+        max_running_requests=max_running,
+        context_length=ns.context_length,
+        enable_metrics=bool(ns.enable_metrics),
+        disable_overlap_schedule=disable_overlap,
+        skip_server_warmup=bool(ns.skip_server_warmup),
+        decode_log_interval=max(1, ns.decode_log_interval),
+        spec_v2=spec_v2,
+        time_scale=ns.sim_time_scale,
+        speed=ns.sim_speed,
+        seed=ns.sim_seed,
+        log_style=ns.sim_log_style,
+        disable_spec_above=ns.sim_disable_spec_above,
+        faults=faults,
+        unknown_flags=unknown,
+    )
+    return config, warnings

@@ -1,0 +1,197 @@
+"""Fault injection (`--sim-fault`, repeatable) and the exact failure text SGLang prints for each.
+
+- `crash-at-batch=N`: a decode step with more than N running requests. TP0 prints the scheduler traceback
+  ending in the tensor-size RuntimeError and SIGQUITs the launcher, which logs SGLang's SIGQUIT line and
+  kills the tree (exit status -9).
+- `oom-at-capture`: target CUDA graph capture, at the largest batch size. `Capture cuda graph failed: CUDA
+  out of memory...` and the "Possible solutions" list, then the same SIGQUIT path.
+- `hang-at=PHASE`: entering PHASE (see HANG_PHASES). Nothing more: the processes stay alive and silent.
+- `port-in-use`: uvicorn's bind fails as if the port were busy: the `[Errno 98]` sequence, children
+  killed, exit 1.
+- `warmup-fail`: the warmup request: `Initialization failed. warmup error: ...[502]`, exit status -9.
+- `slow-health[=S]`: every /health and /health_generate answers after S seconds (default 25); at 20 s or
+  more, SGLang's `Health check failed...` line and 503.
+
+A real busy port behaves exactly like `port-in-use`: the port is never pre-checked, as in SGLang.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specdash.errors import UsageError
+
+HANG_PHASES: tuple[str, ...] = (
+    "dist-init",
+    "weights",
+    "kv-cache",
+    "cuda-graph",
+    "draft-weights",
+    "draft-graph",
+    "draft-extend-graph",
+    "warmup",
+)
+"""Phases `hang-at=` accepts, in startup order."""
+
+SGL = "/sgl-workspace/sglang/python/sglang/srt"
+"""Source root shown in tracebacks (the path of SGLang's official Docker image)."""
+
+
+@dataclass(frozen=True)
+class Faults:
+    """The parsed `--sim-fault` options."""
+
+    crash_at_batch: int | None = None
+    """Crash when a decode step runs more than this many requests."""
+    oom_at_capture: bool = False
+    """Fail the target CUDA graph capture with CUDA OOM."""
+    hang_at: str | None = None
+    """Stop making progress when entering this phase (one of HANG_PHASES)."""
+    port_in_use: bool = False
+    """Behave as if uvicorn's bind failed."""
+    warmup_fail: bool = False
+    """Fail the warmup request with a 502."""
+    slow_health: float | None = None
+    """Seconds every health probe takes."""
+
+
+def parse_faults(specs: list[str]) -> Faults:
+    """Parse `--sim-fault` values.
+
+    Raises:
+        UsageError: for an unknown fault or a malformed value.
+    """
+    kw: dict[str, object] = {}
+    for spec in specs:
+        name, _, value = spec.partition("=")
+        try:
+            if name == "crash-at-batch":
+                kw["crash_at_batch"] = int(value)
+            elif name == "oom-at-capture" and not value:
+                kw["oom_at_capture"] = True
+            elif name == "hang-at" and value in HANG_PHASES:
+                kw["hang_at"] = value
+            elif name == "port-in-use" and not value:
+                kw["port_in_use"] = True
+            elif name == "warmup-fail" and not value:
+                kw["warmup_fail"] = True
+            elif name == "slow-health":
+                kw["slow_health"] = float(value) if value else 25.0
+            else:
+                raise ValueError(spec)
+        except ValueError:
+            raise UsageError(
+                f"--sim-fault {spec!r}: expected crash-at-batch=N, oom-at-capture, hang-at=PHASE "
+                f"({', '.join(HANG_PHASES)}), port-in-use, warmup-fail or slow-health[=SECONDS]"
+            ) from None
+    return Faults(**kw)  # type: ignore[arg-type]
+
+
+def crash_traceback(spec_v2: bool) -> list[str]:
+    """The scheduler traceback of the dynamic-speculation crash (first line gets the TP prefix)."""
+    worker = "eagle_worker_v2.py" if spec_v2 else "eagle_worker.py"
+    return [
+        "Scheduler hit an exception: Traceback (most recent call last):",
+        f'  File "{SGL}/managers/scheduler.py", line 2680, in run_scheduler_process',
+        "    scheduler.event_loop_normal()",
+        '  File "/usr/local/lib/python3.12/dist-packages/torch/utils/_contextlib.py", line 120, in decorate_context',
+        "    return func(*args, **kwargs)",
+        "           ^^^^^^^^^^^^^^^^^^^^^",
+        f'  File "{SGL}/managers/scheduler.py", line 994, in event_loop_normal',
+        "    result = self.run_batch(batch)",
+        "             ^^^^^^^^^^^^^^^^^^^^^",
+        f'  File "{SGL}/managers/scheduler.py", line 2031, in run_batch',
+        "    batch_result = self.model_worker.forward_batch_generation(batch_or_worker_batch)",
+        "                   ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        f'  File "{SGL}/speculative/{worker}", line 305, in forward_batch_generation',
+        "    self.forward_draft_extend_after_decode(batch)",
+        f'  File "{SGL}/speculative/{worker}", line 1004, in forward_draft_extend_after_decode',
+        "    forward_batch.spec_info.hidden_states = hidden_states[accept_index]",
+        "    ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        "RuntimeError: The size of tensor a (160) must match the size of tensor b (2) at non-singleton dimension 1",
+    ]
+
+
+def oom_capture_traceback(avail_gb: float) -> list[str]:
+    """The scheduler traceback of a CUDA OOM during graph capture (`cuda_graph_runner.py` 355)."""
+    oom = (
+        "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 139.81 GiB of which "
+        f"{avail_gb:.2f} GiB is free. Including non-PyTorch memory, this process has 138.61 GiB memory in use. "
+        "Of the allocated memory 131.25 GiB is allocated by PyTorch, and 1.92 GiB is reserved by PyTorch but "
+        "unallocated. If reserved but unallocated memory is large try setting "
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for "
+        "Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+    )
+    return [
+        "Scheduler hit an exception: Traceback (most recent call last):",
+        f'  File "{SGL}/model_executor/cuda_graph_runner.py", line 353, in __init__',
+        "    self.capture()",
+        f'  File "{SGL}/model_executor/cuda_graph_runner.py", line 468, in capture',
+        "    ) = self.capture_one_batch_size(bs, forward, stream_idx)",
+        "        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        f"torch.OutOfMemoryError: {oom}",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        "Traceback (most recent call last):",
+        f'  File "{SGL}/managers/scheduler.py", line 2668, in run_scheduler_process',
+        "    scheduler = Scheduler(",
+        "                ^^^^^^^^^^",
+        f'  File "{SGL}/managers/scheduler.py", line 311, in __init__',
+        "    self.tp_worker = TpModelWorker(",
+        "                     ^^^^^^^^^^^^^^",
+        f'  File "{SGL}/managers/tp_worker.py", line 237, in __init__',
+        "    self._model_runner = ModelRunner(",
+        "                         ^^^^^^^^^^^^",
+        f'  File "{SGL}/model_executor/model_runner.py", line 323, in __init__',
+        "    self.initialize(min_per_gpu_memory)",
+        f'  File "{SGL}/model_executor/model_runner.py", line 483, in initialize',
+        "    self.init_device_graphs()",
+        f'  File "{SGL}/model_executor/model_runner.py", line 2441, in init_device_graphs',
+        "    self.graph_runner = graph_runners[self.device](self)",
+        "                        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        f'  File "{SGL}/model_executor/cuda_graph_runner.py", line 355, in __init__',
+        "    raise Exception(",
+        f"Exception: Capture cuda graph failed: {oom}",
+        "Possible solutions:",
+        "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
+        "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)",
+        "3. disable torch compile by not using --enable-torch-compile",
+        "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)",
+        "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose ",
+        "",
+    ]
+
+
+def warmup_fail_lines() -> list[str]:
+    """`Initialization failed. warmup error:` and its traceback (sglang#2468); the first line gets `[ts]`."""
+    return [
+        "Initialization failed. warmup error: Traceback (most recent call last):",
+        f'  File "{SGL}/entrypoints/http_server.py", line 1617, in _wait_and_warmup',
+        '    assert res.status_code == 200, f"{res=}, {res.text=}"',
+        "           ^^^^^^^^^^^^^^^^^^^^^^",
+        "AssertionError: res=<Response [502]>, res.text=''",
+        "",
+    ]
+
+
+def spec_assert_traceback() -> list[str]:
+    """What SGLang prints when only some of the three speculative parameters are set."""
+    return [
+        "Traceback (most recent call last):",
+        '  File "<frozen runpy>", line 198, in _run_module_as_main',
+        '  File "<frozen runpy>", line 88, in _run_code',
+        '  File "/sgl-workspace/sglang/python/sglang/launch_server.py", line 29, in <module>',
+        "    server_args = prepare_server_args(sys.argv[1:])",
+        "                  ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        f'  File "{SGL}/server_args.py", line 4036, in prepare_server_args',
+        "    return ServerArgs.from_cli_args(raw_args)",
+        "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        '  File "<string>", line 330, in __init__',
+        f'  File "{SGL}/server_args.py", line 625, in __post_init__',
+        "    self._handle_speculative_decoding()",
+        f'  File "{SGL}/server_args.py", line 1722, in _handle_speculative_decoding',
+        "    assert (",
+        "           ^",
+        "AssertionError",
+    ]
