@@ -69,13 +69,15 @@ def bar_counts(text: str) -> tuple[int, int] | None:
     return (done, total) if 0 <= done <= total else None
 
 
-def epoch_seconds(year: int, month: int, day: int, hour: int, minute: int, second: int, frac: str = "") -> float:
+def epoch_seconds(year: int, month: int, day: int, hour: int, minute: int, second: int, frac: str = "") -> float | None:
     """Seconds since 1970 for a naive log timestamp read as UTC (only differences matter to us).
 
-    `calendar.timegm` does plain arithmetic, so an impossible date in a garbled line gives a wrong number,
-    never an exception.
+    None for an impossible date (month 13 in a garbled line): a bad timestamp must not cost the line.
     """
-    value = float(calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0)))
+    try:
+        value = float(calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0)))
+    except (ValueError, OverflowError):
+        return None
     if frac:
         value += int(frac) / 10 ** len(frac)
     return value
