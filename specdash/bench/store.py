@@ -351,6 +351,11 @@ class Store:
 
     def iter_samples(self, run_id: int, level_id: int | None = None) -> Iterator[RequestSample]:
         """Like `samples`, one at a time."""
+        for _, sample in self.iter_level_samples(run_id, level_id):
+            yield sample
+
+    def iter_level_samples(self, run_id: int, level_id: int | None = None) -> Iterator[tuple[int, RequestSample]]:
+        """(level id, sample) pairs of a run, in the order they were written."""
         sql = (
             "SELECT idx, prompt_idx, worker, error, detail, http_status, scheduled_ns, start_ns, end_ns,"
             " first_token_ns, last_token_ns, output_tokens, requested_tokens, estimated, per_chunk_exact,"
@@ -361,25 +366,28 @@ class Store:
             sql += " AND level_id=?"
             params += (level_id,)
         for r in self._db.execute(sql + " ORDER BY id", params):
-            yield RequestSample(
-                index=r[0],
-                prompt_index=r[1],
-                worker=r[2],
-                error=None if r[3] is None else Failure(r[3]),
-                detail=r[4],
-                http_status=r[5],
-                scheduled_ns=r[6],
-                start_ns=r[7],
-                end_ns=r[8],
-                first_token_ns=r[9],
-                last_token_ns=r[10],
-                output_tokens=r[11],
-                requested_tokens=r[12],
-                estimated=bool(r[13]),
-                per_chunk_exact=bool(r[14]),
-                spec_accept_length=r[15],
-                chunk_offsets_us=_unpack(r[16]),
-                chunk_tokens=_unpack(r[17]),
+            yield (
+                r[18],
+                RequestSample(
+                    index=r[0],
+                    prompt_index=r[1],
+                    worker=r[2],
+                    error=None if r[3] is None else Failure(r[3]),
+                    detail=r[4],
+                    http_status=r[5],
+                    scheduled_ns=r[6],
+                    start_ns=r[7],
+                    end_ns=r[8],
+                    first_token_ns=r[9],
+                    last_token_ns=r[10],
+                    output_tokens=r[11],
+                    requested_tokens=r[12],
+                    estimated=bool(r[13]),
+                    per_chunk_exact=bool(r[14]),
+                    spec_accept_length=r[15],
+                    chunk_offsets_us=_unpack(r[16]),
+                    chunk_tokens=_unpack(r[17]),
+                ),
             )
 
     # startups --------------------------------------------------------------------------------------------

@@ -23,6 +23,9 @@ COMMANDS: tuple[str, ...] = (
     "sim",
     "replay",
     "config",
+    "bench",
+    "compare",
+    "export",
 )
 
 

@@ -1,0 +1,106 @@
+"""Plain-text tables for the headless CLI: the live line, a sweep's final table, the comparison (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from specdash.core.compare import Crossover, CrossoverKind, compute_crossover
+
+
+def _f(v: Any, fmt: str = ".1f") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def progress_line(mode: str, concurrency: int, phase: str, t_s: float, tok_s: float, done: int,
+                  total: int | None, failed: int, inflight: int) -> str:  # fmt: skip
+    """One live line, e.g. `[eagle3 C=10] t=4.0s  1234.5 tok/s  37/50 done  0 failed  10 in flight`."""
+    if phase == "warmup":
+        return f"[{mode} C={concurrency}] warming up ({total} requests)"
+    tot = "?" if total is None else str(total)
+    return (
+        f"[{mode} C={concurrency}] t={t_s:.1f}s  {tok_s:8.1f} tok/s  {done}/{tot} done  "
+        f"{failed} failed  {inflight} in flight"
+    )
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
+
+
+def level_table(results: Sequence[Mapping[str, Any]]) -> str:
+    """The final table of one sweep from `LevelResult.to_json()` dicts, warnings listed underneath."""
+    header = ("C", "status", "tok/s", "server", "req tok/s p50", "TTFT p50", "TTFT p99", "TPOT p50",
+              "ITL/chunk p50", "ok", "failed", "accept", "conc")  # fmt: skip
+    rows = []
+    notes = []
+    for r in results:
+        st = r.get("stats") or {}
+        sv = r.get("server") or {}
+        accept = sv.get("accept_length") or st.get("accept_length")
+        rows.append(
+            (
+                str(r.get("concurrency")),
+                str(r.get("status")),
+                _f(st.get("output_tok_s")),
+                _f(sv.get("tok_s")),
+                _f((st.get("per_request_tok_s") or {}).get("p50")),
+                _f((st.get("ttft_ms") or {}).get("p50")),
+                _f((st.get("ttft_ms") or {}).get("p99")),
+                _f((st.get("tpot_ms") or {}).get("p50"), ".2f"),
+                _f((st.get("itl_chunk_ms") or {}).get("p50"), ".2f"),
+                str(st.get("completed", 0)),
+                str(st.get("failed", 0)),
+                _f(accept, ".2f"),
+                _f(st.get("achieved_concurrency")),
+            )
+        )
+        for w in r.get("warnings") or ():
+            notes.append(f"  C={r.get('concurrency')}: {w}")
+        if st.get("failures"):
+            notes.append(f"  C={r.get('concurrency')}: failures {st['failures']}")
+        if r.get("abort_reason"):
+            notes.append(f"  C={r.get('concurrency')}: stopped: {r['abort_reason']}")
+    out = _table(header, rows)
+    if notes:
+        out += "\n" + "\n".join(notes)
+    return out
+
+
+def crossover_text(mode: str, baseline: str, x: Crossover) -> str:
+    """A sentence about where speculation stops paying."""
+    if x.kind is CrossoverKind.CROSSES and x.concurrency is not None:
+        return (
+            f"{mode} beats {baseline} up to C≈{x.concurrency:.1f}; disable speculation above "
+            f"{x.disable_above} running requests"
+        )
+    if x.kind is CrossoverKind.ABOVE_RANGE:
+        return f"{mode} beats {baseline} at every measured level (up to C={x.ratios[-1].concurrency})"
+    if x.kind is CrossoverKind.NEVER_PAYS:
+        return f"{mode} does not beat {baseline} even at C={x.ratios[0].concurrency}"
+    return f"{mode} and {baseline} share no measured level"
+
+
+def compare_table(names: Sequence[str], curves: Sequence[Mapping[int, float]]) -> str:
+    """Per-level tok/s of each run and its ratio to the first (the baseline), then the crossovers."""
+    levels = sorted({c for curve in curves for c in curve})
+    header = ["C", names[0]]
+    for n in names[1:]:
+        header += [n, "ratio"]
+    rows = []
+    base = curves[0]
+    for c in levels:
+        row = [str(c), _f(base.get(c))]
+        for curve in curves[1:]:
+            v = curve.get(c)
+            b = base.get(c)
+            row += [_f(v), "-" if v is None or not b else f"{v / b:.2f}x"]
+        rows.append(row)
+    out = _table(header, rows)
+    for n, curve in zip(names[1:], curves[1:], strict=True):
+        out += "\n" + crossover_text(n, names[0], compute_crossover(base, curve))
+    return out

@@ -1,0 +1,122 @@
+"""`specdash bench --url URL --mode NAME`: a headless concurrency sweep against a running server.
+
+Prints a live line per second and a final table; every request is written to the local store as it
+finishes (see `specdash export`). The SSH form (`specdash bench HOST --mode M`) will wrap the same
+`run_sweep` with a port forward and the server lifecycle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from specdash.errors import UsageError
+
+NAME = "bench"
+HELP = "sweep concurrency levels against a server and measure tok/s, TTFT, TPOT, ITL"
+
+
+def parse_levels(text: str) -> tuple[int, ...]:
+    """`1,2,5,10` -> (1, 2, 5, 10); a `UsageError` for anything else or a level outside 1..1024."""
+    from specdash.bench.sweep import validate_levels
+
+    try:
+        levels = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError as exc:
+        raise UsageError(f"--levels: expected comma-separated integers, got {text!r}") from exc
+    return validate_levels(levels)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the bench flags."""
+    parser.add_argument("--url", help="server base URL, e.g. http://127.0.0.1:30000")
+    parser.add_argument("--mode", default="default", help="name of the server's mode (stored with the run)")
+    parser.add_argument("--levels", default="1,2,5,10,20,50,100", help="concurrency levels (default %(default)s)")
+    parser.add_argument("--max-concurrency", type=int, help="drop levels above this")
+    amount = parser.add_mutually_exclusive_group()
+    amount.add_argument("--requests-per-level", type=int, help="requests per level (default max(5 x C, 10))")
+    amount.add_argument("--duration", type=float, help="seconds per level instead of a request count")
+    parser.add_argument("--output-len", type=int, default=256, help="tokens per response (default %(default)s)")
+    parser.add_argument("--endpoint", choices=["generate", "chat", "completions"], default="generate")
+    parser.add_argument("--prompts", default="chat", help="chat, code or a JSONL file (default %(default)s)")
+    parser.add_argument("--model", help="model name for the OpenAI endpoints (default: from /v1/models)")
+    parser.add_argument("--warmup", type=int, help="warmup requests per level (default C)")
+    parser.add_argument("--flush-cache", action="store_true", help="POST /flush_cache before each level")
+    parser.add_argument("--processes", type=int, help="probe processes (default: automatic; 0 = in-process)")
+    parser.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request")
+    parser.add_argument("--stall-timeout", type=float, default=60.0, help="seconds without bytes = stalled")
+    parser.add_argument("--level-timeout", type=float, help="hard limit per level in seconds")
+    parser.add_argument("--db", type=Path, help="store file (default: the data dir's specdash.db)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON (live lines go to stderr)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the sweep and print the results."""
+    from specdash.bench.sweep import validate_url
+
+    if not args.url:
+        raise UsageError("--url is required (the server's base URL, e.g. http://127.0.0.1:30000)")
+    url = validate_url(args.url)
+    levels = parse_levels(args.levels)
+    for flag, value in (("--requests-per-level", args.requests_per_level), ("--output-len", args.output_len)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be at least 1")
+    if args.duration is not None and args.duration <= 0:
+        raise UsageError("--duration must be positive")
+
+    import asyncio
+
+    from specdash.bench.probe import ProbeSettings, install_uvloop
+    from specdash.bench.prompts import load_prompts
+    from specdash.bench.report import level_table, progress_line
+    from specdash.bench.sse import Endpoint
+    from specdash.bench.store import RunMeta, Store
+    from specdash.bench.sweep import LevelProgress, LevelResult, SweepConfig, run_sweep
+
+    prompts = load_prompts(args.prompts)
+    config = SweepConfig(
+        mode=args.mode,
+        levels=levels,
+        max_concurrency=args.max_concurrency,
+        requests_per_level=args.requests_per_level,
+        duration_s=args.duration,
+        warmup_requests=args.warmup,
+        level_timeout_s=args.level_timeout,
+        flush_cache=args.flush_cache,
+        processes=args.processes,
+        settings=ProbeSettings(
+            endpoint=Endpoint(args.endpoint),
+            output_len=args.output_len,
+            model=args.model,
+            request_timeout_s=args.request_timeout,
+            stall_timeout_s=args.stall_timeout,
+        ),
+    )
+    config.effective_levels()
+    live = sys.stderr if args.json else sys.stdout
+
+    def on_progress(p: LevelProgress) -> None:
+        print(progress_line(p.mode, p.concurrency, p.phase, p.t_s, p.tok_s, p.done, p.total, p.failed, p.inflight),
+              file=live, flush=True)  # fmt: skip
+
+    def on_level_done(r: LevelResult) -> None:
+        s = r.stats
+        print(f"[{r.mode} C={r.concurrency}] {r.status}: {s.output_tok_s:.1f} tok/s steady, "
+              f"{s.completed} ok, {s.failed} failed", file=live, flush=True)  # fmt: skip
+
+    install_uvloop()
+    with Store(args.db) as store:
+        meta = RunMeta(host=url.split("://", 1)[1], mode=args.mode)
+        result = asyncio.run(run_sweep(url, config, prompts, store, on_progress, on_level_done, meta))
+    levels_json = [lv.to_json() for lv in result.levels]
+    if args.json:
+        print(json.dumps({"run_id": result.run_id, "aborted": result.aborted, "levels": levels_json}, default=str))
+    else:
+        print()
+        print(f"run {result.run_id} ({args.mode}, {prompts.name} prompts, {args.endpoint}, {args.output_len} tokens)")
+        print(level_table(levels_json))
+        if result.aborted:
+            print(f"sweep stopped: {result.aborted}")
+    return 0 if result.aborted is None else 1
