@@ -38,6 +38,7 @@ _CAPTURE = re.compile(r"Capture (.*?)\s*cuda graph (begin|end|failed)", re.IGNOR
 _BS_LIST = re.compile(r"\bbs=\[([^\]]*)\]")
 _DRAFT_TYPE = re.compile(r"type=\w*(?:Eagle|EAGLE|MTP|NextN|Draft|Medusa)")
 _KEY_VALUE = re.compile(r"(\w+)=(-?[\d.]+)")
+_FIELD = re.compile(r"\s*([^,:]+?):\s*([^,\s]*)")
 
 # (substring, kind, weight): lines only printed when the server is dying (engines.md 6.1).
 _MARKERS: tuple[tuple[str, CrashKind, int], ...] = (
@@ -53,6 +54,14 @@ _MARKERS: tuple[tuple[str, CrashKind, int], ...] = (
     ("Not enough memory", CrashKind.FATAL, 4),
     ("ddress already in use", CrashKind.FATAL, 4),
 )
+
+
+def _int(value: str | None) -> int | None:
+    return None if value is None else to_int(value)
+
+
+def _real(value: str | None) -> float | None:
+    return None if value is None else to_float(value.rstrip("%"))
 
 
 def is_rank0(rank: str) -> bool:
@@ -71,6 +80,7 @@ class SGLangRules(EngineRules):
         self._draft_graph = False
         self._graph_total: dict[Phase, int] = {}
         self._versions: set[str] = set()
+        self._batch_version = False
         self._ts_key = ""
         self._ts_value: float | None = None
 
@@ -205,54 +215,43 @@ class SGLangRules(EngineRules):
         if m is None:
             return []
         tail = t[m.end() :].rstrip()
-        fields: dict[str, str] = {}
-        for part in tail.split(","):
-            key, sep, value = part.partition(":")
-            if sep:
-                fields[key.strip()] = value.strip()
-        if m.group(3) == ".":
-            version = "<=0.5.4 (batch lines end in '.')"
-        elif tail.endswith(","):
-            version = ">=0.5.5, before 2026-01-30 (trailing ', ')"
-        else:
-            version = ">=2026-01-30 (sglang#17836)"
-        out = self._version(version)
+        # One C-level pass for all `key: value` pairs: this is the hottest line type on a busy server.
+        f = dict(_FIELD.findall(tail))
+        out: list[Observation] = []
+        if not self._batch_version:
+            self._batch_version = True
+            if m.group(3) == ".":
+                out += self._version("<=0.5.4 (batch lines end in '.')")
+            elif tail.endswith(","):
+                out += self._version(">=0.5.5, before 2026-01-30 (trailing ', ')")
+            else:
+                out += self._version(">=2026-01-30 (sglang#17836)")
         iteration = m.group(2) or m.group(4)
-
-        def num(*keys: str) -> int | None:
-            for key in keys:
-                if key in fields:
-                    return to_int(fields[key])
-            return None
-
-        def real(*keys: str) -> float | None:
-            for key in keys:
-                if key in fields:
-                    return to_float(fields[key].rstrip("%"))
-            return None
-
-        graph = fields.get("cuda graph", fields.get("npu graph", fields.get("cpu graph")))
-        stats = BatchStats(
-            kind="decode" if m.group(1) == "Decode" else "prefill",
-            running_reqs=num("#running-req"),
-            queue_reqs=num("#queue-req"),
-            tokens=num("#token", "#full token"),
-            token_usage=real("token usage", "full token usage"),
-            accept_len=real("accept len"),
-            accept_rate=real("accept rate"),
-            gen_throughput=real("gen throughput (token/s)"),
-            input_throughput=real("input throughput (token/s)"),
-            graph=None if graph is None else graph == "True",
-            new_seqs=num("#new-seq"),
-            new_tokens=num("#new-token"),
-            cached_tokens=num("#cached-token"),
-            cache_hit_rate=to_fraction(fields["cache hit rate"]) if "cache hit rate" in fields else None,
-            pending_tokens=num("#pending-token"),
-            swa_tokens=num("#swa token"),
-            swa_token_usage=real("swa token usage"),
-            forward_iter=None if iteration is None else int(iteration),
+        get = f.get
+        graph = get("cuda graph") or get("npu graph") or get("cpu graph")
+        hit_rate = get("cache hit rate")
+        out.append(
+            BatchStats(
+                kind="decode" if m.group(1) == "Decode" else "prefill",
+                running_reqs=_int(get("#running-req")),
+                queue_reqs=_int(get("#queue-req")),
+                tokens=_int(get("#token") or get("#full token")),
+                token_usage=_real(get("token usage") or get("full token usage")),
+                accept_len=_real(get("accept len")),
+                accept_rate=_real(get("accept rate")),
+                gen_throughput=_real(get("gen throughput (token/s)")),
+                input_throughput=_real(get("input throughput (token/s)")),
+                graph=None if graph is None else graph == "True",
+                new_seqs=_int(get("#new-seq")),
+                new_tokens=_int(get("#new-token")),
+                cached_tokens=_int(get("#cached-token")),
+                cache_hit_rate=None if hit_rate is None else to_fraction(hit_rate),
+                pending_tokens=_int(get("#pending-token")),
+                swa_tokens=_int(get("#swa token")),
+                swa_token_usage=_real(get("swa token usage")),
+                forward_iter=None if iteration is None else int(iteration),
+            )
         )
-        out.append(stats)
         return out
 
     @staticmethod
