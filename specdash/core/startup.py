@@ -217,7 +217,8 @@ class StartupTracker:
             self._terminal = Phase.EXITED
             events.append(Exited(code if code is not None else 0, at))
             return events
-        fallback = self._pending.text if self._pending else f"process exited with code {code} while {self._phase}"
+        how = "with code unknown" if code is None else f"with code {code}"
+        fallback = self._pending.text if self._pending else f"process exited {how} while {self._phase}"
         self._declare(self._reason(fallback), at, events, exit_code=code)
         return events
 
