@@ -89,6 +89,8 @@ class HostKeyProblem:
     """The known_hosts files that were consulted."""
     matches: list[tuple[Path, int]] = field(default_factory=list)
     """For `changed`: the offending (file, line number) entries."""
+    write_error: str | None = None
+    """For `unknown` with accept-new: why the key could not be recorded."""
 
     def message(self) -> str:
         """A human message in the spirit of OpenSSH's."""
@@ -104,6 +106,8 @@ class HostKeyProblem:
                 f"expected, remove the old entry with: ssh-keygen -R '{name}' -f {first}"
             )
         files = ", ".join(str(path) for path in self.files) or "(no known_hosts file)"
+        if self.write_error:
+            return f"host key for {name} ({presented}) not accepted: cannot record it in {self.write_error}"
         return (
             f"host key for {name} is unknown: the server sent {presented}, and {files} has no entry for it. "
             f"Check the fingerprint, then connect once with accept-new (OpenSSH's "
@@ -140,11 +144,17 @@ class HostKeyPolicy:
         """asyncssh's `validate_host_public_key` hook: True to trust `key`."""
         matches = find_host_lines(self.files, host, addr, port)
         verdict: Literal["unknown", "changed"] = "changed" if matches else "unknown"
+        write_error = None
         if verdict == "unknown" and self.accept_new:
-            append_known_host(self.files[0], host, port, key)
-            self.accepted = known_hosts_line(host, port, key)
-            log.warning("accept-new: added %s to %s", self.accepted, self.files[0])
-            return True
+            try:
+                append_known_host(self.files[0], host, port, key)
+            except OSError as exc:
+                # Refuse rather than trust a key we could not record: the next connect would ask again.
+                write_error = f"{self.files[0]}: {exc.strerror or exc}"
+            else:
+                self.accepted = known_hosts_line(host, port, key)
+                log.warning("accept-new: added %s to %s", self.accepted, self.files[0])
+                return True
         self.problem = HostKeyProblem(
             verdict=verdict,
             host=host,
@@ -153,5 +163,6 @@ class HostKeyPolicy:
             fingerprint=key.get_fingerprint(),
             files=self.files,
             matches=matches,
+            write_error=write_error,
         )
         return False

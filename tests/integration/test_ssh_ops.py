@@ -12,10 +12,16 @@ import httpx
 import pytest
 
 from specdash.paths import log_dir
+from specdash.remote.host import Host
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.remote.ssherror import SSHError, SSHErrorKind
 from tests.integration.conftest import remote_alive, target
 from tests.sshd import TEST_USER, Sshd
+
+
+def test_sshhost_satisfies_the_host_protocol() -> None:
+    satisfied: Host = SSHHost("specdash-test@127.0.0.1:22")  # checked by mypy; constructing needs no network
+    assert satisfied.name == "specdash-test@127.0.0.1:22"
 
 
 async def test_run_returns_status_and_both_streams(host: SSHHost) -> None:
@@ -88,8 +94,11 @@ async def test_closing_a_stream_stops_the_remote_process(host: SSHHost) -> None:
     assert await remote_alive(host, pid)
     await lines.aclose()  # type: ignore[attr-defined]
     assert await _pid_gone(host, pid)
-    pidfiles = await host.run(f"ls ~/.specdash/procs/{host.client_id}/ 2>/dev/null")
-    assert str(pid) not in pidfiles.stdout
+    # The pidfile is removed by a background cleanup just after: wait for it with a deadline.
+    deadline = time.monotonic() + 5
+    while (await host.run(f"test -e ~/.specdash/procs/{host.client_id}/1.{pid}")).ok:
+        assert time.monotonic() < deadline, "pidfile left behind"
+        await asyncio.sleep(0.02)
 
 
 async def test_forward_reaches_an_http_server_on_the_host(host: SSHHost) -> None:

@@ -40,8 +40,18 @@ async def test_reconnects_after_sshd_restart_and_reaps_leftovers(
         # A streamed command that will outlive the connection (we kill only sshd's processes).
         leftover = host.stream("echo $$; exec sleep 300")
         pid = int(await anext(leftover))
+        # And a run() in flight when the connection drops.
+        marker = (await host.run("mktemp -u")).stdout.strip()
+        in_flight = asyncio.create_task(host.run(f"touch {marker}; exec sleep 30"))
+        deadline = time.monotonic() + 5
+        while not (await host.run(f"test -e {marker}")).ok:  # the command has started: poll with a deadline
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
 
         server.stop()
+        with pytest.raises(SSHError) as dropped:
+            await asyncio.wait_for(in_flight, 5)
+        assert dropped.value.kind is SSHErrorKind.LOST and "sleep 30" in dropped.value.message
         lost = await _next(events, Lost)
         assert host.state is not ConnectionState.CONNECTED
         assert isinstance(lost, Lost) and lost.reason
@@ -59,6 +69,10 @@ async def test_reconnects_after_sshd_restart_and_reaps_leftovers(
         assert isinstance(connected, Connected) and connected.generation == 2
         await host.wait_connected(timeout=1)
         assert (await host.run("echo back")).stdout == "back\n"
+        # Forwards are re-made by their owners on the new connection: here, to the sshd port itself.
+        reader, writer = await asyncio.open_connection("127.0.0.1", await host.forward(server.port))
+        assert (await asyncio.wait_for(reader.readline(), 5)).startswith(b"SSH-2.0-OpenSSH")
+        writer.close()
 
         # The supervisor reaps generation-1 leftovers in the background after reconnecting.
         deadline = time.monotonic() + 10

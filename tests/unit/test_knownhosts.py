@@ -95,3 +95,11 @@ def test_empty_files_mean_no_trusted_keys_not_asyncssh_default(tmp_path: Path) -
     policy = HostKeyPolicy([tmp_path / "missing"], accept_new=False)
     # An empty value would make asyncssh read ~/.ssh/known_hosts instead.
     assert isinstance(policy.asyncssh_known_hosts(), asyncssh.SSHKnownHosts)
+
+
+def test_accept_new_refuses_when_the_key_cannot_be_recorded(tmp_path: Path, keys: tuple[asyncssh.SSHKey, ...]) -> None:
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("")
+    policy = HostKeyPolicy([blocker / "known_hosts"], accept_new=True)
+    assert not policy.check("h", "10.0.0.1", 22, keys[0])
+    assert policy.problem is not None and "cannot record it in" in policy.problem.message()
