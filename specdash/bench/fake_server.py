@@ -51,6 +51,8 @@ class FakeConfig:
     """Tokens sent in finished streams (the `generation_tokens_total` counter)."""
     max_running_requests: int | None = None
     """Reported in `/server_info` when set."""
+    die_after_requests: int | None = None
+    """Crash after this many requests: reset every open connection and stop listening (a dead server)."""
 
 
 def _dumps(obj: Any, spaces: bool) -> bytes:
@@ -76,10 +78,12 @@ class FakeServer:
         self.flushes = 0
         self.health_calls = 0
         self.app.router.add_get("/health", self._health)
+        self._transports: set[asyncio.Transport] = set()
+        self._dying: asyncio.Task[None] | None = None
 
     async def start(self, port: int = 0) -> int:
         """Listen on 127.0.0.1 (`port` 0 picks a free one); return the port."""
-        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=0.1)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port)
         await site.start()
@@ -129,6 +133,15 @@ class FakeServer:
         cfg = self.config
         cfg.requests += 1
         behaviour = cfg.script.pop(0) if cfg.script else cfg.behaviour
+        transport = request.transport
+        if transport is not None:
+            self._transports.add(transport)
+        if cfg.die_after_requests is not None and cfg.requests > cfg.die_after_requests:
+            if self._dying is None:
+                self._dying = asyncio.create_task(self._die())
+            if transport is not None:
+                _reset(transport)
+            return web.Response(status=503)
         body = await request.json()
         generate = request.path == "/generate"
         chat = request.path.endswith("/chat/completions")
@@ -208,6 +221,11 @@ class FakeServer:
         await resp.write_eof()
         return resp
 
+    async def _die(self) -> None:
+        for t in list(self._transports):
+            _reset(t)
+        await self.stop()
+
     async def _misbehave(self, behaviour: str, request: web.Request, resp: web.StreamResponse) -> web.StreamResponse:
         if behaviour == "malformed":
             await resp.write(b"this is not sse\n\n")
@@ -219,18 +237,24 @@ class FakeServer:
             await resp.write_eof()
             return resp
         elif behaviour == "reset":
-            transport = request.transport
-            assert transport is not None
-            sock = transport.get_extra_info("socket")
-            if sock is not None:
-                # SO_LINGER 0 turns close() into a TCP RST: a real reset, not a clean FIN.
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            transport.abort()
+            assert request.transport is not None
+            _reset(request.transport)
             return resp
         elif behaviour == "stall":
             await asyncio.Event().wait()
         await asyncio.sleep(3600)  # malformed/error_event: hold the stream open; the client must give up
         return resp
+
+
+def _reset(transport: asyncio.Transport) -> None:
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        # SO_LINGER 0 turns close() into a TCP RST: a real reset, not a clean FIN.
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+    transport.abort()
 
 
 async def _serve_forever(port: int, config: FakeConfig) -> None:

@@ -1,0 +1,158 @@
+"""Sweeps over real sockets against the fake SSE server: levels, store, server death, warnings, the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from specdash.bench.export import export_csv, export_json
+from specdash.bench.fake_server import FakeConfig, FakeServer
+from specdash.bench.probe import ProbeSettings
+from specdash.bench.prompts import load_prompts
+from specdash.bench.sse import Endpoint
+from specdash.bench.store import Store
+from specdash.bench.sweep import LevelProgress, LevelResult, SweepConfig, run_sweep
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FakeServer]:
+    srv = FakeServer(FakeConfig(tokens_per_chunk=3, interval_s=0.002))
+    await srv.start()
+    try:
+        yield srv
+    finally:
+        await srv.stop()
+
+
+def config(levels: tuple[int, ...], **kw: object) -> SweepConfig:
+    base: dict[str, object] = dict(
+        mode="eagle3", levels=levels, processes=0, metrics_poll_s=0.05, progress_interval_s=0.05,
+        settings=ProbeSettings(endpoint=Endpoint.CHAT, output_len=12),
+    )  # fmt: skip
+    base.update(kw)
+    return SweepConfig(**base)  # type: ignore[arg-type]
+
+
+async def test_sweep_stores_every_sample_and_reports_levels(server: FakeServer, tmp_path: Path) -> None:
+    prompts = load_prompts("code")
+    done: list[LevelResult] = []
+    with Store(tmp_path / "s.db") as store:
+        res = await run_sweep(server.url, config((1, 3), flush_cache=True), prompts, store, on_level_done=done.append)
+        assert res.aborted is None and [lv.concurrency for lv in res.levels] == [1, 3]
+        assert [lv.concurrency for lv in done] == [1, 3]
+        for lv in res.levels:
+            assert lv.status == "done"
+            assert lv.stats.completed == lv.stats.sent == max(5 * lv.concurrency, 10)
+            assert lv.stats.total_output_tokens == 12 * lv.stats.completed
+            assert lv.stats.tokens_per_chunk == pytest.approx(3.0)
+            assert lv.stats.output_tok_s > 0
+            assert lv.server.tok_s is not None  # Δsglang:generation_tokens_total
+            assert not [w for w in lv.warnings if "disagree" in w]
+        assert set(res.curve()) == {1, 3}
+        assert res.run_id is not None
+        run = store.run(res.run_id)
+        assert run is not None and run.status == "done"
+        assert run.meta.prompt_hash == prompts.sha256 and run.meta.prompt_set == "code"
+        assert run.meta.endpoint == "chat" and run.meta.output_len == 12
+        samples = store.samples(res.run_id)
+        assert len(samples) == 10 + 15
+        # The same prompts in the same order in every level (and so in every mode).
+        assert [s.prompt_index for s in samples[:10]] == list(range(10))
+        levels = store.levels(res.run_id)
+        assert [lv.status for lv in levels] == ["done", "done"]
+        data = json.loads(export_json(store, res.run_id))
+        first = data["levels"][0]
+        for key in ("completed", "total_output_tokens", "output_throughput", "mean_ttft_ms", "median_ttft_ms",
+                    "p99_ttft_ms", "mean_tpot_ms", "mean_itl_ms", "max_concurrency", "request_throughput",
+                    "duration", "accept_length", "concurrency"):  # fmt: skip
+            assert key in first, key
+        assert first["completed"] == 10 and first["max_concurrency"] == 1
+        assert len(export_csv(store, res.run_id).splitlines()) == 3
+        assert len(export_csv(store, res.run_id, samples=True).splitlines()) == 26
+    assert server.health_calls == 0  # never poll /health during a benchmark
+    assert server.flushes == 2
+
+
+async def test_server_death_fails_the_level_and_keeps_finished_ones(server: FakeServer, tmp_path: Path) -> None:
+    # Level 1: 1 warmup + 10 requests; level 2: 2 warmup, then the server dies after 3 more requests.
+    server.config.die_after_requests = 1 + 10 + 2 + 3
+    with Store(tmp_path / "s.db") as store:
+        res = await run_sweep(server.url, config((1, 2, 4)), load_prompts("chat"), store)
+        assert [lv.status for lv in res.levels] == ["done", "failed"]
+        assert res.aborted is not None and "unreachable" in res.aborted
+        assert res.levels[1].stats.failed >= 1
+        assert res.run_id is not None
+        run = store.run(res.run_id)
+        assert run is not None and run.status == "failed"
+        stored = store.levels(res.run_id)
+        assert [lv.status for lv in stored] == ["done", "failed"]
+        assert len(store.samples(res.run_id, stored[0].id)) == 10
+
+
+async def test_server_cap_and_client_view_warnings(server: FakeServer) -> None:
+    server.config.max_running_requests = 2
+    res = await run_sweep(server.url, config((4,), requests_per_level=8), load_prompts("chat"))
+    assert any("caps running requests at 2" in w for w in res.levels[0].warnings)
+
+
+async def test_sweep_in_probe_processes_with_live_progress(server: FakeServer) -> None:
+    progress: list[LevelProgress] = []
+    cfg = config(
+        (2,), processes=None, requests_per_level=20, settings=ProbeSettings(endpoint=Endpoint.GENERATE, output_len=30)
+    )
+    server.config.interval_s = 0.005
+    res = await run_sweep(server.url, cfg, load_prompts("chat"), on_progress=progress.append)
+    lv = res.levels[0]
+    assert lv.status == "done" and lv.stats.completed == 20 and lv.stats.total_output_tokens == 600
+    assert len(lv.headroom) == 1 and lv.headroom[0].events == 20 * 10
+    assert progress[0].phase == "warmup"
+    running = [p for p in progress if p.phase == "running"]
+    assert running and running[-1].total == 20
+    assert any(p.tok_s > 0 for p in running)
+
+
+async def test_cli_bench_compare_export(server: FakeServer, tmp_path: Path) -> None:
+    db = str(tmp_path / "cli.db")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+    async def cli(*args: str) -> tuple[int, str, str]:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "specdash", *args, "--db", db, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode is not None
+        return proc.returncode, out.decode(), err.decode()
+
+    common = (
+        "--url",
+        server.url,
+        "--levels",
+        "1,2",
+        "--requests-per-level",
+        "4",
+        "--output-len",
+        "9",
+        "--processes",
+        "0",
+    )
+    rc, out, err = await cli("bench", *common, "--mode", "base")
+    assert rc == 0, err
+    assert "run 1 (base" in out and "done" in out
+    server.config.tokens_per_chunk = 1
+    rc, out, err = await cli("bench", *common, "--mode", "spec", "--json")
+    assert rc == 0, err
+    result = json.loads(out)
+    assert result["run_id"] == 2 and [lv["stats"]["completed"] for lv in result["levels"]] == [4, 4]
+    rc, out, _ = await cli("compare", "1", "2")
+    assert rc == 0 and "base#1" in out and "spec#2" in out and "ratio" in out
+    rc, out, _ = await cli("export", "2", "--json")
+    assert rc == 0 and json.loads(out)["levels"][1]["max_concurrency"] == 2
+    rc, _, err = await cli("export", "99", "--csv")
+    assert rc == 2 and "no run 99" in err

@@ -1,0 +1,61 @@
+"""core.compare: per-level ratios and the crossover concurrency."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from specdash.core.compare import CrossoverKind, compute_crossover, level_ratios
+
+
+def test_crossover_interpolates_in_log_concurrency() -> None:
+    base = {1: 70.0, 2: 140.0, 4: 260.0, 16: 700.0}
+    spec = {1: 175.0, 2: 280.0, 4: 320.0, 16: 560.0}
+    x = compute_crossover(base, spec)
+    assert x.kind is CrossoverKind.CROSSES
+    # r(4) = 320/260 = 1.2308, r(16) = 0.8: crossing at fraction 0.2308/0.4308 of ln4..ln16.
+    r4, r16 = 320 / 260, 0.8
+    expected = math.exp(math.log(4) + (r4 - 1) / (r4 - r16) * (math.log(16) - math.log(4)))
+    assert x.concurrency == pytest.approx(expected)
+    assert 4 < expected < 16
+    assert x.disable_above == math.floor(expected)
+
+
+def test_first_crossing_wins_over_noise_above() -> None:
+    base = {1: 100.0, 2: 100.0, 4: 100.0, 8: 100.0}
+    spec = {1: 200.0, 2: 90.0, 4: 101.0, 8: 80.0}
+    x = compute_crossover(base, spec)
+    assert x.kind is CrossoverKind.CROSSES
+    assert x.concurrency is not None and 1 < x.concurrency < 2
+
+
+def test_margin_ignores_small_wins() -> None:
+    base = {1: 100.0, 2: 100.0, 4: 100.0}
+    spec = {1: 150.0, 2: 103.0, 4: 102.0}
+    assert compute_crossover(base, spec).kind is CrossoverKind.ABOVE_RANGE
+    with_margin = compute_crossover(base, spec, margin=0.05)
+    assert with_margin.kind is CrossoverKind.CROSSES
+    assert with_margin.concurrency is not None and 1 < with_margin.concurrency < 2
+
+
+def test_kinds_without_a_crossing() -> None:
+    pays = compute_crossover({1: 1.0, 8: 1.0}, {1: 2.0, 8: 1.5})
+    assert pays.kind is CrossoverKind.ABOVE_RANGE and pays.concurrency is None and pays.disable_above == 8
+    never = compute_crossover({1: 2.0, 8: 2.0}, {1: 1.0, 8: 3.0})
+    assert never.kind is CrossoverKind.NEVER_PAYS and never.disable_above == 0
+    none = compute_crossover({1: 1.0}, {2: 1.0})
+    assert none.kind is CrossoverKind.NO_DATA and none.disable_above is None
+
+
+def test_exact_tie_at_a_level_is_the_crossover() -> None:
+    x = compute_crossover({1: 100.0, 10: 100.0}, {1: 200.0, 10: 100.0})
+    assert x.kind is CrossoverKind.CROSSES
+    assert x.concurrency == pytest.approx(10.0)
+
+
+def test_ratios_use_common_levels_only() -> None:
+    ratios = level_ratios({1: 10.0, 2: 20.0, 5: 50.0}, {2: 30.0, 5: 25.0, 10: 1.0})
+    assert [r.concurrency for r in ratios] == [2, 5]
+    assert [r.ratio for r in ratios] == [1.5, 0.5]
+    assert math.isinf(level_ratios({1: 0.0}, {1: 5.0})[0].ratio)

@@ -1,0 +1,200 @@
+"""Level summaries, the server's view, warnings, level splitting across processes, CLI validation."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from specdash.bench.probe import Headroom
+from specdash.bench.report import compare_table, level_table
+from specdash.bench.samples import Failure, RequestSample
+from specdash.bench.server_view import ServerView, level_view, parse_prometheus, running_cap, warnings_for
+from specdash.bench.summary import summarize
+from specdash.bench.sweep import SweepConfig, validate_levels, validate_url
+from specdash.bench.workers import processes_for, split_level
+from specdash.errors import UsageError
+
+MS = 1_000_000
+
+
+def sample(
+    i: int, start_ms: int, end_ms: int, tokens: int = 10, error: Failure | None = None, **kw: Any
+) -> RequestSample:
+    chunks = (
+        ()
+        if error
+        else tuple(
+            range(
+                (end_ms - start_ms) * 1000 // tokens,
+                (end_ms - start_ms) * 1000 + 1,
+                (end_ms - start_ms) * 1000 // tokens,
+            )
+        )[:tokens]
+    )
+    return RequestSample(
+        index=i, prompt_index=i, worker=0, error=error, detail="", http_status=200, scheduled_ns=start_ms * MS,
+        start_ns=start_ms * MS, end_ns=end_ms * MS,
+        first_token_ns=None if error else start_ms * MS + chunks[0] * 1000,
+        last_token_ns=None if error else start_ms * MS + chunks[-1] * 1000,
+        output_tokens=0 if error else tokens, requested_tokens=tokens, estimated=False, per_chunk_exact=True,
+        chunk_offsets_us=chunks, chunk_tokens=(1,) * len(chunks), **kw,
+    )  # fmt: skip
+
+
+def test_summary_counts_failures_and_excludes_them_from_rates() -> None:
+    samples = [sample(0, 0, 100), sample(1, 0, 100), sample(2, 100, 200), sample(3, 100, 150, error=Failure.RESET)]
+    st = summarize(samples, concurrency=2)
+    assert (st.sent, st.completed, st.failed) == (4, 3, 1)
+    assert st.failures == {"reset": 1}
+    assert st.total_output_tokens == 30
+    assert st.wall_s == pytest.approx(0.2)
+    assert st.output_tok_s_wall == pytest.approx(150.0)
+    assert st.ttft_ms.count == 3
+    assert st.achieved_concurrency == pytest.approx((100 + 100 + 100 + 50) / 200)
+    assert st.tokens_per_chunk == pytest.approx(1.0)
+
+
+def test_summary_steady_state_excludes_ramp_and_drain() -> None:
+    # C=2: staggered start (ramp 0-50), steady 50-300, then one stream drains alone until 400.
+    samples = [
+        sample(0, 0, 100),
+        sample(1, 50, 150),
+        sample(2, 100, 200),
+        sample(3, 150, 250),
+        sample(4, 200, 300),
+        sample(5, 250, 400),
+    ]
+    st = summarize(samples, concurrency=2)
+    assert st.window is not None and st.window.steady
+    assert (st.window.start_ns, st.window.end_ns) == (50 * MS, 300 * MS)
+    in_window = sum(1 for s in samples for t, _ in s.credits() if 50 * MS <= t <= 300 * MS)
+    assert st.output_tok_s == pytest.approx(in_window / 0.25)
+
+
+def test_summary_warns_about_estimates_and_short_responses() -> None:
+    s = sample(0, 0, 100)
+    est = RequestSample(
+        **{**{f: getattr(s, f) for f in s.__dataclass_fields__}, "estimated": True, "requested_tokens": 20}
+    )
+    st = summarize([est], 1)
+    assert st.estimated == 1 and st.short == 1
+    assert any("estimated" in w for w in st.warnings) and any("shorter" in w for w in st.warnings)
+
+
+def test_summary_of_nothing_is_empty_not_an_error() -> None:
+    st = summarize([], 4)
+    assert st.sent == 0 and st.output_tok_s == 0.0 and st.window is None
+
+
+def test_parse_prometheus_sums_label_sets_and_skips_comments() -> None:
+    text = (
+        "# HELP x\n# TYPE sglang:num_running_reqs gauge\n"
+        'sglang:num_running_reqs{tp_rank="0"} 3.0\nsglang:num_running_reqs{tp_rank="1"} 2.0\n'
+        "vllm:generation_tokens_total 1.5e3\nbad line\nnan_metric NaN\n"
+    )
+    m = parse_prometheus(text)
+    assert m == {"sglang:num_running_reqs": 5.0, "vllm:generation_tokens_total": 1500.0}
+
+
+def test_vllm_view_from_counter_deltas() -> None:
+    before = {"vllm:generation_tokens_total": 1000.0, "vllm:spec_decode_num_accepted_tokens_total": 100.0,
+              "vllm:spec_decode_num_drafts_total": 50.0}  # fmt: skip
+    after = {"vllm:generation_tokens_total": 3000.0, "vllm:spec_decode_num_accepted_tokens_total": 250.0,
+             "vllm:spec_decode_num_drafts_total": 100.0}  # fmt: skip
+    polls = [{"vllm:num_requests_running": 8.0, "vllm:num_requests_waiting": 0.0}]
+    v = level_view(before, after, polls, wall_s=4.0, server_info=None, running_cap=None)
+    assert v.tok_s == pytest.approx(500.0)
+    assert v.accept_length == pytest.approx(1 + 150 / 50)
+    assert v.max_running == 8.0
+
+
+def test_sglang_view_falls_back_to_gauges_and_server_info() -> None:
+    polls = [{"sglang:gen_throughput": 300.0}, {"sglang:gen_throughput": 500.0}, {"sglang:gen_throughput": 0.0}]
+    info = {"internal_states": [{"avg_spec_accept_length": 2.4, "effective_max_running_requests_per_dp": 48}]}
+    v = level_view({}, {}, polls, 1.0, info, running_cap(info))
+    assert v.tok_s == pytest.approx(400.0) and "gen_throughput" in v.tok_s_source
+    assert v.accept_length == pytest.approx(2.4)
+    assert v.running_cap == 48
+    assert running_cap({"max_running_requests": 32}) == 32
+    assert running_cap(None) is None
+
+
+def test_warnings_disagreement_cap_and_client_limit() -> None:
+    view = ServerView(tok_s=1000.0, tok_s_source="x", running_cap=48)
+    w = warnings_for(64, 850.0, view, ("probe CPU 95% of a core",))
+    assert any("disagree by 15%" in x for x in w)
+    assert any("caps running requests at 48" in x for x in w)
+    assert any(x.startswith("client-limited") for x in w)
+    assert warnings_for(8, 950.0, view, ()) == ()
+
+
+def test_headroom_flags_the_client_as_the_limit() -> None:
+    ok = Headroom(cpu_share=0.3, loop_lag_p99_ms=1.0, loop_lag_max_ms=2.0, send_delay_p99_ms=0.1, events=100)
+    assert not ok.client_limited
+    busy = Headroom(cpu_share=0.95, loop_lag_p99_ms=40.0, loop_lag_max_ms=90.0, send_delay_p99_ms=0.1, events=100)
+    assert busy.client_limited and len(busy.reasons) == 2
+
+
+def test_split_level_interleaves_indices_and_spreads_streams() -> None:
+    plans = split_level(10, 3, 30)
+    assert [p.concurrency for p in plans] == [4, 3, 3]
+    sent = sorted(
+        p.first_index + k * p.index_step for p in plans for k in range(30) if p.first_index + k * p.index_step < 30
+    )
+    assert sent == list(range(30))
+    assert len(split_level(2, 8, None)) == 2
+    assert processes_for(1, 64, 4) == 1
+    assert processes_for(100, 64, 4) == 2
+    assert processes_for(1000, 64, 4) == 4
+
+
+def test_levels_urls_and_defaults_are_validated() -> None:
+    assert validate_levels((10, 1, 5, 1)) == (1, 5, 10)
+    for bad in ((0,), (1025,), ()):
+        with pytest.raises(UsageError):
+            validate_levels(bad)
+    assert validate_url("http://127.0.0.1:30000/") == "http://127.0.0.1:30000"
+    for bad_url in ("127.0.0.1:30000", "ftp://h:1", "http://h:99999", "http://h:1/v1", "http://"):
+        with pytest.raises(UsageError):
+            validate_url(bad_url)
+    cfg = SweepConfig(levels=(1, 2, 50, 100), max_concurrency=50)
+    assert cfg.effective_levels() == (1, 2, 50)
+    assert cfg.requests_for(1) == 10 and cfg.requests_for(50) == 250
+    assert SweepConfig(duration_s=5).requests_for(4) is None
+    with pytest.raises(UsageError):
+        SweepConfig(levels=(100,), max_concurrency=10).effective_levels()
+
+
+def test_tables_render_levels_and_crossover() -> None:
+    out = compare_table(["base#1", "eagle#2"], [{1: 70.0, 4: 220.0}, {1: 80.0, 4: 185.0}])
+    assert "1.14x" in out and "0.84x" in out and "C≈" in out
+    lt = level_table(
+        [
+            {
+                "concurrency": 4,
+                "status": "done",
+                "stats": {"output_tok_s": 218.7, "failures": {"reset": 1}},
+                "warnings": ["w1"],
+            }
+        ]
+    )
+    assert "218.7" in lt and "w1" in lt and "reset" in lt
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bench", "--url", "http://127.0.0.1:1", "--levels", "0,2"],
+        ["bench", "--url", "http://127.0.0.1:1", "--levels", "2000"],
+        ["bench", "--url", "http://127.0.0.1:1", "--levels", "a,b"],
+        ["bench", "--url", "not-a-url", "--levels", "1"],
+        ["bench", "--levels", "1"],
+    ],
+)
+def test_cli_usage_errors_exit_2_without_traceback(argv: list[str]) -> None:
+    out = subprocess.run([sys.executable, "-m", "specdash", *argv], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr and "error" in out.stderr
