@@ -1,0 +1,72 @@
+"""The contract between a viewer (the dashboard, the headless CLI) and what it controls.
+
+`Session` is implemented by `specdash.server.remote_session.RemoteSession` (one SSH host). Viewers
+subscribe a callback, run `session.run()` in a long-lived task, and call the actions from key bindings;
+every action is an async method that returns when the action is done (or raises `SpecdashError`, whose
+message the viewer shows). The session never touches widgets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from specdash.core.events import SessionEvent
+from specdash.remote.events import ConnectionEvent
+
+Listener = Callable[[SessionEvent | ConnectionEvent], None]
+"""Called on the session's event loop for every event, in order."""
+
+
+class Session(Protocol):
+    """A host with its server and bench, as one controllable thing."""
+
+    @property
+    def label(self) -> str:
+        """How to name the host in the header (`root@gpu-box`)."""
+        ...
+
+    def subscribe(self, listener: Listener) -> None:
+        """Receive every event from now on (ModesChanged and the current ServerStatus are replayed)."""
+        ...
+
+    async def run(self) -> None:
+        """Connect, attach to a live run if there is one, and watch until `close()`."""
+        ...
+
+    def server_live(self) -> bool:
+        """True while a server of ours runs (or starts) on the host."""
+        ...
+
+    def sweep_running(self) -> bool:
+        """True while a sweep runs."""
+        ...
+
+    async def start(self, mode: str) -> None:
+        """Start `mode` (refused when a server is live or its port is busy)."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop the live server: SIGTERM the group, SIGKILL after the grace period."""
+        ...
+
+    async def restart(self) -> None:
+        """Stop, then start the same mode."""
+        ...
+
+    async def switch(self, mode: str) -> None:
+        """Stop the live server (if any), then start `mode`."""
+        ...
+
+    async def sweep(self, modes: Sequence[str], levels: Sequence[int]) -> None:
+        """Run a concurrency sweep on the live server (one mode) or an A/B across `modes` (restarting
+        the server between them); returns when the sweep ends."""
+        ...
+
+    async def cancel_sweep(self) -> None:
+        """Stop the running sweep; finished levels are kept."""
+        ...
+
+    async def close(self) -> None:
+        """Stop watching and close the connection (the server keeps running)."""
+        ...
