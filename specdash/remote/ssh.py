@@ -25,6 +25,7 @@ TCP channels do not count against MaxSessions and are not limited. asyncssh logs
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import logging
 import secrets
@@ -347,16 +348,26 @@ class SSHHost:
         Raises:
             SSHError: LOST when the connection drops mid-stream (re-stream after `wait_connected()`).
         """
+        splitter = LineSplitter()
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        async for chunk in self.stream_bytes(command):
+            for line in splitter.feed(decoder.decode(chunk)):
+                yield line
+        for line in splitter.feed(decoder.decode(b"", final=True)) + splitter.flush():
+            yield line
+
+    async def stream_bytes(self, command: str) -> AsyncIterator[bytes]:
+        """Like `stream`, but yield the raw output bytes as they arrive (for byte-exact log offsets)."""
         await self._connection()
         async with self._sessions:
             conn = await self._connection()
             generation = self._generation
             wrapped = wrap_streamed(command, self.client_id, generation)
             try:
-                proc = await conn.create_process(wrapped, stderr=asyncssh.STDOUT, encoding="utf-8", errors="replace")
+                proc = await conn.create_process(wrapped, stderr=asyncssh.STDOUT, encoding=None)
             except (OSError, asyncssh.Error) as exc:
                 raise self._operation_error(exc, conn, command) from exc
-            splitter = LineSplitter()
+            head = b""
             pid: int | None = None
             try:
                 while True:
@@ -364,14 +375,21 @@ class SSHHost:
                         chunk = await proc.stdout.read(_READ_CHUNK)
                     except (OSError, asyncssh.Error) as exc:
                         raise self._operation_error(exc, conn, command) from exc
-                    lines = splitter.feed(chunk) if chunk else splitter.flush()
-                    for line in lines:
-                        if pid is None and line.startswith(PID_MARKER + " "):
-                            pid = int(line.split()[1])
-                            continue
-                        yield line
-                    if not chunk:
+                    if not chunk:  # end of output
+                        if head:
+                            yield head
                         break
+                    if pid is None:
+                        # The wrapper's first line is the PID marker: ours, not the command's output.
+                        head += chunk
+                        marker, sep, rest = head.partition(b"\n")
+                        if not sep:
+                            continue
+                        word, _, value = marker.decode("ascii", "replace").partition(" ")
+                        pid = int(value) if word == PID_MARKER and value.strip().isdigit() else -1
+                        chunk, head = (rest if pid > 0 else head), b""
+                    if chunk:
+                        yield chunk
                 await proc.wait_closed()
                 if proc.exit_status is None and proc.exit_signal is None:
                     raise SSHError(SSHErrorKind.LOST, f"{self._name}: connection lost during {_short(command)!r}")
@@ -381,7 +399,7 @@ class SSHHost:
                     with contextlib.suppress(OSError, asyncssh.Error):
                         proc.terminate()
                 proc.close()
-                if pid is not None and not conn.is_closed():
+                if pid is not None and pid > 0 and not conn.is_closed():
                     # Kill the group if SIGTERM over the channel did not, and remove the pidfile.
                     self._spawn(self._reap_quietly(only_pid=pid))
 
