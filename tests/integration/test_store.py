@@ -1,0 +1,108 @@
+"""The SQLite store: round trips, start-ups, WAL, and no completed sample lost when specdash is SIGKILLed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from specdash.bench.samples import Failure, RequestSample
+from specdash.bench.store import RunMeta, Store, default_path
+
+WRITER = r"""
+import sys
+from specdash.bench.samples import RequestSample
+from specdash.bench.store import RunMeta, Store
+
+store = Store(sys.argv[1])
+run = store.create_run(RunMeta(host="h", mode="m"))
+level = store.start_level(run, 4)
+print(f"run {run} {level}", flush=True)
+for i in range(200_000):
+    s = RequestSample(index=i, prompt_index=i % 7, worker=0, error=None, detail="", http_status=200,
+                      scheduled_ns=i, start_ns=i, end_ns=i + 10, first_token_ns=i + 1, last_token_ns=i + 9,
+                      output_tokens=8, requested_tokens=8, estimated=False, per_chunk_exact=True,
+                      chunk_offsets_us=(1, 2, 3), chunk_tokens=(2, 3, 3))
+    store.add_sample(run, level, s)
+    print(i, flush=True)  # reported as completed only after the commit returned
+"""
+
+
+def sample(i: int, error: Failure | None = None) -> RequestSample:
+    return RequestSample(
+        index=i, prompt_index=i, worker=1, error=error, detail="x" if error else "", http_status=200,
+        scheduled_ns=10, start_ns=20, end_ns=1_000_020, first_token_ns=100_020, last_token_ns=900_020,
+        output_tokens=9, requested_tokens=16, estimated=False, per_chunk_exact=False,
+        chunk_offsets_us=(100, 500, 900), chunk_tokens=(1, 4, 4), spec_accept_length=2.5,
+    )  # fmt: skip
+
+
+def test_killed_writer_loses_no_reported_sample(tmp_path: Path) -> None:
+    db = tmp_path / "kill.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(db)], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        assert proc.stdout is not None
+        header = proc.stdout.readline().split()
+        run_id, level_id = int(header[1]), int(header[2])
+        reported = [int(proc.stdout.readline()) for _ in range(300)]
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        # Lines already in the pipe were reported before the kill, so they count too.
+        reported += [int(line) for line in proc.stdout.read().split()]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    assert proc.returncode == -signal.SIGKILL
+    with Store(db) as store:
+        stored = {s.index for s in store.samples(run_id, level_id)}
+    assert len(reported) >= 300
+    assert set(reported) <= stored
+    assert len(stored) - len(reported) <= 1  # at most the one committed but not yet printed
+
+
+def test_samples_round_trip_exactly(tmp_path: Path) -> None:
+    with Store(tmp_path / "r.db") as store:
+        run = store.create_run(RunMeta(host="gpu1", mode="eagle3", engine="sglang", server_args={"tp": 8}))
+        level = store.start_level(run, 8)
+        originals = [sample(0), sample(1, Failure.STALL)]
+        for s in originals:
+            store.add_sample(run, level, s)
+        assert store.samples(run) == originals
+        assert store.samples(run, level) == originals
+        store.finish_level(level, "done", {"stats": {"output_tok_s": 12.5}}, None)
+        store.finish_run(run, "done")
+        lv = store.levels(run)[0]
+        assert (lv.concurrency, lv.status, lv.result["stats"]["output_tok_s"]) == (8, "done", 12.5)
+        rec = store.run(run)
+        assert rec is not None and rec.status == "done" and rec.meta.server_args == {"tp": 8}
+        assert [r.id for r in store.runs()] == [run]
+        assert store.run(run + 1) is None
+    mode = sqlite3.connect(tmp_path / "r.db").execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
+def test_startups_for_eta(tmp_path: Path) -> None:
+    with Store(tmp_path / "st.db") as store:
+        a = store.add_startup("gpu1", "base", {"loading weights": 40.0, "capturing CUDA graphs": 20.5}, 65.0, "ready")
+        store.add_startup("gpu1", "eagle3", {"loading weights": 41.0}, None, "crashed", engine="sglang")
+        store.add_startup("gpu2", "base", {}, 30.0, "ready")
+        recs = store.startups(host="gpu1")
+        assert [r.mode for r in recs] == ["eagle3", "base"]
+        base = store.startups(host="gpu1", mode="base")[0]
+        assert base.id == a and base.phases["capturing CUDA graphs"] == 20.5 and base.total_s == 65.0
+        assert len(store.startups(limit=2)) == 2
+
+
+def test_default_store_lives_in_the_data_dir(tmp_path: Path) -> None:
+    # conftest points XDG_DATA_HOME into tmp_path, so this never touches the developer's store.
+    path = default_path()
+    assert str(path).startswith(str(tmp_path)) and path.name == "specdash.db"
+    with Store() as store:
+        store.create_run(RunMeta(host="h", mode="m"))
+    assert path.exists()
