@@ -224,7 +224,9 @@ class SimApp:
             site = web.TCPSite(runner, self.c.host, self.c.port, backlog=4096, reuse_address=True)
             await site.start()
         except OSError as exc:
-            reason = (exc.strerror or "address already in use").lower()
+            # asyncio's strerror already embeds "error while attempting to bind on address ...: "; keep
+            # only the OS reason so the line reads exactly like uvicorn's.
+            reason = (exc.strerror or "address already in use").rsplit(": ", 1)[-1].lower()
             self.log.uvicorn(
                 "ERROR",
                 f"[Errno {exc.errno}] error while attempting to bind on address "

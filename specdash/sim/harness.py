@@ -117,9 +117,21 @@ class SimProcess:
                     await asyncio.wait_for(self._changed.wait(), remaining)
 
     async def wait_exit(self, timeout: float) -> int:
-        """The main process's exit status (negative: killed by that signal)."""
+        """The main process's exit status (negative: killed by that signal).
+
+        Polls `returncode` rather than awaiting `Process.wait()`: asyncio's wait() also waits for the
+        output pipe to close, which orphaned TP children keep open after the parent died.
+
+        Raises:
+            TimeoutError: still running after `timeout` seconds.
+        """
         assert self.proc is not None
-        return await asyncio.wait_for(self.proc.wait(), timeout)
+        deadline = time.monotonic() + timeout
+        while self.proc.returncode is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"simulator pid {self.pid} still running after {timeout} s")
+            await asyncio.sleep(0.01)
+        return self.proc.returncode
 
     def signal(self, signum: int) -> None:
         """Send a signal to the main process only."""
@@ -154,7 +166,7 @@ class SimProcess:
             return
         self.kill_group()
         with contextlib.suppress(TimeoutError, ProcessLookupError):
-            await asyncio.wait_for(self.proc.wait(), 10)
+            await asyncio.wait_for(self.proc.wait(), 10)  # the group is dead, so the pipe closes too
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -1,0 +1,113 @@
+"""The simulator's process tree behaves like SGLang's: titled TP children, a draining SIGTERM that takes the
+children along, and orphans when only the parent is SIGKILLed."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import aiohttp
+import pytest
+
+from specdash.sim.harness import SimProcess, free_port, probe_health, stream_generate
+
+Start = Callable[..., Awaitable[tuple[SimProcess, int]]]
+READY = "The server is fired up and ready to roll!"
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[Start]:
+    """Start a TP=2 simulator; every process group is killed at teardown (orphans included)."""
+    procs: list[SimProcess] = []
+
+    async def start(*args: str) -> tuple[SimProcess, int]:
+        port = free_port()
+        proc = SimProcess(["--model-path", "/models/kimi", "--tp", "2", "--port", str(port),
+                           "--sim-time-scale", "0.003", *args])  # fmt: skip
+        procs.append(proc)
+        await proc.start()
+        return proc, port
+
+    yield start
+    for proc in procs:
+        await proc.close()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""
+
+
+def _ppid(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def _children(proc: SimProcess) -> list[int]:
+    return [pid for pid in proc.group_pids() if pid != proc.pid]
+
+
+async def _until(predicate: Callable[[], bool], timeout: float) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.02)
+
+
+async def test_children_carry_sglang_titles(sim: Start) -> None:
+    proc, _ = await sim()
+    await proc.wait_for(READY, 20)
+    titles = sorted(_cmdline(pid) for pid in _children(proc))
+    assert titles == ["sglang::scheduler_TP0", "sglang::scheduler_TP1"]
+
+
+async def test_sigterm_drains_then_exits_with_its_children(sim: Start) -> None:
+    proc, port = await sim()
+    await proc.wait_for(READY, 20)
+    async with aiohttp.ClientSession() as s:
+        stream = asyncio.ensure_future(stream_generate(s, port, 120))
+        await proc.wait_for(r"Prefill batch, #new-seq: 1, #new-token: \d+", 5)
+        proc.signal(signal.SIGTERM)
+        await proc.wait_for(r"SIGTERM received\. signum=None frame=None\. Draining requests and shutting down\.\.\.", 5)
+        assert await probe_health(port) == 503
+        await proc.wait_for(r"Health check request received during shutdown\. Returning 503\.", 5)
+        await proc.wait_for(r"Gracefully exiting\.\.\. Remaining number of requests 1\. Remaining requests "
+                            r"remaining_rids=\['[0-9a-f]{32}'\]\.", 5)  # fmt: skip
+        rec = await stream
+        assert rec.final_tokens == 120, "in-flight streams finish before the exit"
+    await proc.wait_for(r"Gracefully exiting\.\.\. Remaining number of requests 0\.", 5)
+    assert await proc.wait_exit(5) == -9
+    await _until(lambda: not proc.group_pids(), 5)
+
+
+async def test_sigterm_during_load_takes_children_along(sim: Start) -> None:
+    proc, _ = await sim()
+    await proc.wait_for(r"TP0\] Load weight begin", 20)
+    proc.signal(signal.SIGTERM)
+    assert await proc.wait_exit(5) == -signal.SIGTERM
+    await _until(lambda: not proc.group_pids(), 5)
+
+
+async def test_sigkill_of_the_parent_alone_leaves_orphans(sim: Start) -> None:
+    proc, port = await sim()
+    await proc.wait_for(READY, 20)
+    children = _children(proc)
+    assert len(children) == 2
+    proc.signal(signal.SIGKILL)
+    assert await proc.wait_exit(5) == -9
+    await asyncio.sleep(0)  # let the kernel re-parent; the assertion below does not depend on timing
+    survivors = _children(proc)
+    assert sorted(survivors) == sorted(children), "TP children outlive a SIGKILLed launcher"
+    for pid in survivors:
+        assert _ppid(pid) != proc.pid
+        assert "sglang::scheduler_TP" in _cmdline(pid)
+    assert await probe_health(port) is None, "the port died with the launcher"
+    proc.kill_group()  # the cleanup a supervisor must do: the process group, not the PID
+    await _until(lambda: not proc.group_pids(), 5)
+    assert os.getpgid(os.getpid()) != proc.pid

@@ -1,0 +1,174 @@
+"""The simulator serves like SGLang: routes and bodies, exact token counts, and calibrated throughput."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import aiohttp
+import pytest
+
+from specdash.sim.harness import SimProcess, StreamRecord, free_port, steady_rate, stream_completion, stream_generate
+from specdash.sim.model import baseline_model, eagle3_model
+
+Start = Callable[..., Awaitable[tuple[SimProcess, int]]]
+READY = "The server is fired up and ready to roll!"
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[Start]:
+    """Start a simulator on a free port and wait until ready; process groups are killed at teardown."""
+    procs: list[SimProcess] = []
+
+    async def start(*args: str) -> tuple[SimProcess, int]:
+        port = free_port()
+        proc = SimProcess(["--port", str(port), "--sim-time-scale", "0.002", "--sim-seed", "7", *args])
+        procs.append(proc)
+        await proc.start()
+        await proc.wait_for(READY, 30)
+        return proc, port
+
+    yield start
+    for proc in procs:
+        await proc.close()
+
+
+EAGLE3 = ("--model-path", "/models/kimi", "--tp", "2", "--speculative-algorithm", "EAGLE3")
+BASELINE = ("--model-path", "/models/kimi", "--tp", "2")
+
+
+async def test_generate_stream_counts_and_spec_meta(sim: Start) -> None:
+    proc, port = await sim(*EAGLE3, "--enable-metrics")
+    async with aiohttp.ClientSession() as s:
+        rec = await stream_generate(s, port, 37)
+        assert rec.final_tokens == 37
+        assert len(rec.events) < 37, "speculative chunks carry several tokens"
+        assert rec.meta["finish_reason"] == {"type": "length", "length": 37}
+        verify = rec.meta["spec_verify_ct"]
+        assert isinstance(verify, int) and verify > 0
+        assert rec.meta["spec_accept_length"] == pytest.approx(37 / verify)
+        cumulative = [n for _, n in rec.events]
+        assert cumulative == sorted(cumulative)
+        # Non-streaming, with cumulative text of one word per token.
+        async with s.post(
+            f"http://127.0.0.1:{port}/generate",
+            json={"text": "hi", "sampling_params": {"max_new_tokens": 9, "ignore_eos": True}},
+        ) as resp:
+            body = await resp.json()
+        assert body["meta_info"]["completion_tokens"] == 9 and len(body["text"].split()) == 9
+        async with s.get(f"http://127.0.0.1:{port}/server_info") as resp:
+            info = await resp.json()
+        assert info["internal_states"][0]["avg_spec_accept_length"] > 1.5
+        assert info["max_running_requests"] == 48 and info["speculative_algorithm"] == "EAGLE3"
+        async with s.get(f"http://127.0.0.1:{port}/metrics") as resp:
+            metrics = await resp.text()
+        # Warmup's request counts too, as in SGLang: 8 tokens (or fewer on an early stop) plus ours.
+        m = re.search(r'sglang:generation_tokens_total\{model_name="/models/kimi"\} ([\d.]+)', metrics)
+        assert m and 46 < float(m.group(1)) <= 54
+        assert 'sglang:num_requests_total{model_name="/models/kimi"} 3.0' in metrics
+        assert "sglang:spec_accept_length{" in metrics and "sglang:num_running_reqs{" in metrics
+    await proc.wait_for(r'"POST /generate HTTP/1\.1" 200 OK', 5)
+
+
+@pytest.mark.parametrize("chat", [False, True])
+async def test_openai_stream_usage_chunk_and_non_stream(sim: Start, chat: bool) -> None:
+    _, port = await sim(*EAGLE3)
+    route = "/v1/chat/completions" if chat else "/v1/completions"
+    async with aiohttp.ClientSession() as s:
+        rec = await stream_completion(s, port, 50, chat=chat)
+        assert rec.final_tokens == 50
+        payload: dict[str, object] = {"max_tokens": 50, "ignore_eos": True, "stream": True,
+                                      "stream_options": {"include_usage": True}}  # fmt: skip
+        payload.update({"messages": [{"role": "user", "content": "x"}]} if chat else {"prompt": "x"})
+        async with s.post(f"http://127.0.0.1:{port}{route}", json=payload) as resp:
+            raw = (await resp.read()).decode()
+        events = [e[len("data: ") :] for e in raw.split("\n\n") if e.startswith("data: ")]
+        assert events[-1] == "[DONE]"
+        usage = json.loads(events[-2])
+        assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == 50
+        last = json.loads(events[-3])
+        assert last["choices"][0]["finish_reason"] == "length"
+        payload["stream"] = False
+        async with s.post(f"http://127.0.0.1:{port}{route}", json=payload) as resp:
+            body = await resp.json()
+        assert body["usage"]["completion_tokens"] == 50
+        assert body["object"] == ("chat.completion" if chat else "text_completion")
+
+
+async def test_info_routes_and_flush(sim: Start) -> None:
+    proc, port = await sim(*BASELINE)
+    base = f"http://127.0.0.1:{port}"
+    async with aiohttp.ClientSession() as s:
+        async with s.get(f"{base}/v1/models") as resp:
+            models = await resp.json()
+        assert models["data"][0]["id"] == "/models/kimi" and models["data"][0]["owned_by"] == "sglang"
+        for path in ("/model_info", "/get_model_info"):
+            async with s.get(base + path) as resp:
+                info = await resp.json()
+            assert info["model_path"] == "/models/kimi" and info["is_generation"] is True
+        async with s.get(f"{base}/get_server_info") as resp:
+            server = await resp.json()
+        assert "avg_spec_accept_length" not in server["internal_states"][0]
+        assert "last_gen_throughput" in server["internal_states"][0]
+        async with s.post(f"{base}/flush_cache") as resp:
+            assert resp.status == 200 and (await resp.text()).startswith("Cache flushed.")
+        async with s.get(f"{base}/metrics") as resp:
+            assert resp.status == 404, "/metrics is only routed with --enable-metrics"
+        async with s.get(f"{base}/health_generate") as resp:
+            assert resp.status == 200
+    await proc.wait_for("Endpoint '/get_server_info' is deprecated", 5, from_start=True)
+    await proc.wait_for(r"Prefill batch, #new-seq: 1, #new-token: 1, ", 5, from_start=True)
+
+
+async def test_without_ignore_eos_some_requests_stop_early(sim: Start) -> None:
+    _, port = await sim(*BASELINE, "--sim-speed", "20")
+    async with aiohttp.ClientSession() as s:
+        recs = await asyncio.gather(*(stream_generate(s, port, 600, ignore_eos=False) for _ in range(12)))
+    reasons = {str(r.meta["finish_reason"]) for r in recs}
+    assert any("'stop'" in reason for reason in reasons)
+    for r in recs:
+        reason = r.meta["finish_reason"]
+        assert isinstance(reason, dict)
+        assert r.final_tokens == (600 if reason["type"] == "length" else r.final_tokens)
+
+
+@pytest.mark.parametrize(
+    ("mode", "concurrency", "max_new"),
+    [("baseline", 1, 230), ("baseline", 64, 56), ("eagle3", 1, 280), ("eagle3", 64, 52)],
+)
+async def test_aggregate_throughput_matches_model(sim: Start, mode: str, concurrency: int, max_new: int) -> None:
+    args = BASELINE if mode == "baseline" else EAGLE3
+    model = baseline_model() if mode == "baseline" else eagle3_model()
+    _, port = await sim(*args)
+    records: list[StreamRecord] = []
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s:
+        # Collect events live so that streams cancelled at the end still count.
+        tasks = [asyncio.ensure_future(_live(s, port, max_new, records)) for _ in range(concurrency)]
+        done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for t in pending:
+            t.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+    running = [r for r in records if r.events]
+    start = max(r.events[0][0] for r in running if r.events[0][0] < min(x.events[-1][0] for x in running)) + 0.3
+    end = min(r.events[-1][0] for r in running if r.final_tokens == max_new) - 0.05
+    assert end - start > 2.0, (start, end)
+    measured = steady_rate(running, start, end)
+    target = model.expected_aggregate(concurrency)
+    print(f"{mode} C={concurrency}: measured {measured:.1f} tok/s, model {target:.1f} tok/s")
+    assert measured == pytest.approx(target, rel=0.05), (measured, target)
+
+
+async def _live(s: aiohttp.ClientSession, port: int, max_new: int, records: list[StreamRecord]) -> None:
+    """Like stream_generate, but the record is visible (in `records`) while the stream runs."""
+    rec = StreamRecord()
+    records.append(rec)
+    body = {"text": "x", "sampling_params": {"max_new_tokens": max_new, "ignore_eos": True}, "stream": True}
+    loop = asyncio.get_running_loop()
+    async with s.post(f"http://127.0.0.1:{port}/generate", json=body) as resp:
+        async for raw in resp.content:
+            if raw.startswith(b"data: {"):
+                n = int(json.loads(raw[6:])["meta_info"]["completion_tokens"])
+                rec.events.append((loop.time(), n))
+                rec.final_tokens = n
