@@ -1,14 +1,14 @@
-"""The streaming probe: closed-loop load against one server, one long-lived aiohttp session per target.
+"""The streaming probe: closed-loop load against one server over long-lived keep-alive connections.
 
 This module runs inside one event loop (normally a probe worker process, see `specdash.bench.workers`).
 Cost per SSE event is what matters (reference/measurement.md §9, §12), so:
 
-- one `ClientSession` per target for the probe's life, connector limit ≥ the streams it drives;
-- request bodies are serialised once per prompt, not per request;
-- the body is read with `iter_any()` and split by `SseSplitter`; each read is stamped with
-  `perf_counter_ns()` before anything is parsed;
+- the data plane is `specdash.bench.http1`: each socket read is stamped with `perf_counter_ns()` and
+  accounted synchronously in the protocol callback (no task wake-up per read), connections are kept alive
+  and reused per target;
+- request bytes (head and JSON body) are built once per prompt, not per request;
 - per-request stall and total timeouts are enforced by one watchdog task scanning the in-flight table,
-  not by aiohttp's per-read timers (one timer reschedule per read costs more than the scan);
+  not by per-read timers;
 - live token credits are harvested from in-flight streams by a ticker, so a chunk costs no extra call.
 
 The probe measures its own headroom per level (`Headroom`): the ticker's event-loop lag, the process's CPU
@@ -24,8 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import aiohttp
-
+from specdash.bench.http1 import Http1Client
 from specdash.bench.samples import CONNECTION_FAILURES, Failure, RequestSample
 from specdash.bench.sse import Endpoint, StreamAccount
 from specdash.core.series import percentile
@@ -60,10 +59,8 @@ class ProbeSettings:
     """A request with no bytes for this long fails as a stall."""
     connect_timeout_s: float = 10.0
     """Time limit to open a connection."""
-    read_bufsize: int = 4 * 1024 * 1024
-    """aiohttp read buffer; the 64 KiB default chokes on long events (vllm#39963, sglang#6737)."""
     max_streams: int = 1024
-    """Connector limit: at least the largest concurrency this probe will drive."""
+    """Most idle keep-alive connections kept: at least the largest concurrency this probe will drive."""
 
 
 def request_body(settings: ProbeSettings, prompt: str, max_tokens: int) -> bytes:
@@ -180,7 +177,6 @@ class _Flight:
     task: asyncio.Task[Any] | None
     account: StreamAccount
     start_ns: int
-    last_ns: int
     abort: Failure | None = None
     credited: int = 0
 
@@ -215,23 +211,14 @@ class Probe:
         self.settings = settings
         self.prompts = prompts
         self.worker = worker
-        self._url = self.base_url + settings.endpoint.path
         self._bodies: dict[tuple[int, int], bytes] = {}
-        self._session: aiohttp.ClientSession | None = None
+        self._client: Http1Client | None = None
         self._inflight: dict[int, _Flight] = {}
         self._level: _LevelState | None = None
         self._watchdog_task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Probe:
-        connector = aiohttp.TCPConnector(limit=max(1, self.settings.max_streams), keepalive_timeout=60)
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            timeout=aiohttp.ClientTimeout(total=None, connect=self.settings.connect_timeout_s),
-            read_bufsize=self.settings.read_bufsize,
-            auto_decompress=False,
-            skip_auto_headers=("User-Agent",),
-            headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
-        )
+        self._client = Http1Client(self.base_url, self.settings.connect_timeout_s, self.settings.max_streams)
         self._watchdog_task = asyncio.create_task(self._watchdog())
         return self
 
@@ -240,9 +227,9 @@ class Probe:
             self._watchdog_task.cancel()
             await asyncio.gather(self._watchdog_task, return_exceptions=True)
             self._watchdog_task = None
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
 
     def stop(self, reason: str) -> None:
         """Ask the running level to send no more requests (in-flight ones finish)."""
@@ -251,60 +238,42 @@ class Probe:
 
     def _body(self, prompt_index: int, max_tokens: int) -> bytes:
         key = (prompt_index, max_tokens)
-        body = self._bodies.get(key)
-        if body is None:
-            body = self._bodies[key] = request_body(self.settings, self.prompts[prompt_index], max_tokens)
-        return body
+        req = self._bodies.get(key)
+        if req is None:
+            assert self._client is not None
+            body = request_body(self.settings, self.prompts[prompt_index], max_tokens)
+            req = self._bodies[key] = self._client.request_bytes(self.settings.endpoint.path, body)
+        return req
 
     async def request(self, index: int, scheduled_ns: int, max_tokens: int | None = None) -> RequestSample:
         """Send request `index` (prompt `index % len(prompts)`) and account for its stream.
 
         Never raises for anything the server or the network does: failures come back as samples.
         """
-        if self._session is None:
+        client = self._client
+        if client is None:
             raise RuntimeError("Probe used outside 'async with'")
         n_req = self.settings.output_len if max_tokens is None else max_tokens
         prompt_index = index % len(self.prompts)
-        body = self._body(prompt_index, n_req)
+        request = self._body(prompt_index, n_req)
         account = StreamAccount(self.settings.endpoint)
         start = perf_ns()
-        flight = _Flight(asyncio.current_task(), account, start, start)
+        flight = _Flight(asyncio.current_task(), account, start)
         key = id(flight)
         self._inflight[key] = flight
         status: int | None = None
         try:
-            async with self._session.post(self._url, data=body) as resp:
-                status = resp.status
-                if status != 200:
-                    text = await resp.content.read(300)
-                    account.fail(Failure.HTTP_STATUS, f"HTTP {status}: {text.decode(errors='replace').strip()}")
-                else:
-                    feed = account.feed
-                    async for data in resp.content.iter_any():
-                        t = perf_ns()
-                        flight.last_ns = t
-                        feed(data, t)
-                        if account.error is not None:
-                            break
-                    # Reading on to EOF after [DONE] returns the connection to the pool for reuse.
-                    if not account.finished:
-                        account.fail(Failure.EOF, "stream ended without [DONE]")
+            status, failure, detail = await client.stream(request, account)
+            if failure is not None:
+                account.fail(failure, detail)
+            elif not account.finished:
+                account.fail(Failure.EOF, "stream ended without [DONE]")
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if flight.abort is None or (task is not None and task.uncancel() > 0):
                 raise
             limit = self.settings.stall_timeout_s if flight.abort is Failure.STALL else self.settings.request_timeout_s
             account.fail(flight.abort, f"{flight.abort.value} after {limit:g} s")
-        except aiohttp.ClientConnectorError as exc:
-            account.fail(Failure.REFUSED, str(exc))
-        except aiohttp.ConnectionTimeoutError as exc:
-            account.fail(Failure.REFUSED, f"connect timeout: {exc}")
-        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-            account.fail(Failure.RESET, f"{type(exc).__name__}: {exc}")
-        except aiohttp.ClientResponseError as exc:
-            account.fail(Failure.MALFORMED, f"bad HTTP response: {exc}")
-        except (aiohttp.ClientError, OSError) as exc:
-            account.fail(Failure.RESET, f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # noqa: BLE001 - a probe bug must cost one sample, not the level
             account.fail(Failure.CLIENT, f"{type(exc).__name__}: {exc}")
         finally:
@@ -375,7 +344,7 @@ class Probe:
                     continue
                 if now - flight.start_ns > total_ns:
                     flight.abort = Failure.TIMEOUT
-                elif now - flight.last_ns > stall_ns:
+                elif now - max(flight.start_ns, flight.account.last_ns) > stall_ns:
                     flight.abort = Failure.STALL
                 else:
                     continue

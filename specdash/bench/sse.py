@@ -168,6 +168,7 @@ class StreamAccount:
         "last_payload",
         "spec_accept_length",
         "harvested",
+        "last_ns",
     )
 
     def __init__(self, endpoint: Endpoint) -> None:
@@ -188,6 +189,8 @@ class StreamAccount:
         self.spec_accept_length: float | None = None
         self.harvested = 0
         """How many content chunks the live rate ticker has already credited."""
+        self.last_ns = 0
+        """Arrival time of the latest read (for stall detection)."""
 
     @property
     def finished(self) -> bool:
@@ -196,9 +199,19 @@ class StreamAccount:
 
     def feed(self, data: bytes, t_ns: int) -> None:
         """Account for one read of the body, received at `t_ns` (stamped before any parsing)."""
-        if self.finished:
+        self.last_ns = t_ns
+        if self.done_ns is not None or self.error is not None:
             return
         try:
+            # Fast path, the common case: this read is exactly one single-line `data:` event.
+            if (
+                not self.splitter._buf
+                and data.startswith(b"data: ")
+                and data.find(b"\n") == len(data) - 2
+                and data.endswith(b"\n\n")
+            ):
+                self._payload(data[6:-2], t_ns)
+                return
             for event in self.splitter.feed(data):
                 payload = event_data(event)
                 if payload is None:
@@ -221,30 +234,27 @@ class StreamAccount:
             return
         if not payload.startswith(b"{"):
             raise MalformedStream(f"data is not a JSON object: {payload[:60]!r}")
-        if b'"error"' in payload[:48]:
+        if payload.find(b'"error"', 0, 48) >= 0:
             obj = _loads(payload)
             msg = _error_message(obj)
             if msg is not None:
                 self.fail(Failure.STREAM_ERROR, msg[:500])
                 return
-        cum = cumulative_tokens(payload)
+        # cumulative_tokens(), inlined: this runs once per SSE event.
+        i = payload.rfind(_KEY)
+        m = _NUMBER.match(payload, i + _KEY_LEN) if i >= 0 else None
+        if m is None:
+            if self.generate:
+                self.last_payload = payload
+            self._uncounted(payload, t_ns)
+            return
+        cum = int(m.group(1))
         if self.generate:
             self.last_payload = payload
-            if cum >= 0:
-                self._credit(cum, t_ns)
-            else:
-                self._uncounted(payload, t_ns)
+        elif b'"choices":[]' in payload or b'"choices": []' in payload:
+            # The usage-only chunk: the authoritative total, never content, never a timing point.
+            self.usage_total = cum
             return
-        if cum >= 0:
-            if b'"choices":[]' in payload or b'"choices": []' in payload:
-                # The usage-only chunk: the authoritative total, never content, never a timing point.
-                self.usage_total = cum
-                return
-            self._credit(cum, t_ns)
-            return
-        self._uncounted(payload, t_ns)
-
-    def _credit(self, cum: int, t_ns: int) -> None:
         delta = cum - self.cum
         if delta > 0:
             self.times.append(t_ns)

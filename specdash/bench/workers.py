@@ -20,9 +20,11 @@ the sweep doubles the process count for the next level, within the same cap.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import multiprocessing as mp
 import os
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -30,6 +32,9 @@ from typing import Any
 
 from specdash.bench.probe import LevelOutcome, LevelPlan, Probe, ProbeSettings, install_uvloop
 from specdash.bench.samples import RequestSample
+
+Message = tuple[Any, ...]
+"""A pipe message: a tag string then its fields (see the module docstring)."""
 
 
 def processes_for(concurrency: int, streams_per_process: int = 64, max_processes: int | None = None) -> int:
@@ -76,20 +81,35 @@ def worker_main(
         pass  # the parent went away; nothing to report to
 
 
+def _reader_thread(conn: Connection, loop: asyncio.AbstractEventLoop, deliver: Callable[[Message], None]) -> None:
+    """Blocking reads in a thread: `loop.add_reader` would make the pipe non-blocking for our writes too."""
+
+    def run() -> None:
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                msg = ("exit",)
+            try:
+                loop.call_soon_threadsafe(deliver, msg)
+            except RuntimeError:
+                return  # the loop is closed
+            if msg[0] == "exit":
+                return
+
+    threading.Thread(target=run, name="specdash-pipe-reader", daemon=True).start()
+
+
 async def _serve(
     conn: Connection, base_url: str, settings: ProbeSettings, prompts: tuple[str, ...], worker: int
 ) -> None:
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
 
-    def readable() -> None:
-        try:
-            inbox.put_nowait(conn.recv())
-        except (EOFError, OSError):
-            loop.remove_reader(conn.fileno())
-            inbox.put_nowait(("stop",))
+    def deliver(msg: Message) -> None:
+        inbox.put_nowait(("stop",) if msg[0] == "exit" else msg)
 
-    loop.add_reader(conn.fileno(), readable)
+    _reader_thread(conn, loop, deliver)
     sink = _PipeSink(conn)
     async with Probe(base_url, settings, prompts, worker) as probe:
         conn.send(("ready", worker))
@@ -119,9 +139,6 @@ class _Worker:
     process: Any
     conn: Connection
     ready: bool = False
-
-
-Message = tuple[Any, ...]
 
 
 class ProbePool:
@@ -162,7 +179,7 @@ class ProbePool:
             proc.start()
             child.close()
             self._workers.append(_Worker(proc, parent))
-            loop.add_reader(parent.fileno(), self._readable, wid)
+            _reader_thread(parent, loop, functools.partial(self._deliver, wid))
         async with asyncio.timeout(timeout_s):
             while not all(w.ready for w in self._workers):
                 wid, msg = await self._queue.get()
@@ -171,13 +188,7 @@ class ProbePool:
                 elif msg[0] == "exit":
                     raise RuntimeError(f"probe process {wid} exited during start-up")
 
-    def _readable(self, wid: int) -> None:
-        w = self._workers[wid]
-        try:
-            msg = w.conn.recv()
-        except (EOFError, OSError):
-            asyncio.get_running_loop().remove_reader(w.conn.fileno())
-            msg = ("exit",)
+    def _deliver(self, wid: int, msg: Message) -> None:
         self._queue.put_nowait((wid, msg))
 
     def abort(self, reason: str) -> None:
@@ -230,9 +241,5 @@ class ProbePool:
             if w.process.is_alive():
                 w.process.kill()
                 w.process.join(1.0)
-            try:
-                loop.remove_reader(w.conn.fileno())
-            except (ValueError, OSError):
-                pass
             w.conn.close()
         self._workers.clear()
