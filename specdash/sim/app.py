@@ -183,7 +183,7 @@ class SimApp:
 
     # ---- startup -------------------------------------------------------------------------------
 
-    async def _start_ranks(self, t0: float) -> bool:
+    async def _start_ranks(self) -> bool:
         payload = json.dumps(self.c.to_json())
         for rank in range(self.c.tp_size):
             proc = await asyncio.create_subprocess_exec(
@@ -192,11 +192,20 @@ class SimApp:
                 "specdash.sim.ranks",
                 payload,
                 str(rank),
-                repr(t0),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
             )
             self.tree.procs.append(proc)
+        for proc in self.tree.procs:  # the start barrier: every rank is up before the schedule starts
+            assert proc.stdout is not None
+            if (await proc.stdout.readline()).strip() != b"started":
+                self.log.log("Initialization failed. Please see the error messages above.")
+                self.tree.kill_children()
+                return False
+        t0 = time.time()
+        for proc in self.tree.procs:
+            assert proc.stdin is not None
+            proc.stdin.write(f"go {t0!r}\n".encode())
         for rank, proc in enumerate(self.tree.procs):
             assert proc.stdout is not None
             line = await proc.stdout.readline()
@@ -272,10 +281,9 @@ class SimApp:
             self.log.log(line)
         if self.c.unknown_flags:
             self.log.log(f"specdash sim: ignoring SGLang flags it does not simulate: {' '.join(self.c.unknown_flags)}")
-        t0 = time.time()
         self.log.log(f"server_args={self.c.server_args_repr()}")
         self.log.log("Using default HuggingFace chat template with detected content format: string")
-        if not await self._start_ranks(t0):
+        if not await self._start_ranks():
             return 1
         self._spawn_task(self.scheduler.run())
         runner = await self._bind()

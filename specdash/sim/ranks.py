@@ -1,8 +1,9 @@
 """The TP-rank children: process-tree stand-ins for SGLang's `sglang::scheduler_TPn` processes.
 
-`python -m specdash.sim.ranks CONFIG_JSON RANK T0` runs one rank: it takes the title
-`sglang::scheduler_TP{rank}` (via setproctitle, when installed), prints its startup lines on the shared
-stderr, writes `ready` on its stdout pipe to the parent, then waits for commands on stdin.
+`python -m specdash.sim.ranks CONFIG_JSON RANK` runs one rank: it takes the title
+`sglang::scheduler_TP{rank}` (via setproctitle, when installed), writes `started` on its stdout pipe and
+waits for `go T0` on stdin (the start barrier), prints its startup lines on the shared stderr, writes
+`ready` to the parent, then waits for commands on stdin.
 
 Deliberately *no* PR_SET_PDEATHSIG: if only the parent is SIGKILLed, the children are re-parented and stay
 alive, holding their (pretend) GPU memory, which is the orphan problem specdash must handle
@@ -38,10 +39,17 @@ def _set_title(rank: int, tp_size: int) -> None:
 def main(argv: list[str]) -> int:
     """Entry point of one rank process."""
     config = SimConfig.from_json(json.loads(argv[0]))
-    rank, t0 = int(argv[1]), float(argv[2])
+    rank = int(argv[1])
     _set_title(rank, config.tp_size)
     # Ctrl-C in a terminal reaches the whole group; the parent decides what happens, as with SGLang.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A start barrier, like the rendezvous of torch.distributed: ranks spawn (and import) at different
+    # speeds, so the shared schedule starts only once every rank is up. The parent answers `go T0`.
+    os.write(1, b"started\n")
+    go = sys.stdin.readline().split()
+    if len(go) != 2 or go[0] != "go":
+        return 1  # the parent died before the barrier
+    t0 = float(go[1])
 
     def ready() -> None:
         try:

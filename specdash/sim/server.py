@@ -3,7 +3,8 @@
 `/health` and `/health_generate` follow SGLang >= 0.5.1: 503 while warming up or draining, otherwise a
 1-token probe generation through the scheduler (so probes show up as `Prefill batch, #new-seq: 1,
 #new-token: 1`). `/generate` streams cumulative `text` and `meta_info.completion_tokens`; the OpenAI routes
-stream deltas and, with `stream_options.include_usage`, a final `choices: []` usage chunk. Access lines are
+stream deltas and, with `stream_options.include_usage`, a final `choices: []` usage chunk (with
+`continuous_usage_stats`, cumulative usage on every chunk too). Access lines are
 logged when a response starts, as uvicorn does, on stdout.
 """
 
@@ -351,7 +352,9 @@ class SimServer:
         if not body.get("stream"):
             await req.wait_progress(req.max_new_tokens + 1)
             return web.json_response(self._openai_full(req, chat, kind, model), dumps=_dumps)
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        options = body.get("stream_options") or {}
+        include_usage = bool(options.get("include_usage"))
+        continuous = bool(options.get("continuous_usage_stats"))
         resp = web.StreamResponse(headers=SSE_HEADERS)
         await resp.prepare(request)
         base = {"id": req.rid, "object": f"{kind}.chunk" if chat else kind, "created": int(time.time()), "model": model}
@@ -367,7 +370,8 @@ class SimServer:
                 delta, seen_chars = req.text[seen_chars:], len(req.text)
                 reason = self._openai_reason(req) if req.finished else None
                 content: Any = {"role": None, "content": delta} if chat else delta
-                await resp.write(_sse({**base, "choices": [self._choice(chat, content, reason, req)], "usage": None}))
+                usage = self._usage(req) if continuous else None
+                await resp.write(_sse({**base, "choices": [self._choice(chat, content, reason, req)], "usage": usage}))
                 if req.finished:
                     break
             if include_usage:
