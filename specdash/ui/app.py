@@ -1,0 +1,216 @@
+"""`SpecdashApp`: one dashboard over one `Session`, and the `make_app` factory the CLI and tests share.
+
+The app subscribes a listener that turns each session event into a typed message for the dashboard, runs
+`session.run()` in a long-lived worker, and runs every action (start, stop, sweep...) in a worker of its
+own. Workers never touch widgets; one `Worker.StateChanged` handler turns a failure into a notification.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from functools import partial
+from pathlib import PurePath
+from typing import Any
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.message import Message
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState
+
+from specdash.config import UIConfig
+from specdash.core.events import (
+    BenchTick,
+    BenchUpdate,
+    GpuStats,
+    LogBatch,
+    ModesChanged,
+    Notice,
+    ServerStatus,
+    SessionEvent,
+)
+from specdash.errors import SpecdashError
+from specdash.remote.events import ConnectionEvent
+from specdash.server.session import Session
+from specdash.ui.messages import (
+    BenchTicked,
+    BenchUpdated,
+    ConnectionChanged,
+    GpuUpdated,
+    LogLines,
+    ModesUpdated,
+    NoticePosted,
+    StatusChanged,
+)
+from specdash.ui.screens.dashboard import DashboardScreen
+from specdash.ui.screens.help import HelpRow, HelpScreen
+from specdash.ui.styles import css_paths
+
+APP_BINDINGS: list[Binding] = [
+    Binding("question_mark", "help", "Help", id="help", tooltip="List every key"),
+    Binding("q", "quit", "Quit", id="quit", tooltip="Quit specdash; the server keeps running on the host"),
+]
+
+
+def to_message(event: SessionEvent | ConnectionEvent) -> Message:
+    """The dashboard message for one session event."""
+    match event:
+        case ServerStatus():
+            return StatusChanged(event)
+        case LogBatch():
+            return LogLines(event)
+        case ModesChanged():
+            return ModesUpdated(event)
+        case GpuStats():
+            return GpuUpdated(event)
+        case BenchTick():
+            return BenchTicked(event)
+        case BenchUpdate():
+            return BenchUpdated(event)
+        case Notice():
+            return NoticePosted(event)
+    return ConnectionChanged(event)
+
+
+class SpecdashApp(App[None]):
+    """The dashboard for one host."""
+
+    TITLE = "specdash"
+    CSS_PATH = list[str | PurePath](css_paths())
+    BINDINGS = list[Binding | tuple[str, str] | tuple[str, str, str]](APP_BINDINGS)
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        config_ui: UIConfig | None = None,
+        keymap: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.time,
+        tick: float | None = 1.0,
+        chart_interval: float = 0.25,
+    ) -> None:
+        """Args:
+        session: What the dashboard shows and controls.
+        config_ui: `[ui]` preferences (bell, theme).
+        keymap: Binding id -> keys, from `[keymap]`.
+        clock: Epoch seconds, for uptime, elapsed and countdowns (fixed in tests).
+        tick: Seconds between clock ticks; None disables the timer (snapshots must not race it).
+        chart_interval: Minimum seconds between chart redraws; 0 redraws at once (tests).
+        """
+        super().__init__()
+        ui = config_ui or UIConfig()
+        self.session = session
+        self.bell_enabled = ui.bell
+        """Ring the terminal bell on notices that ask for it."""
+        self._theme_name = ui.theme
+        self._clock = clock
+        self.dashboard = DashboardScreen(session.label, clock, chart_interval=chart_interval, tick=tick)
+        """The one dashboard screen; session messages are posted to it."""
+        if keymap:
+            self.set_keymap(dict(keymap))
+
+    def get_default_screen(self) -> Screen[Any]:
+        return self.dashboard
+
+    def on_mount(self) -> None:
+        if self._theme_name in self.available_themes:
+            self.theme = self._theme_name
+        else:
+            self.notify(f"Unknown theme {self._theme_name!r} in [ui] theme; using {self.theme}.", severity="warning")
+        self.session.subscribe(self._on_session_event)
+        self._watch_session()
+
+    @work(exclusive=True, group="session", name="session", exit_on_error=False)
+    async def _watch_session(self) -> None:
+        await self.session.run()
+
+    async def action_quit(self) -> None:
+        # The server keeps running; only our connection goes. Never let a dead link hold the quit key.
+        try:
+            await asyncio.wait_for(self.session.close(), timeout=3)
+        except (SpecdashError, TimeoutError):
+            pass
+        self.exit()
+
+    def _on_session_event(self, event: SessionEvent | ConnectionEvent) -> None:
+        # Called on the session's task; posting is all a listener may do (workers never touch widgets).
+        self.dashboard.post_message(to_message(event))
+
+    # --------------------------------------------------------------------------------------- workers
+
+    def run_session_action(self, name: str, call: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run one session action (start, stop, ...) in a worker; its failure becomes a notification."""
+        self.run_worker(call(), name=name, group="action", exit_on_error=False)
+
+    def run_sweep(self, modes: Sequence[str], levels: Sequence[int]) -> None:
+        """Run a sweep in its own worker (it returns when the sweep ends)."""
+        self.run_worker(
+            self.session.sweep(list(modes), list(levels)),
+            name="sweep",
+            group="sweep",
+            exclusive=True,
+            exit_on_error=False,
+        )
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state is WorkerState.ERROR:
+            error = event.worker.error
+            text = error.message if isinstance(error, SpecdashError) else f"{type(error).__name__}: {error}"
+            self.notify(text, title=f"{event.worker.name} failed", severity="error", timeout=10)
+        if event.state in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.RUNNING):
+            # The session's answers (server_live, sweep_running) may have changed: re-check the footer.
+            self.dashboard.refresh_bindings()
+
+    # ---------------------------------------------------------------------------------- help, palette
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self.help_sections()))
+
+    def help_sections(self) -> list[tuple[str, list[HelpRow]]]:
+        """Every binding, grouped, with the keys the keymap gives it."""
+        sections = [(title, self._rows(bindings)) for title, bindings in DashboardScreen.HELP_SECTIONS]
+        sections.append(("App", [*self._rows(APP_BINDINGS), ("ctrl+p", "Commands", "Every action, searchable")]))
+        return sections
+
+    def _rows(self, bindings: Iterable[Binding]) -> list[HelpRow]:
+        rows = []
+        for binding in bindings:
+            keys = self._keymap.get(binding.id or "", binding.key)
+            shown = ", ".join(self.get_key_display(Binding(key, "")) for key in keys.split(","))
+            rows.append((shown, binding.description, binding.tooltip))
+        return rows
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        dashboard = self.dashboard
+        for _title, bindings in DashboardScreen.HELP_SECTIONS:
+            for binding in bindings:
+                name, _, _ = binding.action.partition("(")
+                if binding.show and dashboard.check_action(name, ()):
+                    yield SystemCommand(
+                        binding.description, binding.tooltip, partial(dashboard.run_action, binding.action)
+                    )
+        yield SystemCommand("Help", "List every key", self.action_help)
+
+
+def make_app(
+    session: Session,
+    *,
+    config_ui: UIConfig | None = None,
+    keymap: Mapping[str, str] | None = None,
+    clock: Callable[[], float] = time.time,
+    live: bool = True,
+) -> SpecdashApp:
+    """The dashboard as the CLI runs it (`live=True`), or frozen for tests: no clock tick, charts drawn at once."""
+    return SpecdashApp(
+        session,
+        config_ui=config_ui,
+        keymap=keymap,
+        clock=clock,
+        tick=1.0 if live else None,
+        chart_interval=0.25 if live else 0.0,
+    )

@@ -1,0 +1,1 @@
+"""The dashboard, help and modal screens."""

@@ -1,0 +1,88 @@
+"""Modal questions: confirm a destructive action, edit the concurrency levels of a sweep."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label
+
+DEFAULT_LEVELS = (1, 2, 5, 10, 20, 50)
+"""Concurrency levels offered for a new sweep."""
+
+MAX_LEVEL = 4096
+
+
+def parse_levels(text: str) -> tuple[int, ...]:
+    """`1, 2,5 10` -> (1, 2, 5, 10): sorted, unique; ValueError with a sentence for the user otherwise."""
+    parts = [part for part in text.replace(",", " ").split() if part]
+    if not parts:
+        raise ValueError("give at least one concurrency level, e.g. 1,2,5,10")
+    levels: set[int] = set()
+    for part in parts:
+        if not part.isdigit() or not 1 <= int(part) <= MAX_LEVEL:
+            raise ValueError(f"{part!r} is not a concurrency level (a whole number from 1 to {MAX_LEVEL})")
+        levels.add(int(part))
+    return tuple(sorted(levels))
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Says what will happen and waits for yes or no."""
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "Yes", id="confirm-yes", tooltip="Do it"),
+        Binding("n,escape", "answer(False)", "No", id="confirm-no", tooltip="Leave everything as it is"),
+    ]
+
+    def __init__(self, question: str, *, yes: str = "Yes") -> None:
+        super().__init__()
+        self._question = question
+        self._yes = yes
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(self._question, id="question", markup=False)
+            with Horizontal(id="buttons"):
+                yield Button(f"{self._yes} (y)", variant="error", id="yes")
+                yield Button("No (n / esc)", variant="default", id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+
+class LevelsScreen(ModalScreen[tuple[int, ...] | None]):
+    """Asks for the concurrency levels of a sweep; enter runs it, escape gives up."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="levels-cancel", tooltip="Do not run a sweep")]
+
+    def __init__(self, title: str, levels: tuple[int, ...]) -> None:
+        super().__init__()
+        self._title = title
+        self._levels = levels
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(self._title, id="question", markup=False)
+            yield Input(", ".join(map(str, self._levels)), placeholder="1,2,5,10,20,50", id="levels")
+            yield Label("enter: run · esc: cancel", id="levels-error", markup=False)
+
+    @on(Input.Submitted, "#levels")
+    def _submitted(self, event: Input.Submitted) -> None:
+        try:
+            self.dismiss(parse_levels(event.value))
+        except ValueError as exc:
+            error = self.query_one("#levels-error", Label)
+            error.update(str(exc))
+            error.add_class("-invalid")
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

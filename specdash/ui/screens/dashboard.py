@@ -1,0 +1,314 @@
+"""The one dashboard: header, server panel, modes, GPUs, log, bench; and every key that acts on them.
+
+Message handlers (one per session event type) own all widget updates. Actions read the session's own
+answers (`server_live()`, `sweep_running()`) to decide what is possible, so the footer never offers a key
+that the session would refuse, and they hand the session call to the app, which runs it in a worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from specdash.core.events import ServerStatus
+from specdash.core.models import Phase
+from specdash.ui.messages import (
+    BenchTicked,
+    BenchUpdated,
+    ConnectionChanged,
+    GpuUpdated,
+    LogLines,
+    ModesUpdated,
+    NoticePosted,
+    StatusChanged,
+)
+from specdash.ui.screens.confirm import DEFAULT_LEVELS, ConfirmScreen, LevelsScreen
+from specdash.ui.widgets.bench import BenchPanel
+from specdash.ui.widgets.gpu import GpuPanel
+from specdash.ui.widgets.header import StatusHeader
+from specdash.ui.widgets.logpanel import LogPanel
+from specdash.ui.widgets.modes import ModeList
+from specdash.ui.widgets.server import ServerPanel
+
+if TYPE_CHECKING:
+    from specdash.ui.app import SpecdashApp
+
+
+def _b(key: str, action: str, description: str, bid: str, tooltip: str, *, show: bool = True) -> Binding:
+    return Binding(key, action, description, show=show, id=bid, tooltip=tooltip)
+
+
+SERVER_BINDINGS = [
+    _b("s", "start", "Start", "start", "Start the highlighted mode on the host"),
+    _b("x", "stop", "Stop", "stop", "Stop the live server (SIGTERM, then SIGKILL of its process group)"),
+    _b("r", "restart", "Restart", "restart", "Stop the live server and start the same mode again"),
+    _b("m", "switch", "Switch", "switch", "Stop the live server and start the highlighted mode"),
+    _b("c", "show_crash", "Show crash", "show-crash", "Jump to the crash's exception line in the log"),
+]
+MODE_BINDINGS = [
+    *(
+        _b(str(n), f"select_mode({n})", f"Mode {n}", f"select-mode-{n}", f"Highlight mode {n}", show=False)
+        for n in range(1, 10)
+    ),
+    _b("space", "mark", "Mark A/B", "mark", "Mark or unmark the highlighted mode for an A/B sweep"),
+]
+BENCH_BINDINGS = [
+    _b("b", "sweep", "Sweep", "sweep", "Run a concurrency sweep on the live mode (levels editable)"),
+    _b("a", "ab", "A/B", "ab", "Sweep every marked mode in turn (restarts the server between them)"),
+    _b("escape", "cancel_sweep", "Cancel sweep", "cancel-sweep", "Stop the running sweep; finished levels are kept"),
+]
+LOG_BINDINGS = [
+    _b("f", "follow", "Follow/pause", "follow", "Keep the newest log line in view, or stop scrolling"),
+    _b("slash", "search", "Search", "search", "Search the log (case-insensitive)"),
+    _b("n", "search_next", "Next", "search-next", "Next match (further down)"),
+    _b("N", "search_previous", "Prev", "search-previous", "Previous match (further up)"),
+    _b("e", "errors", "Errors", "errors", "Show only errors, warnings and tracebacks (again: show all)"),
+]
+
+
+class DashboardScreen(Screen[None]):
+    """Everything on one screen, readable at 100x30."""
+
+    BINDINGS = [*SERVER_BINDINGS, *MODE_BINDINGS, *BENCH_BINDINGS, *LOG_BINDINGS]
+
+    HELP_SECTIONS = (
+        ("Server", SERVER_BINDINGS),
+        ("Modes", MODE_BINDINGS),
+        ("Bench", BENCH_BINDINGS),
+        ("Log", LOG_BINDINGS),
+    )
+
+    def __init__(self, label: str, clock: Callable[[], float], *, chart_interval: float, tick: float | None) -> None:
+        super().__init__()
+        self._label = label
+        self._clock = clock
+        self._chart_interval = chart_interval
+        self._tick = tick
+        self._status = ServerStatus(Phase.STOPPED)
+        self._levels: tuple[int, ...] = DEFAULT_LEVELS
+
+    @property
+    def specdash(self) -> SpecdashApp:
+        """The app, typed."""
+        from specdash.ui.app import SpecdashApp
+
+        assert isinstance(self.app, SpecdashApp)
+        return self.app
+
+    def compose(self) -> ComposeResult:
+        yield StatusHeader(self._label, self._clock, id="header")
+        with Horizontal(id="main"):
+            with Vertical(id="side"):
+                yield ServerPanel(id="server")
+                yield ModeList(id="modes")
+                yield GpuPanel(id="gpus")
+            yield LogPanel(id="log")
+        yield BenchPanel(chart_interval=self._chart_interval, id="bench")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._tick_clock()
+        if self._tick:
+            # Uptime, elapsed and the reconnect countdown move once a second; tests pass tick=None.
+            self.set_interval(self._tick, self._tick_clock)
+        self.query_one(ModeList).focus()
+
+    def _tick_clock(self) -> None:
+        now = self._clock()
+        self.query_one(ServerPanel).now = now
+        self.query_one(StatusHeader).now = now
+
+    # ------------------------------------------------------------------------------- session events
+
+    @on(StatusChanged)
+    def _status_changed(self, message: StatusChanged) -> None:
+        self._status = message.status
+        self.query_one(ServerPanel).status = message.status
+        self.query_one(StatusHeader).status = message.status
+        self.refresh_bindings()
+
+    @on(ModesUpdated)
+    def _modes_updated(self, message: ModesUpdated) -> None:
+        self.query_one(ModeList).modes = message.modes
+        self.refresh_bindings()
+
+    @on(ConnectionChanged)
+    def _connection_changed(self, message: ConnectionChanged) -> None:
+        self.query_one(StatusHeader).connection = message.event
+
+    @on(LogLines)
+    def _log_lines(self, message: LogLines) -> None:
+        self.query_one(LogPanel).append(message.batch.lines, reset=message.batch.reset)
+
+    @on(GpuUpdated)
+    def _gpu_updated(self, message: GpuUpdated) -> None:
+        self.query_one(GpuPanel).stats = message.stats
+
+    @on(BenchUpdated)
+    def _bench_updated(self, message: BenchUpdated) -> None:
+        self.query_one(BenchPanel).show_update(message.update)
+        self.refresh_bindings()
+
+    @on(BenchTicked)
+    def _bench_ticked(self, message: BenchTicked) -> None:
+        self.query_one(BenchPanel).add_tick(message.tick)
+
+    @on(NoticePosted)
+    def _notice(self, message: NoticePosted) -> None:
+        notice = message.notice
+        self.notify(notice.text, severity=notice.severity, timeout=8 if notice.severity == "error" else 5)
+        if notice.bell and self.specdash.bell_enabled:
+            self.app.bell()
+
+    # ------------------------------------------------------------------------------------ what applies
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        session = self.specdash.session
+        live, sweeping = session.server_live(), session.sweep_running()
+        modes = self.query_one(ModeList)
+        view = self.query_one(LogPanel).view
+        match action:
+            case "start":
+                return not live and modes.selected is not None
+            case "stop" | "restart":
+                return live
+            case "switch":
+                return live and modes.selected not in (None, self._status.mode)
+            case "show_crash":
+                return self._status.phase is Phase.CRASHED and self._status.crash is not None
+            case "mark":
+                return len(modes.names) > 1
+            case "sweep":
+                return self._status.phase is Phase.READY and not sweeping
+            case "ab":
+                return len(modes.marked) > 1 and not sweeping
+            case "cancel_sweep":
+                return sweeping
+            case "search_next" | "search_previous":
+                return bool(view.needle)
+        return True
+
+    # --------------------------------------------------------------------------------------- actions
+
+    def _server_name(self) -> str:
+        status = self._status
+        pid = f" (pid {status.pid})" if status.pid is not None else ""
+        return f"{status.mode or 'the server'}{pid} on {self._label}"
+
+    def _sweep_clause(self) -> str:
+        return (
+            " The running sweep will be cancelled; finished levels are kept."
+            if (self.specdash.session.sweep_running())
+            else ""
+        )
+
+    def _confirm(self, question: str, yes: str, then: Callable[[], None]) -> None:
+        def answered(ok: bool | None) -> None:
+            if ok:
+                then()
+
+        self.app.push_screen(ConfirmScreen(question, yes=yes), answered)
+
+    def _run(self, name: str, call: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        self.specdash.run_session_action(name, call)
+
+    def action_start(self) -> None:
+        mode = self.query_one(ModeList).selected
+        if mode is not None:
+            self._run(f"start {mode}", lambda: self.specdash.session.start(mode))
+
+    def action_stop(self) -> None:
+        question = f"Stop {self._server_name()}?{self._sweep_clause()}"
+        self._confirm(question, "Stop", lambda: self._run("stop", self.specdash.session.stop))
+
+    def action_restart(self) -> None:
+        question = f"Restart {self._server_name()}? It serves nothing until it is ready again.{self._sweep_clause()}"
+        self._confirm(question, "Restart", lambda: self._run("restart", self.specdash.session.restart))
+
+    def action_switch(self) -> None:
+        mode = self.query_one(ModeList).selected
+        if mode is None:
+            return
+        question = f"Stop {self._server_name()} and start {mode}?{self._sweep_clause()}"
+        self._confirm(
+            question, "Switch", lambda: self._run(f"switch to {mode}", lambda: self.specdash.session.switch(mode))
+        )
+
+    def action_select_mode(self, number: int) -> None:
+        if self.query_one(ModeList).select_number(number):
+            self.refresh_bindings()
+
+    def action_mark(self) -> None:
+        self.query_one(ModeList).toggle_mark()
+        self.refresh_bindings()
+
+    def action_show_crash(self) -> None:
+        crash = self._status.crash
+        panel = self.query_one(LogPanel)
+        if crash is None:
+            return
+        line = panel.view.find_text(crash.reason)
+        if line is None or not panel.view.jump_to(line):
+            self.notify("The crash line is no longer in the log view; the full log is on the host.", severity="warning")
+
+    def action_sweep(self) -> None:
+        mode = self._status.mode
+        self._ask_levels(f"Sweep {mode}: concurrency levels", [mode], None)
+
+    def action_ab(self) -> None:
+        modes = [name for name in self.query_one(ModeList).names if name in self.query_one(ModeList).marked]
+        warn = None
+        if self.specdash.session.server_live():
+            warn = (
+                f"A/B across {', '.join(modes)} restarts the server in each mode: {self._server_name()} "
+                "is stopped first."
+            )
+        self._ask_levels(f"A/B {' vs '.join(modes)}: concurrency levels", modes, warn)
+
+    def _ask_levels(self, title: str, modes: list[str], warning: str | None) -> None:
+        def chosen(levels: tuple[int, ...] | None) -> None:
+            if not levels:
+                return
+            self._levels = levels
+
+            def go() -> None:
+                self.query_one(BenchPanel).new_sweep()
+                self.specdash.run_sweep(modes, levels)
+
+            if warning:
+                self._confirm(warning, "Run A/B", go)
+            else:
+                go()
+
+        self.app.push_screen(LevelsScreen(title, self._levels), chosen)
+
+    def action_cancel_sweep(self) -> None:
+        self._confirm(
+            "Cancel the running sweep? Finished levels are kept.",
+            "Cancel sweep",
+            lambda: self._run("cancel sweep", self.specdash.session.cancel_sweep),
+        )
+
+    def action_follow(self) -> None:
+        view = self.query_one(LogPanel).view
+        view.follow = not view.follow
+
+    def action_errors(self) -> None:
+        view = self.query_one(LogPanel).view
+        view.errors_only = not view.errors_only
+
+    def action_search(self) -> None:
+        self.query_one(LogPanel).open_search()
+
+    def action_search_next(self) -> None:
+        self.query_one(LogPanel).find(forward=True)
+
+    def action_search_previous(self) -> None:
+        self.query_one(LogPanel).find(forward=False)

@@ -1,0 +1,128 @@
+"""Bench charts through textual-plotext: each widget owns its figure (`self.plt`), never global plotext.
+
+Data arrives ~4 times a second; a chart redraws at most once per `interval` and not while it is hidden
+(it catches up when shown). With `interval=0` (tests, snapshots) it redraws at once, so no timer runs.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Mapping
+
+from textual.events import Show
+from textual.timer import Timer
+from textual_plotext import PlotextPlot
+
+from specdash.core.events import BenchTick
+
+LIVE_LEVELS = 4
+"""Levels kept on the live chart (older ones are in the table)."""
+
+LIVE_POINTS = 600
+"""Points kept per level (150 s at 4 ticks a second)."""
+
+
+class ThrottledPlot(PlotextPlot):
+    """A plot that coalesces redraw requests to at most one per `interval` seconds."""
+
+    def __init__(self, *, interval: float = 0.25, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id)
+        self._interval = interval
+        self._dirty = False
+        self._timer: Timer | None = None
+
+    def request_redraw(self) -> None:
+        """Ask for a redraw soon; many requests inside one interval make one redraw."""
+        self._dirty = True
+        if self._interval <= 0:
+            self._flush()
+        elif self._timer is None:
+            self._timer = self.set_timer(self._interval, self._flush)
+
+    def _flush(self) -> None:
+        self._timer = None
+        if not self._dirty or not self.display or not self.is_mounted:
+            return  # hidden: `on_show` catches up
+        self._dirty = False
+        self.draw()
+        self.refresh()
+
+    def on_show(self, _event: Show) -> None:
+        if self._dirty:
+            self._flush()
+
+    def draw(self) -> None:
+        """Re-plot from the widget's data (subclasses)."""
+
+
+class LiveChart(ThrottledPlot):
+    """Aggregate tok/s over the last second while levels run, one line per level (the newest few)."""
+
+    def __init__(self, *, interval: float = 0.25, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(interval=interval, id=id)
+        self._series: OrderedDict[tuple[str, int], deque[tuple[float, float]]] = OrderedDict()
+        self._last: BenchTick | None = None
+
+    def clear(self) -> None:
+        """Forget every level (a new sweep starts)."""
+        self._series.clear()
+        self._last = None
+        self.request_redraw()
+
+    def add(self, tick: BenchTick) -> None:
+        """Add one point."""
+        key = (tick.mode, tick.concurrency)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = deque(maxlen=LIVE_POINTS)
+            while len(self._series) > LIVE_LEVELS:
+                self._series.popitem(last=False)
+        series.append((tick.t, tick.tok_s))
+        self._last = tick
+        self.request_redraw()
+
+    def draw(self) -> None:
+        plt = self.plt
+        plt.clear_figure()
+        last = self._last
+        title = "live tok/s"
+        if last is not None:
+            title += f" · {last.mode} C={last.concurrency} · {last.done}/{last.total} requests"
+        plt.title(title)
+        plt.xlabel("s")
+        several_modes = len({mode for mode, _ in self._series}) > 1
+        for (mode, concurrency), points in self._series.items():
+            snapshot = list(points)
+            label = f"{mode} C={concurrency}" if several_modes else f"C={concurrency}"
+            plt.plot([t for t, _ in snapshot], [v for _, v in snapshot], marker="braille", label=label)
+
+
+class CurvesChart(ThrottledPlot):
+    """tok/s against concurrency over finished levels, one line per mode, with the crossover marked."""
+
+    def __init__(self, *, interval: float = 0.25, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(interval=interval, id=id)
+        self._curves: Mapping[str, tuple[tuple[int, float], ...]] = {}
+        self._crossover: float | None = None
+
+    def set_curves(self, curves: Mapping[str, tuple[tuple[int, float], ...]], crossover: float | None) -> None:
+        """Replace the curves (they come whole with every bench update)."""
+        self._curves, self._crossover = dict(curves), crossover
+        self.request_redraw()
+
+    def draw(self) -> None:
+        plt = self.plt
+        plt.clear_figure()
+        plt.title("tok/s by concurrency")
+        plt.xlabel("concurrency")
+        levels = sorted({c for points in self._curves.values() for c, _ in points})
+        for mode, points in self._curves.items():
+            ordered = sorted(points)
+            if ordered:
+                plt.plot([c for c, _ in ordered], [v for _, v in ordered], marker="braille", label=mode)
+        if levels:
+            plt.xticks([float(c) for c in levels], [str(c) for c in levels])
+        if self._crossover is not None and levels:
+            plt.vline(self._crossover)
+            top = max((v for points in self._curves.values() for _, v in points), default=0.0)
+            plt.text(f"× C={self._crossover:.3g}", self._crossover, top, alignment="left")

@@ -1,0 +1,246 @@
+"""The live server log: a bounded ring of cleaned lines, rendered a screen at a time.
+
+A `ScrollView` with `render_line` rather than `RichLog`: a batch of 2,500 lines only costs cleaning and a
+deque append per line, and only the ~40 visible lines are ever styled (RichLog renders every line it is
+given). The full log stays on the host; this keeps the last `max_lines`, and errors a while longer.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+
+from rich.style import Style
+from rich.text import Text
+from textual.cache import LRUCache
+from textual.events import MouseScrollUp
+from textual.geometry import Size
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from specdash.ui.widgets.loglines import Classifier, Kind, LogLine, level_spans, match_spans, prefix_span, rank_spans
+
+MAX_LINES = 5_000
+"""Lines kept in view; at 10,000 lines/s that is the last half second, at a normal startup all of it."""
+
+_KIND_CLASS = {
+    Kind.READY: "log-view--ready",
+    Kind.WARNING: "log-view--warning",
+    Kind.ERROR: "log-view--error",
+    Kind.TRACEBACK: "log-view--traceback",
+}
+
+
+class LogView(ScrollView, can_focus=True):
+    """A tail of the server log with follow, an errors-only filter, search and a marked line."""
+
+    COMPONENT_CLASSES = {
+        "log-view--ready",
+        "log-view--warning",
+        "log-view--error",
+        "log-view--traceback",
+        "log-view--rank",
+        "log-view--prefix",
+        "log-view--level-error",
+        "log-view--level-warning",
+        "log-view--match",
+        "log-view--marked",
+    }
+
+    DEFAULT_CSS = """
+    LogView {
+        background: $surface;
+        overflow: auto auto;
+        & > .log-view--ready { color: $success; text-style: bold; }
+        & > .log-view--warning { color: $warning; }
+        & > .log-view--error { color: $error; }
+        & > .log-view--traceback { color: $error-lighten-1; }
+        & > .log-view--rank { color: $accent; text-style: bold; }
+        & > .log-view--prefix { color: $text-muted; }
+        & > .log-view--level-error { color: $text-error; background: $error-muted; text-style: bold; }
+        & > .log-view--level-warning { color: $text-warning; background: $warning-muted; text-style: bold; }
+        & > .log-view--match { color: $text; background: $warning-muted; text-style: bold underline; }
+        & > .log-view--marked { background: $primary-muted; }
+    }
+    """
+
+    follow: reactive[bool] = reactive(True, init=False)
+    """Keep the newest line in view as lines arrive (paused by scrolling up, a search or a crash jump)."""
+
+    errors_only: reactive[bool] = reactive(False, init=False)
+    """Show only errors, warnings and tracebacks."""
+
+    needle: reactive[str] = reactive("", init=False)
+    """The search text, highlighted in every visible line (case-insensitive)."""
+
+    def __init__(self, *, max_lines: int = MAX_LINES, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id)
+        self._classifier = Classifier()
+        self._all: deque[LogLine] = deque(maxlen=max_lines)
+        self._errors: deque[LogLine] = deque(maxlen=max_lines)
+        self._width = 0
+        self._marked: LogLine | None = None
+        self._cache: LRUCache[tuple[int, bool, int], Strip] = LRUCache(1024)
+
+    # ------------------------------------------------------------------------------------------- data
+
+    @property
+    def shown(self) -> deque[LogLine]:
+        """The lines in view now (all, or the errors-only subset)."""
+        return self._errors if self.errors_only else self._all
+
+    @property
+    def marked(self) -> LogLine | None:
+        """The line a search or a crash jump landed on."""
+        return self._marked
+
+    def clear(self) -> None:
+        """Forget every line (a new run starts)."""
+        self._all.clear()
+        self._errors.clear()
+        self._classifier.reset()
+        self._marked = None
+        self._width = 0
+        self._cache.clear()
+        self.virtual_size = Size(0, 0)
+        self.scroll_to(0, 0, animate=False, immediate=True)
+        self.refresh()
+
+    def append(self, raw_lines: Iterable[str]) -> None:
+        """Add a batch of raw lines in one go (one refresh per batch, never per line)."""
+        before = len(self.shown)
+        width, added_all, added_errors = self._width, 0, 0
+        error_kinds = (Kind.WARNING, Kind.ERROR, Kind.TRACEBACK)
+        for raw in raw_lines:
+            line = self._classifier.feed(raw)
+            self._all.append(line)
+            added_all += 1
+            if line.kind in error_kinds:
+                self._errors.append(line)
+                added_errors += 1
+            if len(line.text) > width:
+                width = len(line.text)
+        self._width = width
+        added = added_errors if self.errors_only else added_all
+        dropped = max(0, before + added - (self.shown.maxlen or 0))
+        if dropped and not self.follow:
+            # Lines fell off the front: move up with the content so the reader's place stays put.
+            self.scroll_to(y=max(0, self.scroll_offset.y - dropped), animate=False, immediate=True)
+        self.virtual_size = Size(self._width + 1, len(self.shown))
+        if self.follow:
+            # After the refresh: the new virtual size must be laid out before "the end" means anything.
+            self.scroll_end(animate=False, x_axis=False)
+        self.refresh()
+
+    def find(self, needle: str, *, forward: bool, start: LogLine | None = None) -> LogLine | None:
+        """The next line (after `start`, or from the end going back) containing `needle`, wrapping."""
+        shown, low = list(self.shown), needle.lower()
+        if not shown or not low:
+            return None
+        n = len(shown)
+        origin = self.index_of(start) if start is not None else None
+        if origin is None:
+            origin = -1 if forward else n
+        for step in range(1, n + 1):
+            i = (origin + step) % n if forward else (origin - step) % n
+            if low in shown[i].text.lower():
+                return shown[i]
+        return None
+
+    def find_text(self, text: str) -> LogLine | None:
+        """The newest line in the whole ring that contains `text` (e.g. the crash's exception line)."""
+        for line in reversed(self._all):
+            if text in line.text:
+                return line
+        return None
+
+    def index_of(self, line: LogLine) -> int | None:
+        """Where `line` is in the shown lines, if it is still there."""
+        for i in range(len(self.shown) - 1, -1, -1):
+            if self.shown[i] is line:
+                return i
+        return None
+
+    def jump_to(self, line: LogLine) -> bool:
+        """Mark `line`, pause following and centre it; False when it is not in view (filtered or dropped)."""
+        index = self.index_of(line)
+        if index is None:
+            return False
+        self._marked = line
+        self._cache.clear()
+        self.follow = False
+        self.scroll_to(y=max(0, index - self.size.height // 2), animate=False, immediate=True)
+        self.refresh()
+        return True
+
+    # ------------------------------------------------------------------------------------------ watchers
+
+    def watch_follow(self, follow: bool) -> None:
+        if follow:
+            self._marked = None
+            self._cache.clear()
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+            self.refresh()
+
+    def watch_errors_only(self) -> None:
+        self._cache.clear()
+        self.virtual_size = Size(self._width + 1, len(self.shown))
+        if self.follow or self._marked is None or not self.jump_to(self._marked):
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+        self.refresh()
+
+    def watch_needle(self) -> None:
+        self._cache.clear()
+        self.refresh()
+
+    def on_resize(self) -> None:
+        if self.follow:
+            self.scroll_end(animate=False, x_axis=False)
+
+    def on_mouse_scroll_up(self, _event: MouseScrollUp) -> None:
+        # Reading back through the log: stop dragging the view to the bottom under the reader's eyes.
+        self.follow = False
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._cache.clear()
+
+    # ----------------------------------------------------------------------------------------- rendering
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        width = self.size.width
+        base = self.rich_style
+        index = scroll_y + y
+        shown = self.shown
+        if index >= len(shown):
+            return Strip.blank(width, base)
+        line = shown[index]
+        key = (line.seq, line is self._marked, self.errors_only)
+        strip = self._cache.get(key)
+        if strip is None:
+            strip = self._line_strip(line, base)
+            self._cache[key] = strip
+        return strip.crop_extend(scroll_x, scroll_x + width, base)
+
+    def _style(self, name: str) -> Style:
+        return self.get_component_rich_style(name, partial=True)
+
+    def _line_strip(self, line: LogLine, base: Style) -> Strip:
+        text = Text(line.text, no_wrap=True, end="")
+        text.stylize(base)
+        if line.kind in _KIND_CLASS:
+            text.stylize(self._style(_KIND_CLASS[line.kind]))
+        prefix = prefix_span(line.text)
+        if prefix is not None and line.kind is Kind.NORMAL:
+            text.stylize(self._style("log-view--prefix"), *prefix)
+        for start, end in rank_spans(line.text):
+            text.stylize(self._style("log-view--rank"), start, end)
+        for start, end, is_error in level_spans(line.text):
+            text.stylize(self._style("log-view--level-error" if is_error else "log-view--level-warning"), start, end)
+        for start, end in match_spans(line.text, self.needle):
+            text.stylize(self._style("log-view--match"), start, end)
+        if line is self._marked:
+            text.stylize(self._style("log-view--marked"))
+        return Strip(text.render(self.app.console), text.cell_len)

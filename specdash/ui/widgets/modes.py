@@ -1,0 +1,106 @@
+"""The mode list: number keys select, space marks modes for an A/B, the running one is flagged."""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.reactive import reactive
+from textual.style import Style as VisualStyle
+from textual.widgets import OptionList
+from textual.widgets.option_list import Option
+
+from specdash.core.events import ModesChanged
+
+
+class ModeList(OptionList):
+    """The configured modes, in config order; the highlighted one is what `s` and `m` act on."""
+
+    COMPONENT_CLASSES = {"mode-list--current", "mode-list--marked", "mode-list--dim"}
+
+    DEFAULT_CSS = """
+    ModeList {
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+        & > .mode-list--current { color: $success; text-style: bold; }
+        & > .mode-list--marked { color: $accent; text-style: bold; }
+        & > .mode-list--dim { color: $text-muted; }
+    }
+    """
+
+    modes: reactive[ModesChanged] = reactive(ModesChanged(()), init=False, always_update=True)
+    """The modes and the running one, as the session last said."""
+
+    marked: reactive[frozenset[str]] = reactive(frozenset(), init=False)
+    """Modes marked for an A/B sweep."""
+
+    def on_mount(self) -> None:
+        self.border_title = "Modes"
+
+    @property
+    def names(self) -> list[str]:
+        """Mode names in list order."""
+        return [mode.name for mode in self.modes.modes]
+
+    @property
+    def selected(self) -> str | None:
+        """The highlighted mode's name."""
+        names = self.names
+        index = self.highlighted
+        return names[index] if index is not None and 0 <= index < len(names) else None
+
+    def select_number(self, number: int) -> bool:
+        """Highlight the `number`-th mode (1-based); False when there is no such mode."""
+        if not 1 <= number <= len(self.names):
+            return False
+        self.highlighted = number - 1
+        return True
+
+    def toggle_mark(self) -> str | None:
+        """Mark or unmark the highlighted mode for an A/B; returns its name."""
+        name = self.selected
+        if name is not None:
+            self.marked = self.marked - {name} if name in self.marked else self.marked | {name}
+        return name
+
+    def watch_modes(self) -> None:
+        self.marked = frozenset(name for name in self.marked if name in self.names)
+        self._rebuild()
+
+    def watch_marked(self) -> None:
+        self._rebuild()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        if self.is_mounted:
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        keep = self.highlighted
+        current = self.modes.current
+        if keep is None and self.modes.modes:
+            # Start on the running mode, so `m` and `b` act on what is on screen.
+            keep = self.names.index(current) if current in self.names else 0
+        options = [
+            Option(self._prompt(i, info.name, info.engine, info.description, current))
+            for i, info in enumerate(self.modes.modes)
+        ]
+        self.clear_options()
+        self.add_options(options)
+        if options:
+            self.highlighted = min(keep or 0, len(options) - 1)
+
+    def _prompt(self, index: int, name: str, engine: str, description: str, current: str | None) -> Content:
+        def style(component: str) -> VisualStyle:
+            # Partial: only the component's own colour, so the highlight's background shows through.
+            return self.get_visual_style(component, partial=True)
+
+        parts: list[str | tuple[str, VisualStyle]] = [
+            (f"{index + 1} " if index < 9 else "  ", style("mode-list--dim")),
+            ("◆ " if name in self.marked else "  ", style("mode-list--marked")),
+            (name, style("mode-list--current")) if name == current else name,
+            (f"  {engine}", style("mode-list--dim")),
+        ]
+        if name == current:
+            parts.append(("  ▶ running", style("mode-list--current")))
+        if description:
+            parts.append((f"  {description}", style("mode-list--dim")))
+        return Content.assemble(*parts)

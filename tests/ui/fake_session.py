@@ -1,0 +1,98 @@
+"""A scripted in-memory `Session` for UI tests: emits the events it is given and records every action.
+
+A test double for the dashboard only; the real session is exercised over the embedded SSH server elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+
+from specdash.core.events import ModeInfo, ModesChanged, ServerStatus, SessionEvent
+from specdash.core.models import Phase
+from specdash.errors import SpecdashError
+from specdash.remote.events import ConnectionEvent
+from specdash.server.session import Listener
+
+Event = SessionEvent | ConnectionEvent
+
+DEMO_MODES = ModesChanged(
+    modes=(
+        ModeInfo("baseline", "sglang", "Llama-3.1-8B, no speculation"),
+        ModeInfo("eagle3", "sglang", "EAGLE-3 draft, 3 steps"),
+        ModeInfo("vllm-eagle", "vllm", "vLLM EAGLE, 4 tokens"),
+    ),
+)
+
+
+class FakeSession:
+    """Implements `specdash.server.session.Session` with no I/O."""
+
+    def __init__(self, events: Iterable[Event] = (), *, label: str = "root@gpu-box") -> None:
+        self._label = label
+        self._initial = list(events)
+        self._listeners: list[Listener] = []
+        self._closed = asyncio.Event()
+        self.calls: list[tuple[str, tuple[object, ...]]] = []
+        """Every action, in order: ("start", ("eagle3",)), ("stop", ()), ..."""
+        self.live = False
+        self.sweeping = False
+        self.fail_with: SpecdashError | None = None
+        """Raise this from the next action (then clear it)."""
+
+    @property
+    def label(self) -> str:
+        return self._label
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+        for event in self._initial:
+            self._dispatch(listener, event)
+
+    def emit(self, *events: Event) -> None:
+        """Send events to every subscriber, as the real session would."""
+        for event in events:
+            for listener in self._listeners:
+                self._dispatch(listener, event)
+
+    def _dispatch(self, listener: Listener, event: Event) -> None:
+        if isinstance(event, ServerStatus):
+            self.live = event.phase not in (Phase.STOPPED, Phase.CRASHED, Phase.EXITED)
+        listener(event)
+
+    async def run(self) -> None:
+        await self._closed.wait()
+
+    def server_live(self) -> bool:
+        return self.live
+
+    def sweep_running(self) -> bool:
+        return self.sweeping
+
+    async def _record(self, name: str, *args: object) -> None:
+        self.calls.append((name, args))
+        if self.fail_with is not None:
+            error, self.fail_with = self.fail_with, None
+            raise error
+
+    async def start(self, mode: str) -> None:
+        await self._record("start", mode)
+
+    async def stop(self) -> None:
+        await self._record("stop")
+
+    async def restart(self) -> None:
+        await self._record("restart")
+
+    async def switch(self, mode: str) -> None:
+        await self._record("switch", mode)
+
+    async def sweep(self, modes: Sequence[str], levels: Sequence[int]) -> None:
+        await self._record("sweep", tuple(modes), tuple(levels))
+
+    async def cancel_sweep(self) -> None:
+        await self._record("cancel_sweep")
+
+    async def close(self) -> None:
+        self.calls.append(("close", ()))
+        self._closed.set()

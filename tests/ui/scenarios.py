@@ -1,0 +1,180 @@
+"""Event scripts for the dashboard's main states, shared by the pilot and snapshot tests."""
+
+from __future__ import annotations
+
+from specdash.core.events import (
+    BenchTick,
+    BenchUpdate,
+    GpuSample,
+    GpuStats,
+    LevelRow,
+    LogBatch,
+    ModeInfo,
+    ModesChanged,
+    ServerStatus,
+)
+from specdash.core.models import CrashInfo, Phase, Progress
+from specdash.errors import SpecdashError
+from specdash.remote.events import Connected, Lost, Reconnecting
+from tests.ui.fake_session import Event
+
+NOW = 1_700_000_000.0
+"""The fixed clock every UI test uses."""
+
+HOST = "gpu-box"
+
+MODES = ModesChanged(
+    modes=(
+        ModeInfo("baseline", "sglang", "Llama-3.1-8B, no speculation"),
+        ModeInfo("eagle3", "sglang", "EAGLE-3 draft, 3 steps"),
+        ModeInfo("vllm-eagle", "vllm", "vLLM EAGLE, 4 tokens"),
+    ),
+)
+RUNNING_EAGLE3 = ModesChanged(MODES.modes, current="eagle3")
+
+EARLY = ((Phase.LAUNCHING, 1.6), (Phase.DIST_INIT, 7.9))
+
+STOPPED = ServerStatus(Phase.STOPPED)
+
+LOADING = ServerStatus(
+    Phase.LOADING_WEIGHTS,
+    mode="eagle3",
+    engine="sglang",
+    pid=1234,
+    port=30000,
+    started_at=NOW - 52,
+    phase_started_at=NOW - 42,
+    progress=Progress(29, 64, "shard"),
+    timeline=EARLY,
+)
+CAPTURING = ServerStatus(
+    Phase.CAPTURING_GRAPHS,
+    mode="eagle3",
+    engine="sglang",
+    pid=1234,
+    port=30000,
+    started_at=NOW - 131,
+    phase_started_at=NOW - 14,
+    progress=Progress(12, 36, "batch sizes"),
+    timeline=(*EARLY, (Phase.LOADING_WEIGHTS, 96.2), (Phase.ALLOCATING_KV, 3.4)),
+    eta_remaining=125.0,
+    eta_samples=5,
+)
+READY = ServerStatus(
+    Phase.READY,
+    mode="eagle3",
+    engine="sglang",
+    pid=1234,
+    port=30000,
+    started_at=NOW - 3725,
+    timeline=(
+        *EARLY,
+        (Phase.LOADING_WEIGHTS, 96.2),
+        (Phase.ALLOCATING_KV, 3.4),
+        (Phase.CAPTURING_GRAPHS, 41.0),
+        (Phase.WARMING_UP, 2.2),
+    ),
+)
+CRASH_REASON = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+CRASHED = ServerStatus(
+    Phase.CRASHED,
+    mode="eagle3",
+    engine="sglang",
+    pid=None,
+    port=30000,
+    started_at=NOW - 70,
+    timeline=(*EARLY, (Phase.LOADING_WEIGHTS, 58.0)),
+    crash=CrashInfo(CRASH_REASON, ("Traceback ...",)),
+)
+
+STARTUP_LOG = LogBatch(
+    (
+        "[2025-04-16 14:21:40] server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', tp_size=4)",
+        "[2025-04-16 14:21:42 TP0] Init torch distributed begin.",
+        "[2025-04-16 14:21:42 TP1] Init torch distributed begin.",
+        "[2025-04-16 14:21:49 TP0] Load weight begin. avail mem=78.50 GB",
+        "\x1b[33m[2025-04-16 14:21:50] WARNING  fused_moe.py:12: Using default MoE config.\x1b[0m",
+        *(
+            f"Loading safetensors checkpoint shards:  {round(i / 64 * 100)}% Completed | {i}/64 [00:{i:02d}<00:30]"
+            for i in range(1, 30)
+        ),
+    )
+)
+READY_LOG = LogBatch(
+    (
+        "[2025-04-16 14:23:30 TP0] Capture cuda graph end. Time elapsed: 41.02 s. mem usage=2.10 GB.",
+        "[2025-04-16 14:23:31] INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)",
+        "[2025-04-16 14:23:33] The server is fired up and ready to roll!",
+        "[2025-04-16 14:24:02 TP0] Decode batch. #running-req: 10, #token: 5120, gen throughput (token/s): 1714.22",
+    )
+)
+CRASH_LOG = LogBatch(
+    (
+        "[2025-04-16 14:22:53 TP3] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sglang/srt/managers/scheduler.py", line 1999, in run_scheduler_process',
+        "    scheduler.event_loop_overlap()",
+        '  File "/sglang/srt/model_executor/model_runner.py", line 312, in load_model',
+        "    self.model = get_model(...)",
+        CRASH_REASON,
+        "[2025-04-16 14:22:53] Received sigquit from a child process. It usually means the child failed.",
+    )
+)
+
+ROWS = (
+    LevelRow("baseline", 1, "done", 152.0, 151.0, 38.0, 6.5, 64, 0, 150.2),
+    LevelRow("baseline", 5, "done", 690.0, 140.0, 52.0, 7.0, 64, 0, 688.0),
+    LevelRow("baseline", 20, "done", 2210.0, 112.0, 140.0, 8.9, 64, 0, 2205.0),
+    LevelRow("eagle3", 1, "done", 371.0, 370.0, 41.0, 2.7, 64, 0, 369.0, 3.21),
+    LevelRow("eagle3", 5, "done", 1402.0, 281.0, 60.0, 3.5, 64, 0, 1398.0, 3.05),
+    LevelRow(
+        "eagle3", 20, "running", 1905.0, None, 170.0, None, 31, 0, 2180.0, 2.61, "client and server disagree by 14 %"
+    ),
+)
+BENCH = BenchUpdate(
+    rows=ROWS,
+    curves={"baseline": ((1, 152.0), (5, 690.0), (20, 2210.0)), "eagle3": ((1, 371.0), (5, 1402.0), (20, 1905.0))},
+    crossover=12.5,
+    crossover_text="eagle3 wins up to C=12.5; baseline above",
+    running=True,
+)
+TICKS = tuple(
+    BenchTick("eagle3", c, t / 4, level * (1 - 0.6 * 0.9**t), min(64, t), 64)
+    for c, level in ((5, 1402.0), (20, 1960.0))
+    for t in range(1, 60)
+)
+GPUS = GpuStats(tuple(GpuSample(i, 87.0 + i, 61_000 + 800 * i, 81_559, 310.0 + 7 * i) for i in range(4)))
+
+
+def stopped() -> list[Event]:
+    return [MODES, Connected(HOST, 1), STOPPED]
+
+
+def loading() -> list[Event]:
+    return [RUNNING_EAGLE3, Connected(HOST, 1), LOADING, STARTUP_LOG]
+
+
+def capturing() -> list[Event]:
+    return [RUNNING_EAGLE3, Connected(HOST, 1), CAPTURING, STARTUP_LOG, GPUS]
+
+
+def ready_with_bench() -> list[Event]:
+    return [RUNNING_EAGLE3, Connected(HOST, 1), READY, STARTUP_LOG, READY_LOG, GPUS, BENCH, *TICKS]
+
+
+def crashed() -> list[Event]:
+    return [MODES, Connected(HOST, 1), CRASHED, STARTUP_LOG, CRASH_LOG]
+
+
+def reconnecting() -> list[Event]:
+    return [
+        RUNNING_EAGLE3,
+        Connected(HOST, 1),
+        READY,
+        STARTUP_LOG,
+        READY_LOG,
+        Lost(HOST, "Keepalive timeout"),
+        Reconnecting(HOST, 2, 4.0, "Connection refused"),
+    ]
+
+
+REFUSED = SpecdashError("port 30000 on gpu-box is busy (pid 999 python3); stop it or pick another port")

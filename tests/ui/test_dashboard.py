@@ -1,0 +1,296 @@
+"""Pilot tests: session events render, keys call the session (after confirmation where it matters)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from textual.binding import Binding
+from textual.widgets import Label
+
+from specdash.core.events import LogBatch, Notice, ServerStatus
+from specdash.core.models import Phase
+from specdash.remote.events import Connected, Failed, Lost, Reconnecting
+from specdash.remote.ssherror import SSHError, SSHErrorKind
+from specdash.ui.app import APP_BINDINGS, SpecdashApp
+from specdash.ui.screens.confirm import ConfirmScreen
+from specdash.ui.screens.dashboard import DashboardScreen
+from specdash.ui.widgets.header import StatusHeader
+from specdash.ui.widgets.logview import LogView
+from tests.ui import scenarios as sc
+from tests.ui.conftest import AppFactory
+
+SIZE = (120, 40)
+ALL_BINDINGS = [b for b in DashboardScreen.BINDINGS if isinstance(b, Binding)] + APP_BINDINGS
+
+
+def text(app: SpecdashApp, selector: str) -> str:
+    return str(app.screen.query_one(selector, Label).render())
+
+
+async def settle(app: SpecdashApp) -> None:
+    """Let action workers finish (finished ones leave `app.workers`; an empty list would wait for all)."""
+    pending = [w for w in app.workers if w.group in ("action", "sweep")]
+    if pending:
+        await app.workers.wait_for_complete(pending)
+    await asyncio.sleep(0)
+
+
+async def test_loading_shows_phase_shard_and_no_history(build: AppFactory) -> None:
+    app, _ = build(sc.loading())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "LOADING WEIGHTS" in text(app, "#server-state")
+        assert "shard 29/64" in text(app, "#phase")
+        assert text(app, "#eta") == "elapsed 52s · ETA: no history yet"
+        assert "pid 1234" in text(app, "#server-facts") and "port 30000" in text(app, "#server-facts")
+        assert text(app, "#timeline") == "launching 2s › dist-init 8s"
+        assert app.screen.query_one("#server").has_class("-starting")
+
+
+async def test_capturing_shows_batch_sizes_and_eta(build: AppFactory) -> None:
+    app, _ = build(sc.capturing())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "capturing CUDA graphs  batch sizes 12/36" in text(app, "#phase")
+        assert text(app, "#eta") == "elapsed 2m 11s · ready in ~2m 05s (from 5 startups)"
+        assert app.screen.query_one("#gpus").display
+
+
+async def test_status_change_updates_state_class_and_header(build: AppFactory) -> None:
+    app, session = build(sc.loading())
+    async with app.run_test(size=SIZE) as pilot:
+        session.emit(sc.READY)
+        await pilot.pause()
+        assert app.screen.query_one("#server").has_class("-ready")
+        assert not app.screen.query_one("#startup").display
+        assert "up 1h 02m" in text(app, "#server-facts")
+        assert text(app, "#server-state-badge") == "server: ready"
+
+
+async def test_crash_line_shown_and_c_jumps_to_it(build: AppFactory) -> None:
+    app, _ = build(sc.crashed())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert sc.CRASH_REASON in text(app, "#crash")
+        view = app.screen.query_one(LogView)
+        assert view.follow and view.marked is None
+        await pilot.press("c")
+        assert view.marked is not None and view.marked.text == sc.CRASH_REASON
+        assert not view.follow
+
+
+async def test_c_only_offered_after_a_crash(build: AppFactory) -> None:
+    app, _ = build(sc.loading())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        keys = {b.binding.key for b in app.screen.active_bindings.values() if b.enabled}
+        assert "c" not in keys and "s" not in keys and "x" in keys
+
+
+async def test_log_strips_ansi_and_filters_errors(build: AppFactory) -> None:
+    app, _ = build(sc.crashed())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        view = app.screen.query_one(LogView)
+        assert all("\x1b" not in line.text for line in view.shown)
+        total = len(view.shown)
+        await pilot.press("e")
+        assert view.errors_only and 0 < len(view.shown) < total
+        assert any("WARNING" in line.text for line in view.shown)
+        assert any(line.text == sc.CRASH_REASON for line in view.shown)
+        assert not any("Init torch distributed" in line.text for line in view.shown)
+        await pilot.press("e")
+        assert len(view.shown) == total
+
+
+async def test_search_next_previous(build: AppFactory) -> None:
+    app, _ = build(sc.loading())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        view = app.screen.query_one(LogView)
+        await pilot.press("slash", *"torch distributed", "enter")
+        assert view.needle == "torch distributed"
+        newest = view.marked
+        assert newest is not None and "TP1" in newest.text and not view.follow
+        await pilot.press("N")
+        assert view.marked is not None and "TP0" in view.marked.text
+        await pilot.press("n")
+        assert view.marked is newest
+        await pilot.press("f")
+        assert view.follow and view.marked is None
+
+
+async def test_follow_keeps_the_tail_in_view_and_pause_holds_it(build: AppFactory) -> None:
+    app, session = build(sc.loading())
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.screen.query_one(LogView)
+        session.emit(LogBatch(tuple(f"line {i}" for i in range(500))))
+        await pilot.pause()
+        assert view.scroll_offset.y == view.max_scroll_y > 0
+        await pilot.press("f")
+        held = view.scroll_offset.y
+        session.emit(LogBatch(tuple(f"more {i}" for i in range(200))))
+        await pilot.pause()
+        assert not view.follow and view.scroll_offset.y == held
+
+
+async def test_log_is_bounded_and_reset_clears(build: AppFactory) -> None:
+    app, session = build(sc.loading())
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.screen.query_one(LogView)
+        for batch in range(5):
+            session.emit(LogBatch(tuple(f"b{batch} line {i}" for i in range(2500))))
+        await pilot.pause()
+        assert len(view.shown) == 5000 and view.shown[-1].text == "b4 line 2499"
+        session.emit(LogBatch(("new run",), reset=True))
+        await pilot.pause()
+        assert [line.text for line in view.shown] == ["new run"]
+
+
+async def test_s_starts_the_selected_mode(build: AppFactory) -> None:
+    app, session = build(sc.stopped())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2", "s")
+        await settle(app)
+        assert session.calls == [("start", ("eagle3",))]
+
+
+async def test_m_with_live_server_asks_then_switches(build: AppFactory) -> None:
+    app, session = build(sc.ready_with_bench()[:4])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("1", "m")
+        assert isinstance(app.screen, ConfirmScreen)
+        question = str(app.screen.query_one("#question", Label).render())
+        assert question == "Stop eagle3 (pid 1234) on root@gpu-box and start baseline?"
+        assert session.calls == []
+        await pilot.press("y")
+        await settle(app)
+        assert session.calls == [("switch", ("baseline",))]
+
+
+async def test_x_cancelled_does_nothing(build: AppFactory) -> None:
+    app, session = build(sc.loading())
+    async with app.run_test(size=SIZE) as pilot:
+        session.sweeping = True
+        await pilot.press("x")
+        assert isinstance(app.screen, ConfirmScreen)
+        question = str(app.screen.query_one("#question", Label).render())
+        assert question == (
+            "Stop eagle3 (pid 1234) on root@gpu-box? The running sweep will be cancelled; finished levels are kept."
+        )
+        await pilot.press("n")
+        await pilot.press("x", "escape")
+        await settle(app)
+        assert session.calls == [] and not isinstance(app.screen, ConfirmScreen)
+
+
+async def test_action_error_becomes_a_notification(build: AppFactory) -> None:
+    app, session = build(sc.stopped())
+    async with app.run_test(size=SIZE) as pilot:
+        session.fail_with = sc.REFUSED
+        await pilot.press("s")
+        await settle(app)
+        await pilot.pause()
+        assert [n.message for n in app._notifications] == [sc.REFUSED.message]
+        assert next(iter(app._notifications)).severity == "error"
+
+
+async def test_connection_lost_and_reconnecting_in_header(build: AppFactory) -> None:
+    app, session = build(sc.stopped())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert text(app, "#connection") == "● connected"
+        session.emit(Lost(sc.HOST, "Keepalive timeout"))
+        await pilot.pause()
+        assert text(app, "#connection") == "✖ lost: Keepalive timeout"
+        assert app.screen.query_one("#connection").has_class("-lost")
+        session.emit(Reconnecting(sc.HOST, 2, 4.0, "Connection refused"))
+        await pilot.pause()
+        assert text(app, "#connection") == "✖ lost · reconnecting in 4s (attempt 2)"
+        app.screen.query_one(StatusHeader).now = sc.NOW + 2.5
+        await pilot.pause()
+        assert text(app, "#connection") == "✖ lost · reconnecting in 2s (attempt 2)"
+        session.emit(Failed(sc.HOST, SSHError(SSHErrorKind.AUTH, "root@gpu-box refused every key we offered")))
+        await pilot.pause()
+        assert text(app, "#connection") == "✖ failed: root@gpu-box refused every key we offered"
+        session.emit(Connected(sc.HOST, 2))
+        await pilot.pause()
+        assert text(app, "#connection") == "● connected"
+
+
+async def test_keymap_override_applies(build: AppFactory) -> None:
+    app, session = build(sc.stopped(), keymap={"start": "S", "help": "f1"})
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("s")
+        await settle(app)
+        assert session.calls == []
+        await pilot.press("S")
+        await settle(app)
+        assert session.calls == [("start", ("baseline",))]
+        sections = dict(app.help_sections())
+        assert ("S", "Start") == sections["Server"][0][:2]
+        await pilot.press("f1")
+        assert type(app.screen).__name__ == "HelpScreen"
+
+
+async def test_help_lists_every_binding(build: AppFactory) -> None:
+    app, _ = build(sc.stopped())
+    async with app.run_test(size=(120, 60)) as pilot:
+        await pilot.press("question_mark")
+        assert type(app.screen).__name__ == "HelpScreen"
+        keys_widget = app.screen.query_one("#help-keys")
+        shown = "\n".join(keys_widget.render_line(y).text for y in range(keys_widget.size.height))
+        for _title, rows in app.help_sections():
+            for keys, description, _detail in rows:
+                assert keys in shown and description in shown
+        assert sum(len(rows) for _title, rows in app.help_sections()) == len(ALL_BINDINGS) + 1  # + ctrl+p
+        footnote = app.screen.query_one("#help-footnote")
+        assert "the server keeps running" in " ".join(footnote.render_line(y).text for y in range(footnote.size.height))
+        await pilot.press("escape")
+        assert app.screen is app.dashboard
+
+
+def test_every_binding_has_an_id_and_tooltip() -> None:
+    assert all(binding.id and binding.tooltip for binding in ALL_BINDINGS)
+    assert len({binding.id for binding in ALL_BINDINGS}) == len(ALL_BINDINGS)
+
+
+async def test_command_palette_offers_the_actions_that_apply(build: AppFactory) -> None:
+    app, _ = build(sc.stopped())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        titles = {command.title for command in app.get_system_commands(app.screen)}
+        assert {"Start", "Search", "Errors", "Follow/pause", "Help", "Quit"} <= titles
+        assert "Stop" not in titles
+
+
+@pytest.mark.parametrize("bell", [True, False])
+async def test_notice_notifies_and_rings_the_bell(
+    build: AppFactory, monkeypatch: pytest.MonkeyPatch, bell: bool
+) -> None:
+    app, session = build(sc.stopped(), bell=bell)
+    rings: list[int] = []
+    monkeypatch.setattr(app, "bell", lambda: rings.append(1))
+    async with app.run_test(size=SIZE) as pilot:
+        session.emit(Notice("eagle3 is ready (2m 31s)", bell=True))
+        await pilot.pause()
+        assert [n.message for n in app._notifications] == ["eagle3 is ready (2m 31s)"]
+        assert rings == ([1] if bell else [])
+
+
+async def test_q_quits_and_closes_the_session_only(build: AppFactory) -> None:
+    app, session = build(sc.ready_with_bench()[:4])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("q")
+    assert session.calls == [("close", ())]
+    assert app.return_code == 0
+
+
+async def test_server_status_stopped_hides_stop_keys(build: AppFactory) -> None:
+    app, session = build(sc.loading())
+    async with app.run_test(size=SIZE) as pilot:
+        session.emit(ServerStatus(Phase.STOPPED))
+        await pilot.pause()
+        keys = {b.binding.key for b in app.screen.active_bindings.values() if b.enabled}
+        assert "x" not in keys and "r" not in keys and "s" in keys
