@@ -11,6 +11,7 @@ so that rates can be taken over steady-state windows.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import json
 import os
@@ -43,7 +44,7 @@ class SimProcess:
         self.env = {**os.environ, "no_proxy": "127.0.0.1,localhost", "NO_PROXY": "127.0.0.1,localhost", **(env or {})}
         self.proc: asyncio.subprocess.Process | None = None
         self.lines: list[str] = []
-        self.raw = ""
+        self._raw: list[str] = []
         self._changed = asyncio.Condition()
         self._reader: asyncio.Task[None] | None = None
         self._cursor = 0
@@ -74,10 +75,11 @@ class SimProcess:
     async def _read(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
         splitter = LineSplitter()
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # bars' blocks span reads
         while True:
             chunk = await self.proc.stdout.read(65536)
-            text = chunk.decode(errors="replace")
-            self.raw += text
+            text = decoder.decode(chunk, final=not chunk)
+            self._raw.append(text)
             new = splitter.feed(text) if chunk else splitter.flush()
             async with self._changed:
                 self.lines.extend(new)
@@ -86,6 +88,11 @@ class SimProcess:
                 self._changed.notify_all()
             if not chunk:
                 return
+
+    @property
+    def raw(self) -> str:
+        """Everything the process printed so far, `\\r` and all."""
+        return "".join(self._raw)
 
     @property
     def eof(self) -> bool:

@@ -16,6 +16,7 @@ import json
 import random
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -64,7 +65,7 @@ class SimServer:
         self.log = log
         self.status = Status.STARTING
         self.gracefully_exit = False
-        self.first_request_hook: Any = None
+        self.first_request_hook: Callable[[], None] | None = None
         """Called once on the first request: SGLang installs its SIGTERM handler lazily then."""
         self.early_stop_rng_seed = config.seed
         self._rid_counter = 0

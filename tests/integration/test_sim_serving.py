@@ -172,3 +172,23 @@ async def _live(s: aiohttp.ClientSession, port: int, max_new: int, records: list
                 n = int(json.loads(raw[6:])["meta_info"]["completion_tokens"])
                 rec.events.append((loop.time(), n))
                 rec.final_tokens = n
+
+
+@pytest.mark.parametrize("style", ["sglang-0.5", "sglang-2026"])
+async def test_decode_batch_lines_every_40_steps(sim: Start, style: str) -> None:
+    proc, port = await sim(*EAGLE3, "--sim-speed", "10", "--sim-log-style", style)
+    async with aiohttp.ClientSession() as s:
+        rec = await stream_generate(s, port, 400)
+    verify = rec.meta["spec_verify_ct"]
+    assert isinstance(verify, int)
+    end = ", $" if style == "sglang-0.5" else r"$"
+    pattern = (
+        r"TP0\] Decode batch, #running-req: 1, #token: \d+, token usage: 0\.00, accept len: ([\d.]+), "
+        r"accept rate: [\d.]+, cuda graph: True, gen throughput \(token/s\): ([\d.]+), #queue-req: 0" + end
+    )
+    lines = [m for line in proc.lines if (m := re.search(pattern, line))]
+    # One line per 40 decode steps; warmup's few steps (at most 7) count towards the first interval.
+    assert verify // 40 <= len(lines) <= (verify + 7) // 40
+    for m in lines[1:]:  # the first interval starts before the request (idle), as in SGLang
+        assert 1.5 < float(m.group(1)) < 3.0
+        assert float(m.group(2)) == pytest.approx(82.0 * 10, rel=0.25)
