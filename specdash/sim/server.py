@@ -289,6 +289,19 @@ class SimServer:
                 meta["spec_draft_token_num"] = drafted
         return meta
 
+    @staticmethod
+    async def _body(request: web.Request) -> dict[str, Any] | None:
+        try:
+            body = await request.json()
+        except ValueError:
+            return None
+        return body if isinstance(body, dict) else None
+
+    @staticmethod
+    def _bad_request() -> web.Response:
+        # SGLang (FastAPI) answers malformed bodies with 400 and an error object, never a 500.
+        return web.json_response({"error": {"message": "Invalid request body: expected a JSON object."}}, status=400)
+
     def _shutting_down(self) -> web.Response | None:
         if self.gracefully_exit:
             return web.json_response({"error": {"message": "The server is shutting down."}}, status=503, dumps=_dumps)
@@ -299,7 +312,9 @@ class SimServer:
         self._first_request()
         if (refused := self._shutting_down()) is not None:
             return refused
-        body = await request.json()
+        body = await self._body(request)
+        if body is None:
+            return self._bad_request()
         sp = body.get("sampling_params") or {}
         if body.get("input_ids") is not None:
             prompt = len(body["input_ids"])
@@ -335,7 +350,9 @@ class SimServer:
         self._first_request()
         if (refused := self._shutting_down()) is not None:
             return refused
-        body = await request.json()
+        body = await self._body(request)
+        if body is None:
+            return self._bad_request()
         chat = request.path.endswith("/chat/completions")
         if chat:
             messages = body.get("messages") or []

@@ -118,6 +118,8 @@ async def test_info_routes_and_flush(sim: Start) -> None:
             assert resp.status == 404, "/metrics is only routed with --enable-metrics"
         async with s.get(f"{base}/health_generate") as resp:
             assert resp.status == 200
+        async with s.post(f"{base}/generate", data=b"not json") as resp:
+            assert resp.status == 400 and "error" in await resp.json()
     await proc.wait_for("Endpoint '/get_server_info' is deprecated", 5, from_start=True)
     await proc.wait_for(r"Prefill batch, #new-seq: 1, #new-token: 1, ", 5, from_start=True)
 
