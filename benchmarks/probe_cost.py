@@ -8,6 +8,8 @@ CPU is `time.process_time()` over that measured window only (start-up excluded),
 events received.
 
 Clients:
+- `floor`: a bare asyncio protocol on uvloop that only counts `data:` bytes per read (no HTTP parsing,
+  no SSE, no accounting): the event loop's and the kernel's cost per read, which no Python client beats;
 - `plain`: `ClientSession(TCPConnector(limit=C))`, `async for line in resp.content`, counts `data:` lines
   (no parsing at all: a lower bound), default asyncio loop;
 - `plain-uvloop`: the same on uvloop;
@@ -32,11 +34,15 @@ import sys
 import time
 from typing import Any
 
-CLIENTS = ("plain", "plain-uvloop", "probe", "probe-pool")
+CLIENTS = ("floor", "plain", "plain-uvloop", "probe", "probe-pool")
 
 
 def _body(n: int) -> dict[str, Any]:
-    return {"text": "hi", "sampling_params": {"max_new_tokens": n, "temperature": 0, "ignore_eos": True}, "stream": True}
+    return {
+        "text": "hi",
+        "sampling_params": {"max_new_tokens": n, "temperature": 0, "ignore_eos": True},
+        "stream": True,
+    }
 
 
 async def _plain(url: str, streams: int, requests: int, n: int) -> tuple[int, float, float]:
@@ -64,6 +70,58 @@ async def _plain(url: str, streams: int, requests: int, n: int) -> tuple[int, fl
         cpu0, t0 = time.process_time(), time.perf_counter()
         await wave(requests)
         return events, time.process_time() - cpu0, time.perf_counter() - t0
+
+
+async def _floor(url: str, streams: int, requests: int, n: int) -> tuple[int, float, float]:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    body = json.dumps(_body(n)).encode()
+    req = (
+        f"POST /generate HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    loop = asyncio.get_running_loop()
+    events = 0
+
+    class Counter(asyncio.Protocol):
+        def __init__(self) -> None:
+            self.transport: Any = None
+            self.done: asyncio.Future[None] | None = None
+            self.tail = b""
+
+        def connection_made(self, transport: Any) -> None:
+            self.transport = transport
+
+        def data_received(self, data: bytes) -> None:
+            nonlocal events
+            events += data.count(b"data: {")
+            self.tail = (self.tail + data)[-7:]
+            if self.tail == b"\r\n0\r\n\r\n" and self.done is not None and not self.done.done():
+                self.done.set_result(None)
+
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    conns = [(await loop.create_connection(Counter, host, port))[1] for _ in range(streams)]
+
+    async def wave(count: int) -> None:
+        it = iter(range(count))
+
+        async def slot(c: Counter) -> None:
+            for _ in it:
+                c.done = loop.create_future()
+                c.transport.write(req)
+                await c.done
+
+        await asyncio.gather(*(slot(c) for c in conns))
+
+    await wave(streams)
+    events = 0
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    await wave(requests)
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+    for c in conns:
+        c.transport.close()
+    return events, cpu, wall
 
 
 async def _probe(url: str, streams: int, requests: int, n: int) -> tuple[int, float, float]:
@@ -106,13 +164,36 @@ async def _probe_pool(url: str, streams: int, requests: int, n: int) -> tuple[in
     return events, parent_cpu + out.headroom.cpu_share * wall, wall
 
 
+def parse_only_us(n: int = 128, repeats: int = 200) -> float:
+    """CPU µs per event of the probe's own Python work per read (HTTP de-chunking, SSE split, accounting)."""
+    from specdash.bench.http1 import _Response
+    from specdash.bench.sse import Endpoint, StreamAccount
+
+    def chunk(i: int) -> bytes:
+        obj = {"text": "tok " * i, "output_ids": list(range(i)),
+               "meta_info": {"id": "r", "finish_reason": None, "prompt_tokens": 7, "completion_tokens": i}}  # fmt: skip
+        payload = b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+        return b"%x\r\n" % len(payload) + payload + b"\r\n"
+
+    chunks = [chunk(i) for i in range(1, n + 1)]
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    clock = time.perf_counter_ns
+    cpu0 = time.process_time()
+    for _ in range(repeats):
+        resp = _Response(StreamAccount(Endpoint.GENERATE), lambda outcome, reusable: None)
+        resp.feed(head, 0)
+        for c in chunks:
+            resp.feed(c, clock())
+    return (time.process_time() - cpu0) / (repeats * n) * 1e6
+
+
 def run_client(name: str, url: str, streams: int, requests: int, n: int) -> dict[str, Any]:
     """Run one client in this process and return its figures."""
     if name != "plain":
         import uvloop
 
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    fn = {"plain": _plain, "plain-uvloop": _plain, "probe": _probe, "probe-pool": _probe_pool}[name]
+    fn = {"floor": _floor, "plain": _plain, "plain-uvloop": _plain, "probe": _probe, "probe-pool": _probe_pool}[name]
     events, cpu, wall = asyncio.run(fn(url, streams, requests, n))
     return {
         "client": name,
@@ -152,7 +233,17 @@ def main() -> None:
         return
 
     server = subprocess.Popen(
-        [sys.executable, "-m", "specdash.bench.fake_server", "--port", "0", "--k", "1", "--interval", str(args.interval)],
+        [
+            sys.executable,
+            "-m",
+            "specdash.bench.fake_server",
+            "--port",
+            "0",
+            "--k",
+            "1",
+            "--interval",
+            str(args.interval),
+        ],
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,
@@ -184,9 +275,12 @@ def main() -> None:
     print(f"### probe_cost — {time.strftime('%Y-%m-%d')}, {platform.node()}, {os.cpu_count()} CPUs, "
           f"Python {platform.python_version()}")  # fmt: skip
     print()
-    print(f"{args.streams} streams, 1 token per chunk every {args.interval * 1000:g} ms (≈{offered:.0f} events/s offered), "
-          f"{args.output_len} tokens per request, {args.requests} measured requests per client, median of {args.repeats}; "
-          "server and client on separate pinned cores; CPU over the measured window only.")  # fmt: skip
+    print(
+        f"{args.streams} streams, 1 token per chunk every {args.interval * 1000:g} ms "
+        f"(≈{offered:.0f} events/s offered), {args.output_len} tokens per request, {args.requests} measured "
+        f"requests per client, median of {args.repeats}; server and client on separate pinned cores; "
+        "CPU over the measured window only."
+    )
     print()
     print("| client | CPU µs per event | events/s | client CPU share |")
     print("|---|---|---|---|")
@@ -195,6 +289,8 @@ def main() -> None:
         mid = rs[len(rs) // 2]
         span = f" ({rs[0]['us_per_event']}–{rs[-1]['us_per_event']})" if len(rs) > 1 else ""
         print(f"| {name} | {mid['us_per_event']}{span} | {mid['events_per_s']} | {mid['cpu_share']:.0%} |")
+    print()
+    print(f"Probe's own Python work per event (no I/O, /generate chunks, K=1): {parse_only_us():.1f} µs.")
 
 
 if __name__ == "__main__":
