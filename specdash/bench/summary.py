@@ -117,6 +117,8 @@ def summarize(samples: Sequence[RequestSample], concurrency: int) -> LevelStats:
         buckets.add(t, tok)
     estimated = sum(1 for s in ok if s.estimated)
     short = sum(1 for s in ok if s.short)
+    if failures:
+        warnings.append(f"{len(samples) - len(ok)} of {len(samples)} requests failed")
     if estimated:
         warnings.append(f"{estimated} responses had no server token count (estimated from chunks)")
     if short:

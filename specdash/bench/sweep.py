@@ -37,6 +37,7 @@ from specdash.bench.sse import Endpoint
 from specdash.bench.store import RunMeta, Store
 from specdash.bench.summary import LevelStats, summarize
 from specdash.bench.workers import Message, ProbePool, processes_for, split_level
+from specdash.core.events import BenchTick, LevelRow
 from specdash.core.series import RateWindow
 from specdash.errors import UsageError
 
@@ -148,6 +149,10 @@ class LevelProgress:
     inflight: int
     """Requests in flight."""
 
+    def to_event(self) -> BenchTick:
+        """The session event the dashboard and the headless CLI consume."""
+        return BenchTick(self.mode, self.concurrency, self.t_s, self.tok_s, self.done, self.total or 0)
+
 
 @dataclass(frozen=True)
 class LevelResult:
@@ -176,6 +181,24 @@ class LevelResult:
     def client_limited(self) -> bool:
         """True when any probe process may have limited the level."""
         return any(h.client_limited for h in self.headroom)
+
+    def to_row(self) -> LevelRow:
+        """The bench table's row for this level."""
+        st = self.stats
+        return LevelRow(
+            mode=self.mode,
+            concurrency=self.concurrency,
+            status="done" if self.status == "done" else "failed",
+            tok_s=st.output_tok_s,
+            per_request_tok_s=st.per_request_tok_s.p50,
+            ttft_p50_ms=st.ttft_ms.p50,
+            tpot_p50_ms=st.tpot_ms.p50,
+            ok=st.completed,
+            failed=st.failed,
+            server_tok_s=self.server.tok_s,
+            accept_length=self.server.accept_length or st.accept_length,
+            warning="; ".join(self.warnings),
+        )
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (stored in `levels.result`)."""
@@ -280,6 +303,7 @@ class Sweep:
         self._stop: str | None = None
         self._runner: ProbePool | _InProcess | None = None
         self._procs = 1
+        self._level_id: int | None = None
 
     def stop(self, reason: str = "stopped by user") -> None:
         """Stop after in-flight requests finish; the current level is marked failed."""
@@ -303,6 +327,7 @@ class Sweep:
                 self._runner = ProbePool(self.base_url, settings, self.prompts.prompts)
             results: list[LevelResult] = []
             aborted: str | None = None
+            finished = False
             try:
                 for c in self.levels:
                     if self._stop is not None:
@@ -314,11 +339,16 @@ class Sweep:
                     if result.status == "failed":
                         aborted = result.abort_reason or "level failed"
                         break
+                finished = True
             finally:
-                await self._runner.close()
+                # Cancelled (Ctrl-C, the UI closing) or crashed: stored samples stay; the run says so.
+                await asyncio.shield(self._runner.close())
                 self._runner = None
                 if self.store is not None and run_id is not None:
-                    self.store.finish_run(run_id, "done" if aborted is None else "failed")
+                    status = "interrupted" if not finished else "done" if aborted is None else "failed"
+                    self.store.finish_run(run_id, status)
+                    if not finished and self._level_id is not None:
+                        self.store.finish_level(self._level_id, "interrupted", {}, "interrupted")
         return SweepResult(run_id, tuple(results), aborted)
 
     def _create_run(self, info: Mapping[str, Any] | None, settings: ProbeSettings) -> int | None:
@@ -393,6 +423,7 @@ class Sweep:
         total = cfg.requests_for(c)
         before = await server.metrics()
         level_id = self.store.start_level(run_id, c) if self.store is not None and run_id is not None else None
+        self._level_id = level_id
         samples: list[RequestSample] = []
         rate = RateWindow(1.0)
         last_tick: dict[int, int] = {}
@@ -496,6 +527,7 @@ class Sweep:
         )
         if self.store is not None and level_id is not None:
             self.store.finish_level(level_id, status, result.to_json(), result.abort_reason)
+        self._level_id = None
         return result
 
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from specdash.bench.probe import LevelOutcome, LevelPlan, Probe, ProbeSettings, install_uvloop
 from specdash.bench.samples import RequestSample
+from specdash.errors import SpecdashError
 
 Message = tuple[Any, ...]
 """A pipe message: a tag string then its fields (see the module docstring)."""
@@ -186,7 +187,7 @@ class ProbePool:
                 if msg[0] == "ready":
                     self._workers[wid].ready = True
                 elif msg[0] == "exit":
-                    raise RuntimeError(f"probe process {wid} exited during start-up")
+                    raise SpecdashError(f"probe process {wid} exited during start-up")
 
     def _deliver(self, wid: int, msg: Message) -> None:
         self._queue.put_nowait((wid, msg))

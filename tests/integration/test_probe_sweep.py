@@ -156,3 +156,34 @@ async def test_cli_bench_compare_export(server: FakeServer, tmp_path: Path) -> N
     assert rc == 0 and json.loads(out)["levels"][1]["max_concurrency"] == 2
     rc, _, err = await cli("export", "99", "--csv")
     assert rc == 2 and "no run 99" in err
+
+
+async def test_cancelled_sweep_is_marked_interrupted_and_keeps_samples(server: FakeServer, tmp_path: Path) -> None:
+    server.config.interval_s = 0.01
+    with Store(tmp_path / "s.db") as store:
+        holder: list[asyncio.Task[object]] = []
+
+        def on_progress(p: LevelProgress) -> None:
+            if p.phase == "running" and p.done >= 2:
+                holder[0].cancel()
+
+        cfg = config((2,), requests_per_level=200, progress_interval_s=0.02)
+        holder.append(asyncio.create_task(run_sweep(server.url, cfg, load_prompts("chat"), store, on_progress)))
+        with pytest.raises(asyncio.CancelledError):
+            await holder[0]
+        run = store.runs()[0]
+        assert run.status == "interrupted"
+        assert [lv.status for lv in store.levels(run.id)] == ["interrupted"]
+        assert 2 <= len(store.samples(run.id)) < 200
+
+
+async def test_results_map_to_session_events(server: FakeServer) -> None:
+    ticks: list[LevelProgress] = []
+    res = await run_sweep(
+        server.url, config((2,), requests_per_level=10), load_prompts("chat"), on_progress=ticks.append
+    )
+    row = res.levels[0].to_row()
+    assert (row.mode, row.concurrency, row.status, row.ok, row.failed) == ("eagle3", 2, "done", 10, 0)
+    assert row.tok_s == res.levels[0].stats.output_tok_s
+    tick = ticks[-1].to_event()
+    assert (tick.mode, tick.concurrency) == ("eagle3", 2)
