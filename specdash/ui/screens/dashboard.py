@@ -19,6 +19,7 @@ from textual.widgets import Footer
 
 from specdash.core.events import ServerStatus
 from specdash.core.models import Phase
+from specdash.remote.events import Connected
 from specdash.ui.messages import (
     BenchTicked,
     BenchUpdated,
@@ -73,6 +74,10 @@ LOG_BINDINGS = [
 ]
 
 
+_NEEDS_HOST = {"start", "stop", "restart", "switch", "sweep", "ab", "cancel_sweep"}
+"""Actions that talk to the host, so wait for a connection."""
+
+
 class DashboardScreen(Screen[None]):
     """Everything on one screen, readable at 100x30."""
 
@@ -92,6 +97,7 @@ class DashboardScreen(Screen[None]):
         self._chart_interval = chart_interval
         self._tick = tick
         self._status = ServerStatus(Phase.STOPPED)
+        self._connected = False
         self._levels: tuple[int, ...] = DEFAULT_LEVELS
 
     @property
@@ -141,7 +147,10 @@ class DashboardScreen(Screen[None]):
 
     @on(ConnectionChanged)
     def _connection_changed(self, message: ConnectionChanged) -> None:
+        self._connected = isinstance(message.event, Connected)
         self.query_one(StatusHeader).connection = message.event
+        self.query_one(ServerPanel).stale = not self._connected
+        self.refresh_bindings()
 
     @on(LogLines)
     def _log_lines(self, message: LogLines) -> None:
@@ -170,10 +179,16 @@ class DashboardScreen(Screen[None]):
     # ------------------------------------------------------------------------------------ what applies
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        applies = self._applies(action)
+        if applies and action in _NEEDS_HOST and not self._connected:
+            return None  # shown greyed out: it applies, but the host is unreachable right now
+        return applies
+
+    def _applies(self, action: str) -> bool:
+        """Whether `action` makes sense in the current state (the footer hides it otherwise)."""
         session = self.specdash.session
         live, sweeping = session.server_live(), session.sweep_running()
         modes = self.query_one(ModeList)
-        view = self.query_one(LogPanel).view
         match action:
             case "start":
                 return not live and modes.selected is not None
@@ -192,7 +207,7 @@ class DashboardScreen(Screen[None]):
             case "cancel_sweep":
                 return sweeping
             case "search_next" | "search_previous":
-                return bool(view.needle)
+                return bool(self.query_one(LogPanel).view.needle)
         return True
 
     # --------------------------------------------------------------------------------------- actions

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.containers import Horizontal
+from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.widgets import DataTable, Label
 
@@ -11,26 +11,32 @@ from specdash.core.events import BenchTick, BenchUpdate, LevelRow
 from specdash.ui.format import rate
 from specdash.ui.widgets.charts import CurvesChart, LiveChart
 
-COLUMNS = ("mode", "C", "state", "tok/s", "server", "accept", "TTFT", "ok/fail", "note")
+COLUMNS = ("", "mode", "C", "tok/s", "server", "accept", "TTFT", "ok")
 
-STATUS_TEXT = {"pending": "·", "warmup": "warmup", "running": "running", "done": "done", "failed": "FAILED"}
+STATUS_GLYPH = {"pending": "·", "warmup": "…", "running": "▶", "done": "✓", "failed": "✗"}
+"""One cell for the level's state (the table is narrow at 120 columns): ▶ running, ✓ done, ✗ failed."""
 
 
 def row_cells(row: LevelRow) -> tuple[str, ...]:
     """One level as table cells: the client's tok/s beside the server's, acceptance length, warning."""
     ttft = "-" if row.ttft_p50_ms is None else f"{row.ttft_p50_ms:,.0f}ms"
     accept = "-" if row.accept_length is None else f"{row.accept_length:.2f}"
+    ok = str(row.ok) if not row.failed else f"{row.ok}/{row.failed}✗"
     return (
+        STATUS_GLYPH.get(row.status, "?"),
         row.mode,
         str(row.concurrency),
-        STATUS_TEXT.get(row.status, row.status),
         rate(row.tok_s),
         rate(row.server_tok_s),
         accept,
         ttft,
-        f"{row.ok}/{row.failed}",
-        row.warning,
+        ok,
     )
+
+
+def notes_text(rows: tuple[LevelRow, ...]) -> str:
+    """The levels' warnings, one line each (under the table, where they are never cut off)."""
+    return "\n".join(f"⚠ {row.mode} C={row.concurrency}: {row.warning}" for row in rows if row.warning)
 
 
 class BenchTable(DataTable[str]):
@@ -61,13 +67,15 @@ class BenchPanel(Horizontal):
     def __init__(self, *, chart_interval: float = 0.25, id: str | None = None) -> None:  # noqa: A002
         super().__init__(id=id)
         self._interval = chart_interval
-        self._crossover_text = ""
 
     def compose(self) -> ComposeResult:
         yield Label("No sweep yet.  b: sweep the live mode   space: mark modes, a: A/B", id="bench-hint")
-        yield BenchTable(id="bench-table")
-        yield LiveChart(interval=self._interval, id="live-chart")
-        yield CurvesChart(interval=self._interval, id="curves-chart")
+        with Vertical(id="bench-left"):
+            yield BenchTable(id="bench-table")
+            yield Label("", id="bench-notes", markup=False)
+        with Horizontal(id="bench-charts"):
+            yield LiveChart(interval=self._interval, id="live-chart")
+            yield CurvesChart(interval=self._interval, id="curves-chart")
 
     def watch_has_data(self, has_data: bool) -> None:
         self.set_class(not has_data, "-empty")
@@ -76,10 +84,15 @@ class BenchPanel(Horizontal):
         """A level started or ended: new table, new curves."""
         self.has_data = True
         self.query_one(BenchTable).show_rows(update.rows)
-        self.query_one(CurvesChart).set_curves(update.curves, update.crossover)
-        self._crossover_text = update.crossover_text
-        table = self.query_one(BenchTable)
-        table.border_subtitle = update.crossover_text or ("running" if update.running else "")
+        curves = self.query_one(CurvesChart)
+        curves.set_crossover_text(update.crossover_text)
+        curves.set_curves(update.curves, update.crossover)
+        done = sum(1 for row in update.rows if row.status in ("done", "failed"))
+        state = "running" if update.running else "finished"
+        self.query_one(BenchTable).border_subtitle = f"{state} · {done}/{len(update.rows)} levels"
+        notes = self.query_one("#bench-notes", Label)
+        notes.update(notes_text(update.rows))
+        notes.display = any(row.warning for row in update.rows)
 
     def add_tick(self, tick: BenchTick) -> None:
         """A live throughput point."""

@@ -6,8 +6,10 @@ Data arrives ~4 times a second; a chart redraws at most once per `interval` and 
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict, deque
 from collections.abc import Mapping
+from typing import Any
 
 from textual.events import Show
 from textual.timer import Timer
@@ -20,6 +22,24 @@ LIVE_LEVELS = 4
 
 LIVE_POINTS = 600
 """Points kept per level (150 s at 4 ticks a second)."""
+
+
+def nice_ticks(top: float, count: int = 4) -> tuple[list[float], list[str]]:
+    """Y ticks from 0 to a round number at or above `top` (tok/s axes start at 0, so bars never exaggerate)."""
+    if top <= 0:
+        return [0.0], ["0"]
+    raw = top / count
+    magnitude = 10 ** len(str(int(raw))) / 10 if raw >= 1 else 1.0
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    ticks = [step * i for i in range(math.ceil(top / step) + 1)]
+    return ticks, [f"{t / 1000:g}k" if t >= 1000 else f"{t:g}" for t in ticks]
+
+
+def y_axis(plt: Any, top: float) -> None:
+    """Apply `nice_ticks` and pin the axis to start at 0."""
+    ticks, labels = nice_ticks(top)
+    plt.ylim(0, ticks[-1])
+    plt.yticks(ticks, labels)
 
 
 class ThrottledPlot(PlotextPlot):
@@ -85,16 +105,19 @@ class LiveChart(ThrottledPlot):
         plt = self.plt
         plt.clear_figure()
         last = self._last
-        title = "live tok/s"
+        self.border_title = "live tok/s"
         if last is not None:
-            title += f" · {last.mode} C={last.concurrency} · {last.done}/{last.total} requests"
-        plt.title(title)
-        plt.xlabel("s")
+            self.border_title = f"live tok/s · {last.mode} C={last.concurrency}"
+            self.border_subtitle = f"{last.done}/{last.total} requests"
         several_modes = len({mode for mode, _ in self._series}) > 1
+        top = 0.0
         for (mode, concurrency), points in self._series.items():
             snapshot = list(points)
             label = f"{mode} C={concurrency}" if several_modes else f"C={concurrency}"
             plt.plot([t for t, _ in snapshot], [v for _, v in snapshot], marker="braille", label=label)
+            top = max([top, *(v for _, v in snapshot)])
+        y_axis(plt, top)
+        plt.xlabel("s into level")
 
 
 class CurvesChart(ThrottledPlot):
@@ -104,6 +127,7 @@ class CurvesChart(ThrottledPlot):
         super().__init__(interval=interval, id=id)
         self._curves: Mapping[str, tuple[tuple[int, float], ...]] = {}
         self._crossover: float | None = None
+        self._crossover_text = ""
 
     def set_curves(self, curves: Mapping[str, tuple[tuple[int, float], ...]], crossover: float | None) -> None:
         """Replace the curves (they come whole with every bench update)."""
@@ -113,8 +137,7 @@ class CurvesChart(ThrottledPlot):
     def draw(self) -> None:
         plt = self.plt
         plt.clear_figure()
-        plt.title("tok/s by concurrency")
-        plt.xlabel("concurrency")
+        self.border_title = "tok/s by concurrency"
         levels = sorted({c for points in self._curves.values() for c, _ in points})
         for mode, points in self._curves.items():
             ordered = sorted(points)
@@ -122,7 +145,12 @@ class CurvesChart(ThrottledPlot):
                 plt.plot([c for c, _ in ordered], [v for _, v in ordered], marker="braille", label=mode)
         if levels:
             plt.xticks([float(c) for c in levels], [str(c) for c in levels])
+        y_axis(plt, max((v for points in self._curves.values() for _, v in points), default=0.0))
         if self._crossover is not None and levels:
+            # A vertical line where speculation stops paying; the sentence is in the subtitle.
             plt.vline(self._crossover)
-            top = max((v for points in self._curves.values() for _, v in points), default=0.0)
-            plt.text(f"× C={self._crossover:.3g}", self._crossover, top, alignment="left")
+        self.border_subtitle = self._crossover_text
+
+    def set_crossover_text(self, text: str) -> None:
+        """The session's sentence about the crossover (`eagle3 wins up to C=12.5; baseline above`)."""
+        self._crossover_text = text

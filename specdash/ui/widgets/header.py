@@ -94,5 +94,7 @@ class StatusHeader(Horizontal):
             badge.remove_class(*STATE_CLASSES).add_class("-stopped")
             return
         engine.update(" · ".join(part for part in (status.engine, status.mode) if part))
-        badge.update(f"server: {status.phase.value}")
+        stale = not isinstance(self.connection, Connected)
+        badge.update(f"server: {status.phase.value}{' (last known)' if stale else ''}")
         badge.remove_class(*STATE_CLASSES).add_class(state_class(status.phase))
+        badge.set_class(stale, "-stale")

@@ -61,7 +61,7 @@ class LogView(ScrollView, can_focus=True):
         & > .log-view--level-error { color: $text-error; background: $error-muted; text-style: bold; }
         & > .log-view--level-warning { color: $text-warning; background: $warning-muted; text-style: bold; }
         & > .log-view--match { color: $text; background: $warning-muted; text-style: bold underline; }
-        & > .log-view--marked { background: $primary-muted; }
+        & > .log-view--marked { background: $primary 45%; text-style: bold; }
     }
     """
 

@@ -33,7 +33,14 @@ def eta_text(status: ServerStatus, now: float) -> str:
 
 
 def timeline_text(status: ServerStatus) -> str:
-    """Finished phases with their durations: `launching 2s › loading weights 1m 40s`."""
+    """Finished phases with their durations: `launching 2s › loading weights 1m 40s`.
+
+    Once the server is up, one line is enough: the total and the slowest phase (where time went).
+    """
+    if status.phase is Phase.READY and status.timeline:
+        total = sum(seconds for _, seconds in status.timeline)
+        slowest, seconds = max(status.timeline, key=lambda item: item[1])
+        return f"startup {duration(total)} ({slowest.value} {duration(seconds)})"
     return " › ".join(f"{phase.value} {duration(seconds)}" for phase, seconds in status.timeline)
 
 
@@ -74,6 +81,9 @@ class ServerPanel(Vertical):
     now: reactive[float] = reactive(0.0, init=False)
     """The clock (epoch seconds) for uptime and elapsed; ticked once a second by the screen."""
 
+    stale: reactive[bool] = reactive(False, init=False)
+    """True while the connection is down: the status is only the last thing we heard, and says so."""
+
     def compose(self) -> ComposeResult:
         yield Label("", id="server-state", markup=False)
         yield Label("", id="server-facts", markup=False)
@@ -92,6 +102,10 @@ class ServerPanel(Vertical):
     def watch_status(self) -> None:
         self._update()
 
+    def watch_stale(self, stale: bool) -> None:
+        self.set_class(stale, "-stale")
+        self._update()
+
     def watch_now(self) -> None:
         if self.status.started_at is not None and not self.status.phase.is_terminal:
             self._update()
@@ -103,7 +117,8 @@ class ServerPanel(Vertical):
         cls = state_class(status.phase)
         self.remove_class(*STATE_CLASSES).add_class(cls)
         state = self.query_one("#server-state", Label)
-        state.update(f"{STATE_ICONS[cls]} {status.phase.value.upper()}")
+        last_known = "  (last known: no connection)" if self.stale else ""
+        state.update(f"{STATE_ICONS[cls]} {status.phase.value.upper()}{last_known}")
         state.remove_class(*STATE_CLASSES).add_class(cls)
         self.query_one("#server-facts", Label).update(self._facts(status, now))
 
@@ -136,7 +151,7 @@ class ServerPanel(Vertical):
     def _facts(status: ServerStatus, now: float) -> str:
         parts = []
         if status.mode:
-            parts.append(f"{status.mode} ({status.engine})" if status.engine else status.mode)
+            parts.append(status.mode)  # the engine is in the header
         if status.pid is not None:
             parts.append(f"pid {status.pid}")
         if status.port is not None:

@@ -1,0 +1,63 @@
+"""Snapshots of the dashboard's main states, at a fixed size, built through `make_app` with a frozen clock.
+
+Regenerate with `env -u NO_COLOR -u TEXTUAL .venv/bin/pytest tests/ui/test_snapshots.py --snapshot-update`
+and look at every changed SVG before committing it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from textual.pilot import Pilot
+
+from specdash.config import UIConfig
+from specdash.ui.app import SpecdashApp, make_app
+from tests.ui import scenarios as sc
+from tests.ui.fake_session import Event, FakeSession
+
+SIZE = (120, 36)
+
+SnapCompare = Callable[..., bool]
+
+
+def app_for(events: list[Event]) -> SpecdashApp:
+    session = FakeSession(events, label="root@gpu-box")
+    return make_app(session, config_ui=UIConfig(bell=False), clock=lambda: sc.NOW, live=False)
+
+
+async def settle(pilot: Pilot[None]) -> None:
+    await pilot.pause()
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        pytest.param(sc.stopped(), id="stopped"),
+        pytest.param(sc.loading(), id="loading"),
+        pytest.param(sc.capturing(), id="capturing"),
+        pytest.param(sc.ready_with_bench(), id="ready_bench"),
+        pytest.param(sc.crashed(), id="crashed"),
+        pytest.param(sc.reconnecting(), id="reconnecting"),
+    ],
+)
+def test_state(snap_compare: SnapCompare, events: list[Event]) -> None:
+    assert snap_compare(app_for(events), terminal_size=SIZE, run_before=settle)
+
+
+def test_crash_jump(snap_compare: SnapCompare) -> None:
+    assert snap_compare(app_for(sc.crashed()), press=["c"], terminal_size=SIZE, run_before=settle)
+
+
+def test_confirm_stop(snap_compare: SnapCompare) -> None:
+    assert snap_compare(app_for(sc.ready_with_bench()), press=["x"], terminal_size=SIZE, run_before=settle)
+
+
+def test_small_terminal(snap_compare: SnapCompare) -> None:
+    assert snap_compare(app_for(sc.ready_with_bench()), terminal_size=(100, 30), run_before=settle)
+
+
+def test_large_terminal(snap_compare: SnapCompare) -> None:
+    assert snap_compare(app_for(sc.ready_with_bench()), terminal_size=(160, 45), run_before=settle)
