@@ -180,3 +180,12 @@ async def test_connections_are_reused(server: FakeServer) -> None:
         sink = ListSink()
         await probe.run_level(LevelPlan(concurrency=2, total_requests=10), sink)
     assert len(server._transports) <= 2
+
+
+async def test_connection_closed_by_server_while_idle_is_not_a_failure(server: FakeServer) -> None:
+    async with Probe(server.url, settings(Endpoint.GENERATE, 4), PROMPTS) as probe:
+        first = await probe.request(0, time.perf_counter_ns())
+        for t in list(server._transports):
+            t.close()  # the server's keep-alive timeout fires between two requests
+        second = await probe.request(1, time.perf_counter_ns())
+    assert first.ok and second.ok, second.detail

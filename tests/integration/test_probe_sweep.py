@@ -187,3 +187,17 @@ async def test_results_map_to_session_events(server: FakeServer) -> None:
     assert row.tok_s == res.levels[0].stats.output_tok_s
     tick = ticks[-1].to_event()
     assert (tick.mode, tick.concurrency) == ("eagle3", 2)
+
+
+async def test_two_probe_processes_share_one_request_order(server: FakeServer, tmp_path: Path) -> None:
+    prompts = load_prompts("code")
+    with Store(tmp_path / "s.db") as store:
+        res = await run_sweep(server.url, config((4,), processes=2, requests_per_level=60), prompts, store)
+        assert res.run_id is not None
+        samples = store.samples(res.run_id)
+    lv = res.levels[0]
+    assert lv.status == "done" and len(lv.headroom) == 2
+    assert sorted(s.index for s in samples) == list(range(60))
+    assert {s.worker for s in samples} == {0, 1}
+    assert all(s.prompt_index == s.index % len(prompts.prompts) for s in samples)
+    assert lv.stats.total_output_tokens == 60 * 12
