@@ -181,13 +181,16 @@ class ProbePool:
             child.close()
             self._workers.append(_Worker(proc, parent))
             _reader_thread(parent, loop, functools.partial(self._deliver, wid))
-        async with asyncio.timeout(timeout_s):
-            while not all(w.ready for w in self._workers):
-                wid, msg = await self._queue.get()
-                if msg[0] == "ready":
-                    self._workers[wid].ready = True
-                elif msg[0] == "exit":
-                    raise SpecdashError(f"probe process {wid} exited during start-up")
+        try:
+            async with asyncio.timeout(timeout_s):
+                while not all(w.ready for w in self._workers):
+                    wid, msg = await self._queue.get()
+                    if msg[0] == "ready":
+                        self._workers[wid].ready = True
+                    elif msg[0] == "exit":
+                        raise SpecdashError(f"probe process {wid} exited during start-up")
+        except TimeoutError as exc:
+            raise SpecdashError(f"probe processes not ready after {timeout_s:g} s") from exc
 
     def _deliver(self, wid: int, msg: Message) -> None:
         self._queue.put_nowait((wid, msg))
