@@ -294,3 +294,42 @@ async def test_server_status_stopped_hides_stop_keys(build: AppFactory) -> None:
         await pilot.pause()
         keys = {b.binding.key for b in app.screen.active_bindings.values() if b.enabled}
         assert "x" not in keys and "r" not in keys and "s" in keys
+
+
+async def test_session_failure_becomes_a_notification(build: AppFactory) -> None:
+    app, session = build(sc.stopped())
+
+    async def broken_run() -> None:
+        raise sc.REFUSED
+
+    session.run = broken_run  # type: ignore[method-assign]
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.pause()
+        assert [n.message for n in app._notifications] == [sc.REFUSED.message]
+
+
+async def test_unknown_theme_warns_and_keeps_default() -> None:
+    from specdash.config import UIConfig
+    from specdash.ui.app import make_app
+    from tests.ui.fake_session import FakeSession
+
+    app = make_app(
+        FakeSession(sc.stopped()), config_ui=UIConfig(theme="no-such-theme"), clock=lambda: sc.NOW, live=False
+    )
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.theme == "textual-dark"
+        assert "no-such-theme" in next(iter(app._notifications)).message
+
+
+async def test_disconnected_greys_out_host_actions(build: AppFactory) -> None:
+    app, session = build(sc.reconnecting())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.dashboard.check_action("stop", ()) is None
+        assert app.dashboard.check_action("start", ()) is False
+        assert app.dashboard.check_action("follow", ()) is True
+        assert "(last known" in text(app, "#server-state")
+        await pilot.press("x")
+        assert app.screen is app.dashboard and session.calls == []

@@ -1,0 +1,149 @@
+"""Pilot tests for the bench area and GPU panel: sweeps and A/B go through the levels modal to the session."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from textual.widgets import DataTable, Label
+
+from specdash.core.events import BenchUpdate
+from specdash.ui.app import SpecdashApp
+from specdash.ui.screens.confirm import ConfirmScreen, LevelsScreen, parse_levels
+from specdash.ui.widgets.bench import BenchPanel, row_cells
+from specdash.ui.widgets.charts import CurvesChart, LiveChart, nice_ticks
+from specdash.ui.widgets.gpu import GpuPanel
+from tests.ui import scenarios as sc
+from tests.ui.conftest import AppFactory
+
+SIZE = (120, 40)
+
+
+async def settle(app: SpecdashApp) -> None:
+    pending = [w for w in app.workers if w.group in ("action", "sweep")]
+    if pending:
+        await app.workers.wait_for_complete(pending)
+    await asyncio.sleep(0)
+
+
+async def test_b_asks_for_levels_then_sweeps_the_live_mode(build: AppFactory) -> None:
+    app, session = build(sc.ready_with_bench()[:4])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("b")
+        assert isinstance(app.screen, LevelsScreen)
+        await pilot.press("enter")
+        await settle(app)
+        assert session.calls == [("sweep", (("eagle3",), (1, 2, 5, 10, 20, 50)))]
+
+
+async def test_levels_are_editable_and_validated(build: AppFactory) -> None:
+    app, session = build(sc.ready_with_bench()[:4])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("b", "ctrl+u", *"4, 1 x", "enter")
+        assert isinstance(app.screen, LevelsScreen)
+        assert "'x' is not a concurrency level" in str(app.screen.query_one("#levels-error", Label).render())
+        await pilot.press("backspace", *"16", "enter")
+        await settle(app)
+        assert session.calls == [("sweep", (("eagle3",), (1, 4, 16)))]
+        await pilot.press("b")
+        assert isinstance(app.screen, LevelsScreen)
+        await pilot.press("escape")
+        await settle(app)
+        assert len(session.calls) == 1
+
+
+async def test_ab_marks_modes_and_confirms_when_a_server_is_live(build: AppFactory) -> None:
+    app, session = build(sc.ready_with_bench()[:4])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("a")
+        assert not isinstance(app.screen, LevelsScreen)  # nothing marked: `a` does not apply
+        await pilot.press("1", "space", "2", "space", "a")
+        assert isinstance(app.screen, LevelsScreen)
+        await pilot.press("enter")
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "restarts the server in each mode" in str(app.screen.query_one("#question", Label).render())
+        assert session.calls == []
+        await pilot.press("y")
+        await settle(app)
+        assert session.calls == [("sweep", (("baseline", "eagle3"), (1, 2, 5, 10, 20, 50)))]
+
+
+async def test_cancel_sweep_only_while_one_runs_and_after_confirming(build: AppFactory) -> None:
+    app, session = build(sc.ready_with_bench()[:4])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("escape")
+        assert app.screen is app.dashboard
+        session.sweeping = True
+        app.dashboard.refresh_bindings()
+        await pilot.press("escape")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await settle(app)
+        assert session.calls == [("cancel_sweep", ())]
+
+
+async def test_bench_update_fills_table_curves_and_notes(build: AppFactory) -> None:
+    app, session = build(sc.ready_with_bench()[:4])
+    async with app.run_test(size=SIZE) as pilot:
+        panel = app.screen.query_one(BenchPanel)
+        assert panel.has_class("-empty")
+        session.emit(sc.BENCH, *sc.TICKS[:10])
+        await pilot.pause()
+        assert not panel.has_class("-empty")
+        table = app.screen.query_one("#bench-table", DataTable)
+        assert table.row_count == len(sc.ROWS)
+        assert table.get_row_at(5) == list(row_cells(sc.ROWS[5]))
+        assert table.cursor_row == 5  # the running level
+        assert "client and server disagree by 14 %" in str(app.screen.query_one("#bench-notes", Label).render())
+        assert app.screen.query_one(CurvesChart).border_subtitle == sc.BENCH.crossover_text
+        assert app.screen.query_one(LiveChart).border_title == "live tok/s · eagle3 C=5"
+
+
+async def test_live_chart_keeps_the_last_levels(build: AppFactory) -> None:
+    app, session = build(sc.ready_with_bench()[:4])
+    async with app.run_test(size=SIZE) as pilot:
+        from specdash.core.events import BenchTick
+
+        session.emit(*(BenchTick("eagle3", c, 0.25, 100.0, 0, 64) for c in (1, 2, 5, 10, 20, 50)))
+        await pilot.pause()
+        assert [c for _, c in app.screen.query_one(LiveChart)._series] == [5, 10, 20, 50]
+
+
+async def test_gpu_panel_hidden_until_stats(build: AppFactory) -> None:
+    app, session = build(sc.stopped())
+    async with app.run_test(size=SIZE) as pilot:
+        gpus = app.screen.query_one(GpuPanel)
+        assert not gpus.display
+        session.emit(sc.GPUS)
+        await pilot.pause()
+        assert gpus.display
+        assert gpus.render().plain.count("GPU") == 4
+
+
+async def test_empty_update_keeps_panel_usable(build: AppFactory) -> None:
+    app, session = build(sc.ready_with_bench()[:4])
+    async with app.run_test(size=SIZE) as pilot:
+        session.emit(BenchUpdate(rows=(), running=True))
+        await pilot.pause()
+        assert app.screen.query_one("#bench-table", DataTable).row_count == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "levels"),
+    [("1,2,5,10,20,50", (1, 2, 5, 10, 20, 50)), ("10 5, 5 1", (1, 5, 10)), (" 64 ", (64,))],
+)
+def test_parse_levels(text: str, levels: tuple[int, ...]) -> None:
+    assert parse_levels(text) == levels
+
+
+@pytest.mark.parametrize("text", ["", "0", "-1", "1.5", "abc", "5000"])
+def test_parse_levels_rejects(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_levels(text)
+
+
+def test_nice_ticks_start_at_zero_and_cover_the_top() -> None:
+    for top in (0.5, 7, 152, 1960, 2210, 23456):
+        ticks, labels = nice_ticks(top)
+        assert ticks[0] == 0 and ticks[-1] >= top and len(ticks) <= 6
+    assert nice_ticks(1960)[1] == ["0", "500", "1k", "1.5k", "2k"]
