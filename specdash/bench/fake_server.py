@@ -51,6 +51,10 @@ class FakeConfig:
     """Tokens sent in finished streams (the `generation_tokens_total` counter)."""
     max_running_requests: int | None = None
     """Reported in `/server_info` when set."""
+    engine: str = "sglang"
+    """`sglang` (`/server_info`, `sglang:` metrics) or `vllm` (`/version`, `vllm:` metrics, no `/server_info`)."""
+    chunks_sent: int = 0
+    """Content chunks sent in finished streams (vLLM's `spec_decode_num_drafts_total` in this model)."""
     die_after_requests: int | None = None
     """Crash after this many requests: reset every open connection and stop listening (a dead server)."""
 
@@ -73,6 +77,7 @@ class FakeServer:
         self.app.router.add_get("/metrics", self._metrics)
         self.app.router.add_get("/server_info", self._server_info)
         self.app.router.add_post("/flush_cache", self._flush)
+        self.app.router.add_get("/version", self._version)
         self._runner: web.AppRunner | None = None
         self.port = 0
         self.flushes = 0
@@ -115,13 +120,28 @@ class FakeServer:
         self.flushes += 1
         return web.Response(text="Cache flushed.\n")
 
+    async def _version(self, request: web.Request) -> web.Response:
+        return web.json_response({"version": "0.32.0"})
+
     async def _server_info(self, request: web.Request) -> web.Response:
+        if self.config.engine == "vllm":
+            raise web.HTTPNotFound()
         info: dict[str, Any] = {"version": "fake", "internal_states": [{"avg_spec_accept_length": 2.5}]}
         if self.config.max_running_requests is not None:
             info["max_running_requests"] = self.config.max_running_requests
         return web.json_response(info)
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        cfg = self.config
+        if cfg.engine == "vllm":
+            # One verify step per chunk: accepted = tokens - steps, so acceptance length = tokens / chunks.
+            text = (
+                f"vllm:generation_tokens_total {float(cfg.generated_tokens)}\n"
+                f"vllm:spec_decode_num_drafts_total {float(cfg.chunks_sent)}\n"
+                f"vllm:spec_decode_num_accepted_tokens_total {float(cfg.generated_tokens - cfg.chunks_sent)}\n"
+                "vllm:num_requests_running 0.0\n"
+            )
+            return web.Response(text=text)
         text = (
             "# TYPE sglang:generation_tokens_total counter\n"
             f'sglang:generation_tokens_total{{model_name="fake"}} {float(self.config.generated_tokens)}\n'
@@ -216,6 +236,7 @@ class FakeServer:
             }
             await resp.write(b"data: " + _dumps(usage, cfg.spaces) + b"\n\n")
         cfg.generated_tokens += sent
+        cfg.chunks_sent += chunk_no
         if behaviour != "no_done":
             await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()

@@ -210,6 +210,17 @@ class ServerClient:
                 return obj if isinstance(obj, dict) else None
         return None
 
+    async def version(self) -> str | None:
+        """vLLM's `/version` (`{"version": "0.32.0"}`), or None."""
+        got = await self._get("/version")
+        if got is None or got[0] != 200:
+            return None
+        try:
+            obj = json.loads(got[1])
+        except ValueError:
+            return None
+        return str(obj["version"]) if isinstance(obj, dict) and "version" in obj else None
+
     async def model_id(self) -> str | None:
         """The first model id of `/v1/models`, or None."""
         got = await self._get("/v1/models")

@@ -234,6 +234,16 @@ async def _call(cb: Callable[[Any], Awaitable[None] | None] | None, arg: Any) ->
             await res
 
 
+async def _identify(server: ServerClient, info: Mapping[str, Any] | None) -> tuple[str, str]:
+    """(engine, version) from what the server exposes: SGLang `/server_info`, else vLLM `/metrics` + `/version`."""
+    if info and "internal_states" in info:
+        return "sglang", str(info.get("version", ""))
+    metrics = await server.metrics()
+    if metrics and any(k.startswith("vllm:") for k in metrics):
+        return "vllm", await server.version() or ""
+    return "", str((info or {}).get("version", ""))
+
+
 class _InProcess:
     """The runner for `processes=0`: the probe in the caller's event loop (tests, embedding)."""
 
@@ -320,7 +330,8 @@ class Sweep:
             if settings.endpoint is not Endpoint.GENERATE and settings.model is None:
                 settings = dataclasses.replace(settings, model=await server.model_id())
             settings = dataclasses.replace(settings, max_streams=max(settings.max_streams, max(self.levels)))
-            run_id = self._create_run(info, settings)
+            engine, version = await _identify(server, info)
+            run_id = self._create_run(info, settings, engine, version)
             if cfg.processes == 0:
                 self._runner = _InProcess(self.base_url, settings, self.prompts.prompts)
             else:
@@ -351,12 +362,14 @@ class Sweep:
                         self.store.finish_level(self._level_id, "interrupted", {}, "interrupted")
         return SweepResult(run_id, tuple(results), aborted)
 
-    def _create_run(self, info: Mapping[str, Any] | None, settings: ProbeSettings) -> int | None:
+    def _create_run(
+        self, info: Mapping[str, Any] | None, settings: ProbeSettings, engine: str, version: str
+    ) -> int | None:
         if self.store is None:
             return None
         meta = self.run_meta or RunMeta(host=urlsplit(self.base_url).netloc, mode=self.config.mode)
-        engine = meta.engine or ("sglang" if info and "internal_states" in info else "")
-        version = meta.engine_version or (str(info.get("version", "")) if info else "")
+        engine = meta.engine or engine
+        version = meta.engine_version or version
         server_args = meta.server_args if meta.server_args is not None else info
         cfg = dataclasses.asdict(self.config)
         cfg["settings"] = dataclasses.asdict(settings)

@@ -201,3 +201,18 @@ async def test_two_probe_processes_share_one_request_order(server: FakeServer, t
     assert {s.worker for s in samples} == {0, 1}
     assert all(s.prompt_index == s.index % len(prompts.prompts) for s in samples)
     assert lv.stats.total_output_tokens == 60 * 12
+
+
+async def test_vllm_server_view_from_counter_deltas(server: FakeServer, tmp_path: Path) -> None:
+    server.config.engine = "vllm"
+    server.config.tokens_per_chunk = 4
+    with Store(tmp_path / "s.db") as store:
+        res = await run_sweep(server.url, config((2,), requests_per_level=10), load_prompts("chat"), store)
+        assert res.run_id is not None
+        run = store.run(res.run_id)
+    assert run is not None and (run.meta.engine, run.meta.engine_version) == ("vllm", "0.32.0")
+    view = res.levels[0].server
+    # 12 tokens in chunks of 4: three verify steps per request, acceptance length 1 + 9/3 = 4.
+    assert view.accept_length == pytest.approx(4.0)
+    assert "vllm" in view.accept_source
+    assert view.tok_s == pytest.approx(res.levels[0].stats.output_tok_s_wall)
