@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -216,3 +217,28 @@ async def test_vllm_server_view_from_counter_deltas(server: FakeServer, tmp_path
     assert view.accept_length == pytest.approx(4.0)
     assert "vllm" in view.accept_source
     assert view.tok_s == pytest.approx(res.levels[0].stats.output_tok_s_wall)
+
+
+async def test_a_starved_client_marks_the_level_client_limited(server: FakeServer) -> None:
+    server.config.interval_s = 0.01
+
+    def hog(p: LevelProgress) -> None:
+        # A busy UI on the probe's own event loop (processes=0): exactly what worker processes avoid.
+        end = time.perf_counter() + 0.06
+        while time.perf_counter() < end:
+            pass
+
+    res = await run_sweep(server.url, config((2,), requests_per_level=10), load_prompts("chat"), on_progress=hog)
+    lv = res.levels[0]
+    assert lv.client_limited
+    assert any(w.startswith("client-limited") for w in lv.warnings)
+    assert lv.to_json()["client_limited"] is True
+
+
+async def test_duration_mode_level(server: FakeServer) -> None:
+    progress: list[LevelProgress] = []
+    res = await run_sweep(server.url, config((2,), duration_s=0.3), load_prompts("chat"), on_progress=progress.append)
+    lv = res.levels[0]
+    assert lv.status == "done" and lv.stats.completed >= 2 and lv.stats.failed == 0
+    assert lv.stats.wall_s < 2.0
+    assert all(p.total is None for p in progress if p.phase == "running")
