@@ -99,7 +99,8 @@ async def test_baseline_has_no_draft_phases_and_tp1_has_no_tag(sim: Start) -> No
 
 async def test_health_goes_refused_then_503_then_200(sim: Start) -> None:
     port = free_port()
-    p = await sim("--model-path", "/models/kimi", "--tp", "2", "--port", str(port), "--sim-time-scale", "0.005")
+    # The small preset at 0.1 starts in ~3 s with a ~0.3 s warmup: a 503 window polls cannot miss.
+    p = await sim("--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--port", str(port), "--sim-time-scale", "0.1")
     seen: list[int | None] = []
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
