@@ -194,3 +194,20 @@ async def test_decode_batch_lines_every_40_steps(sim: Start, style: str) -> None
     for m in lines[1:]:  # the first interval starts before the request (idle), as in SGLang
         assert 1.5 < float(m.group(1)) < 3.0
         assert float(m.group(2)) == pytest.approx(82.0 * 10, rel=0.25)
+
+
+async def test_256_concurrent_streams_keep_timing_within_2_percent(sim: Start) -> None:
+    """One simulator process, 256 live SSE streams: the measured rate stays within 2 % of the model."""
+    _, port = await sim(*BASELINE)
+    records: list[StreamRecord] = []
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s:
+        tasks = [asyncio.ensure_future(_live(s, port, 16, records)) for _ in range(256)]
+        await asyncio.gather(*tasks)
+    assert all(r.final_tokens == 16 for r in records)
+    start = max(r.events[0][0] for r in records) + 0.3
+    end = min(r.events[-1][0] for r in records) - 0.05
+    assert end - start > 2.5, (start, end)
+    measured = steady_rate(records, start, end)
+    target = baseline_model().expected_aggregate(256)
+    print(f"256 streams: measured {measured:.1f} tok/s, model {target:.1f} tok/s")
+    assert measured == pytest.approx(target, rel=0.02), (measured, target)
