@@ -1,0 +1,200 @@
+"""A sweep's configuration and results: what to run per level and what came out (plain data).
+
+`SweepConfig` says which levels and how much load; `LevelProgress` is the live state of a level (about once
+a second); `LevelResult` is a finished level (client stats, server view, probe headroom, warnings);
+`SweepResult` is a whole sweep of one mode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from specdash.bench.probe import Headroom, ProbeSettings
+from specdash.bench.server_view import ServerView
+from specdash.bench.summary import LevelStats
+from specdash.core.events import BenchTick, LevelRow
+from specdash.errors import UsageError
+
+DEFAULT_LEVELS: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100)
+"""Concurrency levels swept by default."""
+MAX_LEVEL = 1024
+"""The largest concurrency accepted."""
+
+
+def validate_levels(levels: tuple[int, ...]) -> tuple[int, ...]:
+    """Sorted, de-duplicated levels; a `UsageError` for any level outside 1..1024."""
+    if not levels:
+        raise UsageError("no concurrency levels given")
+    bad = [c for c in levels if c < 1 or c > MAX_LEVEL]
+    if bad:
+        raise UsageError(f"concurrency levels must be between 1 and {MAX_LEVEL}, got {bad[0]}")
+    return tuple(sorted(set(levels)))
+
+
+def validate_url(url: str) -> str:
+    """The base URL without a trailing slash; a `UsageError` unless it is http(s)://host:port."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise UsageError(f"bad URL {url!r}: {exc}") from exc
+    if parts.scheme not in ("http", "https") or not parts.hostname or port is None and ":" in parts.netloc:
+        raise UsageError(f"bad URL {url!r}: expected http://HOST:PORT")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise UsageError(f"bad URL {url!r}: give the server's base URL, without a path")
+    return url.rstrip("/")
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """How to sweep one mode."""
+
+    mode: str = "default"
+    """The mode's name (stored with the run; compared across runs)."""
+    levels: tuple[int, ...] = DEFAULT_LEVELS
+    """Concurrency levels, ascending."""
+    max_concurrency: int | None = None
+    """Drop levels above this (the user's cap)."""
+    requests_per_level: int | None = None
+    """Requests per level; default max(`min_requests_factor` x C, 10). Ignored with `duration_s`."""
+    min_requests_factor: int = 5
+    """Default requests per level as a multiple of C (reference/measurement.md §6: at least 5-10 x C)."""
+    duration_s: float | None = None
+    """Run each level for this long instead of a request count."""
+    warmup_requests: int | None = None
+    """Unmeasured requests before each level; default C (one wave). 0 disables warmup."""
+    warmup_output_len: int = 16
+    """Output length of warmup requests."""
+    level_timeout_s: float | None = None
+    """Hard bound per level; default duration + request timeout, or 3600 s with a request count."""
+    flush_cache: bool = False
+    """POST `/flush_cache` before every level (SGLang; skipped by the server while busy)."""
+    metrics_poll_s: float = 2.0
+    """Poll `/metrics` this often during a level (gauges: running/queued requests, gen throughput)."""
+    processes: int | None = None
+    """Probe processes: None picks per level (`workers.processes_for`), 0 runs in this event loop."""
+    streams_per_process: int = 64
+    """Streams one probe process drives before another is added."""
+    max_processes: int | None = None
+    """Upper bound on probe processes (default: CPU count)."""
+    progress_interval_s: float = 1.0
+    """How often `on_progress` is called."""
+    settings: ProbeSettings = field(default_factory=ProbeSettings)
+    """Request shape and timeouts."""
+
+    def effective_levels(self) -> tuple[int, ...]:
+        """The validated levels, capped by `max_concurrency`."""
+        levels = validate_levels(self.levels)
+        if self.max_concurrency is not None:
+            levels = tuple(c for c in levels if c <= self.max_concurrency)
+            if not levels:
+                raise UsageError(f"every level is above the concurrency cap {self.max_concurrency}")
+        return levels
+
+    def requests_for(self, concurrency: int) -> int | None:
+        """Requests in a level of `concurrency`, or None in duration mode."""
+        if self.duration_s is not None:
+            return None
+        if self.requests_per_level is not None:
+            return self.requests_per_level
+        return max(self.min_requests_factor * concurrency, 10)
+
+
+@dataclass(frozen=True)
+class LevelProgress:
+    """Live state of the running level (about once a second)."""
+
+    mode: str
+    """The mode."""
+    concurrency: int
+    """Nominal C."""
+    phase: str
+    """`warmup` or `running`."""
+    t_s: float
+    """Seconds since the level (not the warmup) started."""
+    tok_s: float
+    """Aggregate tok/s over the last second, credited at chunk arrival."""
+    done: int
+    """Requests finished (ok or failed)."""
+    failed: int
+    """Requests failed."""
+    total: int | None
+    """Requests planned (None in duration mode)."""
+    inflight: int
+    """Requests in flight."""
+
+    def to_event(self) -> BenchTick:
+        """The session event the dashboard and the headless CLI consume."""
+        return BenchTick(self.mode, self.concurrency, self.t_s, self.tok_s, self.done, self.total or 0)
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    """One finished (or failed) level."""
+
+    mode: str
+    """The mode."""
+    concurrency: int
+    """Nominal C."""
+    status: str
+    """`done` or `failed`."""
+    abort_reason: str | None
+    """Why the level stopped early."""
+    stats: LevelStats
+    """The client's view."""
+    server: ServerView
+    """The server's view."""
+    headroom: tuple[Headroom, ...]
+    """Per probe process."""
+    warnings: tuple[str, ...]
+    """Everything worth a second look."""
+    level_id: int | None = None
+    """Row id in the store."""
+
+    @property
+    def client_limited(self) -> bool:
+        """True when any probe process may have limited the level."""
+        return any(h.client_limited for h in self.headroom)
+
+    def to_row(self) -> LevelRow:
+        """The bench table's row for this level."""
+        st = self.stats
+        return LevelRow(
+            mode=self.mode,
+            concurrency=self.concurrency,
+            status="done" if self.status == "done" else "failed",
+            tok_s=st.output_tok_s,
+            per_request_tok_s=st.per_request_tok_s.p50,
+            ttft_p50_ms=st.ttft_ms.p50,
+            tpot_p50_ms=st.tpot_ms.p50,
+            ok=st.completed,
+            failed=st.failed,
+            server_tok_s=self.server.tok_s,
+            accept_length=self.server.accept_length or st.accept_length,
+            warning="; ".join(self.warnings),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (stored in `levels.result`)."""
+        d = dataclasses.asdict(self)
+        d["client_limited"] = self.client_limited
+        return d
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """A whole sweep."""
+
+    run_id: int | None
+    """Row id in the store."""
+    levels: tuple[LevelResult, ...]
+    """Levels in the order they ran."""
+    aborted: str | None
+    """Why the sweep ended early."""
+
+    def curve(self) -> dict[int, float]:
+        """Concurrency -> steady-state aggregate tok/s over finished levels (for `compute_crossover`)."""
+        return {lv.concurrency: lv.stats.output_tok_s for lv in self.levels if lv.status == "done"}
