@@ -173,8 +173,6 @@ class Scheduler:
         self.first_batch_delay = 0.0
         """Extra seconds added to the very first forward pass (warmup's JIT and autotuning)."""
         self.last_gen_throughput = 0.0
-        self.max_lag = 0.0
-        """Largest lateness of a step against its deadline (seconds), for timing checks."""
         self.crashed = False
         self._wake = asyncio.Event()
         self._decode_steps = 0
@@ -229,8 +227,6 @@ class Scheduler:
         delay = deadline - loop.time()
         if delay > 0:
             await asyncio.sleep(delay)
-        now = loop.time()
-        self.max_lag = max(self.max_lag, now - deadline)
         return time.monotonic()
 
     async def run(self) -> None:

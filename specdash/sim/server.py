@@ -67,7 +67,6 @@ class SimServer:
         self.gracefully_exit = False
         self.first_request_hook: Callable[[], None] | None = None
         """Called once on the first request: SGLang installs its SIGTERM handler lazily then."""
-        self.early_stop_rng_seed = config.seed
         self._rid_counter = 0
         self.created = int(time.time())
 
