@@ -177,11 +177,18 @@ class SpecdashApp(App[None]):
         return sections
 
     def _rows(self, bindings: Iterable[Binding]) -> list[HelpRow]:
-        rows = []
+        rows: list[HelpRow] = []
+        mode_keys: list[str] = []
         for binding in bindings:
             keys = self._keymap.get(binding.id or "", binding.key)
             shown = ", ".join(self.get_key_display(Binding(key, "")) for key in keys.split(","))
+            if (binding.id or "").startswith("select-mode-"):
+                mode_keys.append(shown)  # nine rows saying the same thing become one
+                continue
             rows.append((shown, binding.description, binding.tooltip))
+        if mode_keys:
+            keys = "1-9" if mode_keys == [str(n) for n in range(1, 10)] else " ".join(mode_keys)
+            rows.insert(0, (keys, "Mode n", "Highlight the n-th mode in the list"))
         return rows
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
@@ -190,7 +197,8 @@ class SpecdashApp(App[None]):
         for _title, bindings in DashboardScreen.HELP_SECTIONS:
             for binding in bindings:
                 name, _, _ = binding.action.partition("(")
-                if binding.show and dashboard.check_action(name, ()):
+                # Every action but the nine "highlight mode n" keys, and only those that apply now.
+                if not (binding.id or "").startswith("select-mode-") and dashboard.check_action(name, ()):
                     yield SystemCommand(
                         binding.description, binding.tooltip, partial(dashboard.run_action, binding.action)
                     )

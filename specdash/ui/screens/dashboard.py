@@ -58,7 +58,7 @@ MODE_BINDINGS = [
         _b(str(n), f"select_mode({n})", f"Mode {n}", f"select-mode-{n}", f"Highlight mode {n}", show=False)
         for n in range(1, 10)
     ),
-    _b("space", "mark", "Mark A/B", "mark", "Mark or unmark the highlighted mode for an A/B sweep"),
+    _b("space", "mark", "Mark A/B", "mark", "Mark or unmark the highlighted mode for an A/B sweep", show=False),
 ]
 BENCH_BINDINGS = [
     _b("b", "sweep", "Sweep", "sweep", "Run a concurrency sweep on the live mode (levels editable)"),
@@ -66,7 +66,7 @@ BENCH_BINDINGS = [
     _b("escape", "cancel_sweep", "Cancel sweep", "cancel-sweep", "Stop the running sweep; finished levels are kept"),
 ]
 LOG_BINDINGS = [
-    _b("f", "follow", "Follow/pause", "follow", "Keep the newest log line in view, or stop scrolling"),
+    _b("f", "follow", "Follow", "follow", "Keep the newest log line in view, or stop scrolling"),
     _b("slash", "search", "Search", "search", "Search the log (case-insensitive)"),
     _b("n", "search_next", "Next", "search-next", "Next match (further down)"),
     _b("N", "search_previous", "Prev", "search-previous", "Previous match (further up)"),

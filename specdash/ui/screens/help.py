@@ -30,8 +30,8 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-dialog"):
-            yield Static(self._table(), id="help-keys")
             yield Static(Text(FOOTNOTE), id="help-footnote")
+            yield Static(self._table(), id="help-keys")
 
     def on_mount(self) -> None:
         self.query_one("#help-dialog").border_title = "Keys"
