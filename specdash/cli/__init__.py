@@ -20,12 +20,17 @@ from specdash.errors import EXIT_RUNTIME, EXIT_USAGE, SpecdashError
 
 # Order is the order shown in --help.
 COMMANDS: tuple[str, ...] = (
-    "sim",
-    "replay",
-    "config",
+    "up",
+    "down",
+    "status",
+    "logs",
+    "switch",
     "bench",
     "compare",
     "export",
+    "replay",
+    "sim",
+    "config",
 )
 
 

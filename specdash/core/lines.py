@@ -37,11 +37,32 @@ class LineSplitter:
 
     def flush(self) -> list[str]:
         """Return the trailing partial line, if any (at end of stream)."""
-        rest, self._pending = self._pending.rstrip("\r"), ""
+        rest, self._pending = self._pending, ""
+        if rest.endswith("\r"):  # a held-back break: the line before it is complete, even if empty
+            return [rest[:-1]]
         return [rest] if rest else []
 
 
 def split_lines(text: str) -> list[str]:
     """Split a whole text on `\\r`, `\\n` and `\\r\\n` (no trailing empty line)."""
-    splitter = LineSplitter(max_line=len(text) + 1)
-    return splitter.feed(text) + splitter.flush()
+    parts = _BREAK.split(text)
+    if parts and parts[-1] == "":
+        parts.pop()  # the text ended with a break: no partial line after it
+    return parts
+
+
+MAX_LINE_BYTES = 256 * 1024
+"""`complete_length` lets a "line" longer than this through in pieces, so a file without breaks cannot eat memory."""
+
+
+def complete_length(buffer: bytes) -> int:
+    """How many leading bytes of `buffer` are complete lines (0 when none yet).
+
+    Used to follow a file by byte offset: only complete lines count as read. A trailing `\r` is not
+    complete yet, since the next byte may make it a `\r\n` pair.
+    """
+    end = len(buffer) - 1 if buffer.endswith(b"\r") else len(buffer)
+    cut = max(buffer.rfind(b"\n", 0, end), buffer.rfind(b"\r", 0, end))
+    if cut < 0:
+        return end if end >= MAX_LINE_BYTES else 0
+    return cut + 1

@@ -154,7 +154,7 @@ class Lifecycle:
         """The current run (or `run_id`) as recorded on the host, or None when there is none."""
         result = await run_script(self.host, "status.sh", *([run_id] if run_id else []))
         if not result.ok:
-            raise SpecdashError(f"cannot read the run record on {self.host.name}: {result.stderr.strip()}")
+            raise SpecdashError(f"cannot read the run record on {self.config.name}: {result.stderr.strip()}")
         fields = dict(_lines(result))
         if "id" not in fields:
             return None
@@ -190,19 +190,19 @@ class Lifecycle:
         word, rest = (_lines(result) or [("", "")])[-1]
         if result.exit_status == 10 and word == "live":
             other_id, pid = rest.split()[:2]
-            raise ServerAlreadyRunning(self.host.name, other_id, int(pid))
+            raise ServerAlreadyRunning(self.config.name, other_id, int(pid))
         if result.exit_status == 11 and word == "busy":
-            raise PortBusy(self.host.name, mode.port, rest)
+            raise PortBusy(self.config.name, mode.port, rest)
         if result.exit_status == 12:
-            raise SpecdashError(f"working directory {self.config.workdir!r} does not exist on {self.host.name}")
+            raise SpecdashError(f"working directory {self.config.workdir!r} does not exist on {self.config.name}")
         if result.exit_status == 13:
-            raise SpecdashError(f"'setsid' is not installed on {self.host.name} (util-linux)")
+            raise SpecdashError(f"'setsid' is not installed on {self.config.name} (util-linux)")
         if not result.ok or word != "started":
             detail = (result.stderr or result.stdout).strip()
-            raise SpecdashError(f"launching {mode.name!r} on {self.host.name} failed: {detail}")
+            raise SpecdashError(f"launching {mode.name!r} on {self.config.name} failed: {detail}")
         record = await self.current(run_id)
         if record is None:
-            raise SpecdashError(f"run {run_id} vanished right after launch on {self.host.name}")
+            raise SpecdashError(f"run {run_id} vanished right after launch on {self.config.name}")
         return record
 
     async def stop(self, record: RunRecord, grace: float = 30.0) -> StopReport:
@@ -226,7 +226,7 @@ class Lifecycle:
         report.was_running = bool(report.members)
         report.seconds = time.monotonic() - began
         if not result.ok and result.exit_status != 20:
-            raise SpecdashError(f"stopping run {record.id} on {self.host.name} failed: {result.stderr.strip()}")
+            raise SpecdashError(f"stopping run {record.id} on {self.config.name} failed: {result.stderr.strip()}")
         return report
 
     async def switch(self, mode: ModeConfig, grace: float = 30.0) -> tuple[StopReport | None, RunRecord]:

@@ -35,3 +35,46 @@ def test_long_line_is_bounded() -> None:
 
 def test_split_lines() -> None:
     assert split_lines("a\rb\r\nc") == ["a", "b", "c"]
+
+
+def test_empty_line_before_a_carriage_return_is_kept() -> None:
+    # SGLang prints "\n" then a tqdm bar starting with "\r": an empty line sits between them.
+    assert split_lines("GB\n\rbar 1\rbar 2\n") == ["GB", "", "bar 1", "bar 2"]
+    assert split_lines("GB\n\r") == ["GB", ""]
+    s = LineSplitter()
+    assert s.feed("GB\n\r") == ["GB"]
+    assert s.flush() == [""]
+
+
+def test_any_chunking_gives_the_whole_text_split() -> None:
+    text = "a\r\nb\n\rc\rd\n\ne\r"
+    whole = split_lines(text)
+    for cut in range(len(text) + 1):
+        s = LineSplitter()
+        got = s.feed(text[:cut]) + s.feed(text[cut:]) + s.flush()
+        assert got == whole, cut
+
+
+def test_following_by_byte_offset_loses_and_repeats_nothing() -> None:
+    import random
+
+    from specdash.core.lines import complete_length
+
+    data = (
+        b"[ts TP0] Capture cuda graph begin.\n\rCapturing batches (bs=48):   0%|\rCapturing (bs=40):  10%|\xe2\x96\x88|"
+        b"\r\n[ts TP1] end\r\n\r\n\xff\xfe bad utf8\nlast\r"
+    ) * 20
+    want = split_lines(data.decode("utf-8", "replace"))
+    rng = random.Random(0)
+    for _ in range(300):
+        got: list[str] = []
+        pending, i = b"", 0
+        while i < len(data):
+            step = rng.randint(1, 40)
+            pending += data[i : i + step]
+            i += step
+            n = complete_length(pending)
+            got += split_lines(pending[:n].decode("utf-8", "replace"))
+            pending = pending[n:]
+        got += split_lines(pending.decode("utf-8", "replace"))
+        assert got == want

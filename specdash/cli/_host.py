@@ -1,0 +1,74 @@
+"""What every host command shares: the HOST argument with OpenSSH-like flags, and opening the session."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from specdash import config as config_mod
+from specdash.config import Config, HostConfig
+from specdash.server.session import Listener
+
+if TYPE_CHECKING:
+    from specdash.server.remote_session import RemoteSession
+
+
+def add_host_arguments(parser: argparse.ArgumentParser) -> None:
+    """HOST plus `-J`, `-i`, `--known-hosts`, `--accept-new`, `--config`."""
+    parser.add_argument(
+        "host", metavar="HOST", help="a host from the config, an ~/.ssh/config alias, or [user@]host[:port]"
+    )
+    parser.add_argument("-J", dest="jump", metavar="JUMP", help="jump host, like ssh -J")
+    parser.add_argument("-i", dest="identity", metavar="KEY", type=Path, help="private key, like ssh -i")
+    parser.add_argument("--known-hosts", type=Path, help="known_hosts file (default: ~/.ssh/known_hosts)")
+    parser.add_argument(
+        "--accept-new",
+        action="store_true",
+        help="trust a first-seen host and record its key (OpenSSH accept-new); a changed key is always refused",
+    )
+    parser.add_argument("--config", type=Path, help="config file (default: $SPECDASH_CONFIG or the XDG path)")
+
+
+def load_config(args: argparse.Namespace) -> Config:
+    """The config named by `--config` (or the default location)."""
+    return config_mod.load(args.config)
+
+
+def host_config(args: argparse.Namespace, cfg: Config) -> HostConfig:
+    """The host named on the command line, from the config when it is there, with the flags applied."""
+    base = cfg.hosts.get(args.host) or HostConfig(name=args.host, address=args.host)
+    if args.jump:
+        base = replace(base, jump=args.jump)
+    if args.identity:
+        base = replace(base, identity_file=str(args.identity))
+    if args.known_hosts:
+        base = replace(base, known_hosts=str(args.known_hosts))
+    return base
+
+
+def open_session(args: argparse.Namespace, cfg: Config, hc: HostConfig) -> RemoteSession:
+    """A `RemoteSession` for the host (not connected yet; `run()` connects)."""
+    from specdash.bench.store import Store
+    from specdash.remote.options import SSHOptions
+    from specdash.remote.ssh import SSHHost
+    from specdash.server.remote_session import RemoteSession
+
+    options = SSHOptions(
+        identity_files=(Path(hc.identity_file).expanduser(),) if hc.identity_file else (),
+        jump=hc.jump,
+        known_hosts=Path(hc.known_hosts).expanduser() if hc.known_hosts else None,
+        accept_new=bool(getattr(args, "accept_new", False)),
+    )
+    return RemoteSession(SSHHost(hc.address, options), hc, cfg, store=Store())
+
+
+def connected(
+    args: argparse.Namespace, cfg: Config, hc: HostConfig, listener: Listener | None = None
+) -> contextlib.AbstractAsyncContextManager[RemoteSession]:
+    """A running session for the host: connected and attached to its live run; closed on exit."""
+    from specdash.server.remote_session import running
+
+    return running(open_session(args, cfg, hc), listener)

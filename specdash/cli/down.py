@@ -1,0 +1,40 @@
+"""`specdash down HOST`: stop the server specdash started there (SIGTERM the group, SIGKILL after a grace)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from specdash.cli._host import add_host_arguments, host_config, load_config, open_session
+from specdash.config import Config
+from specdash.errors import SpecdashError
+
+NAME = "down"
+HELP = "stop the server specdash started on HOST; reports what was killed and whether the port is free"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_host_arguments(parser)
+    parser.add_argument("--grace", type=float, help="seconds between SIGTERM and SIGKILL (default: the mode's, 30)")
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(_down(args))
+
+
+async def _down(args: argparse.Namespace) -> int:
+    cfg = load_config(args)
+    session = open_session(args, cfg, host_config(args, cfg))
+    async with session.host:
+        await session.host.connect()
+        record = await session.lifecycle.current()
+        if record is None or not record.alive:
+            raise SpecdashError(f"no server started by specdash is running on {session.label}")
+        grace = args.grace if args.grace is not None else _grace(cfg, record.mode)
+        report = await session.lifecycle.stop(record, grace)
+    print(report.summary())
+    return 0 if report.port_free and not report.survivors else 1
+
+
+def _grace(cfg: Config, mode: str) -> float:
+    return cfg.modes[mode].stop_timeout if mode in cfg.modes else 30.0

@@ -1,0 +1,53 @@
+"""`specdash logs HOST [-f] [-n N]`: the server log of the current run (follow survives reconnects)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+import sys
+
+from specdash.cli._host import add_host_arguments, host_config, load_config, open_session
+from specdash.errors import SpecdashError, UsageError
+from specdash.server.logfollow import LogFollower
+
+NAME = "logs"
+HELP = "print the current run's server log; -f follows it (across reconnects, no line lost or repeated)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_host_arguments(parser)
+    parser.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    parser.add_argument("-n", "--lines", type=int, default=50, help="how many last lines first (default 50)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.lines < 0:
+        raise UsageError(f"-n must be 0 or more, not {args.lines}")
+    try:
+        return asyncio.run(_logs(args))
+    except BrokenPipeError:  # `specdash logs h | head`
+        return 0
+
+
+async def _logs(args: argparse.Namespace) -> int:
+    cfg = load_config(args)
+    session = open_session(args, cfg, host_config(args, cfg))
+    async with session.host:
+        await session.host.connect()
+        record = await session.lifecycle.current()
+        if record is None:
+            raise SpecdashError(f"no run recorded on {session.label} (start one with 'specdash up')")
+        path = shlex.quote(record.log_path)
+        if not args.follow:
+            result = await session.host.run(f"tail -n {args.lines} {path}", timeout=60.0)
+            sys.stdout.write(result.stdout)
+            return 0
+        # Where the last N lines start, in bytes, so that following continues exactly after them.
+        result = await session.host.run(f"stat -c %s {path}; tail -n {args.lines} {path} | wc -c", timeout=60.0)
+        size, tail_bytes = (int(x) for x in result.stdout.split()[:2])
+        follower = LogFollower(session.host, record.log_path, max(0, size - tail_bytes))
+        async for lines in follower.batches():
+            sys.stdout.write("".join(line + "\n" for line in lines))
+            sys.stdout.flush()
+        return 0

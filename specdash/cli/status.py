@@ -1,0 +1,69 @@
+"""`specdash status HOST [--json]`: the run specdash knows on HOST, and where its startup is."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+
+from specdash.cli._host import add_host_arguments, host_config, load_config, open_session
+from specdash.cli._live import fmt_seconds
+from specdash.core.models import Phase
+from specdash.core.timeline import replay_text
+
+NAME = "status"
+HELP = "show the server specdash started on HOST: mode, pid, port, phase (from its log), uptime"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_host_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(_status(args))
+
+
+async def _status(args: argparse.Namespace) -> int:
+    cfg = load_config(args)
+    session = open_session(args, cfg, host_config(args, cfg))
+    async with session.host:
+        await session.host.connect()
+        record = await session.lifecycle.current()
+        log = ""
+        if record is not None:
+            result = await session.host.run(f"tail -c 4000000 {record.log_path}", timeout=60.0)
+            log = result.stdout
+    if record is None:
+        info: dict[str, object] = {"host": session.label, "state": Phase.STOPPED.value}
+    else:
+        timeline = replay_text(log, record.engine)
+        phase = timeline.highest_phase if record.alive else Phase.EXITED
+        if timeline.outcome.value == "crashed":
+            phase = Phase.CRASHED
+        info = {
+            "host": session.label,
+            "state": phase.value,
+            "run": record.id,
+            "mode": record.mode,
+            "engine": record.engine,
+            "pid": record.pid,
+            "port": record.port,
+            "alive": record.alive,
+            "uptime_s": round(time.time() - record.started_at, 1) if record.alive else None,
+            "log": record.log_path,
+            "reason": timeline.reason or None,
+        }
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        parts = [f"{info['host']}: {info['state']}"]
+        if record is not None:
+            parts.append(f"mode {record.mode} ({record.engine}), pid {record.pid}, port {record.port}")
+            if info.get("uptime_s") is not None:
+                parts.append(f"up {fmt_seconds(float(info['uptime_s']))}")  # type: ignore[arg-type]
+            if info.get("reason"):
+                parts.append(f"reason: {info['reason']}")
+        print(", ".join(parts))
+    return 0

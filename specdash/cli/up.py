@@ -1,0 +1,48 @@
+"""`specdash up HOST --mode M [--wait]`: start a server; with --wait, follow it to ready or crash."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from specdash.cli._host import add_host_arguments, connected, host_config, load_config
+from specdash.cli._live import StatusPrinter
+from specdash.core.models import Phase
+
+NAME = "up"
+HELP = "start a server in a mode (refused if one runs or the port is busy); --wait follows it to ready"
+
+SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_host_arguments(parser)
+    parser.add_argument("--mode", "-m", required=True, help="a mode from the config")
+    parser.add_argument("--wait", action="store_true", help="print phases until ready (exit 0) or crashed (exit 1)")
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(start(args, switch=False))
+
+
+async def start(args: argparse.Namespace, *, switch: bool) -> int:
+    """`up` and `switch` share this: start (or stop, then start) the mode, and follow it with --wait."""
+    cfg = load_config(args)
+    cfg.mode(args.mode)  # an unknown mode is a usage error before anything connects
+    printer = StatusPrinter()
+    async with connected(args, cfg, host_config(args, cfg), printer) as session:
+        await (session.switch(args.mode) if switch else session.start(args.mode))
+        if not args.wait:
+            pid = session.status.pid
+            print(f"started {args.mode} on {session.label} (pid {pid}); follow it: specdash logs {args.host} -f")
+            return 0
+        final = await session.wait_status(SETTLED)
+        if final.phase is Phase.READY:
+            print(f"{args.mode} is ready on {session.label} (port {final.port})")
+            return 0
+        reason = final.crash.reason if final.crash else final.phase.value
+        print(f"{args.mode} {final.phase.value}: {reason}", file=sys.stderr)
+        if final.crash:
+            print("\n".join("  " + line for line in final.crash.excerpt[-25:]), file=sys.stderr)
+        return 1

@@ -1,0 +1,390 @@
+"""`RemoteSession`: one host, its server and its bench, as one controllable thing (implements `Session`).
+
+It owns the supervised SSH connection, the lifecycle operations, the watcher of the live run, the GPU
+poll and the sweeps, and reports all of it as events to its listeners (the dashboard, the headless CLI).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
+
+from specdash.bench.prompts import load_prompts
+from specdash.bench.store import Store
+from specdash.bench.sweep import LevelProgress, LevelResult, SweepConfig, run_sweep
+from specdash.config import Config, HostConfig
+from specdash.core.compare import CrossoverKind, compute_crossover
+from specdash.core.events import (
+    BenchUpdate,
+    LevelRow,
+    ModeInfo,
+    ModesChanged,
+    Notice,
+    ServerStatus,
+    SessionEvent,
+)
+from specdash.core.models import Phase
+from specdash.core.timeline import Timeline
+from specdash.errors import SpecdashError
+from specdash.remote.events import ConnectionEvent
+from specdash.remote.ssh import SSHHost
+from specdash.server.gpu import poll_gpus
+from specdash.server.lifecycle import Lifecycle, RunRecord
+from specdash.server.session import Listener
+from specdash.server.watch import ServerWatch
+
+READY_TIMEOUT_S = 3600.0
+"""An A/B sweep waits this long at most for a restarted server to become ready."""
+
+
+class RemoteSession:
+    """See the module docstring; the methods follow `specdash.server.session.Session`."""
+
+    def __init__(
+        self,
+        host: SSHHost,
+        host_config: HostConfig,
+        config: Config,
+        *,
+        store: Store | None = None,
+        sweep_defaults: SweepConfig | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.host = host
+        self.host_config = host_config
+        self.config = config
+        self.lifecycle = Lifecycle(host, host_config)
+        self.store = store
+        self.sweep_defaults = sweep_defaults or SweepConfig(progress_interval_s=0.25)
+        self.clock = clock
+        self._listeners: list[Listener] = []
+        self._watch: ServerWatch | None = None
+        self._watch_task: asyncio.Task[None] | None = None
+        self._status = ServerStatus(Phase.STOPPED)
+        self._record: RunRecord | None = None
+        self._sweep_task: asyncio.Task[object] | None = None
+        self._rows: dict[tuple[str, int], LevelRow] = {}
+        self._curves: dict[str, dict[int, float]] = {}
+        self._closed = asyncio.Event()
+        self._queue = host.subscribe()
+        self.attached = asyncio.Event()
+        """Set once `run()` has connected and looked for a live run."""
+
+    # -- Session ----------------------------------------------------------------------------------------
+
+    @property
+    def label(self) -> str:
+        return self.host_config.name
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+        listener(self._modes_event())
+        listener(self._status)
+
+    async def run(self) -> None:
+        relay = asyncio.create_task(self._relay_connection_events())
+        gpus = asyncio.create_task(poll_gpus(self.host, self._emit))
+        try:
+            await self.host.connect()
+            await self.attach()
+            self.attached.set()
+            await self._closed.wait()
+        finally:
+            for task in (relay, gpus):
+                task.cancel()
+            await self._stop_watching()
+
+    def server_live(self) -> bool:
+        return self._status.phase not in (Phase.STOPPED, Phase.CRASHED, Phase.EXITED)
+
+    def sweep_running(self) -> bool:
+        return self._sweep_task is not None and not self._sweep_task.done()
+
+    async def attach(self) -> RunRecord | None:
+        """Find the live run recorded on the host and watch it, without launching anything."""
+        record = await self.lifecycle.current()
+        if record is not None and record.alive:
+            self._watch_run(record, note=f"attached to run {record.id}")
+            return record
+        self._set_status(ServerStatus(Phase.STOPPED))
+        return None
+
+    async def start(self, mode: str) -> None:
+        cfg = self.config.mode(mode)
+        if self.server_live():
+            raise SpecdashError(f"{self._status.mode or 'a server'} is already running on {self.label}; stop it first")
+        self._set_status(ServerStatus(Phase.LAUNCHING, mode=cfg.name, engine=cfg.engine, port=cfg.port))
+        try:
+            record = await self.lifecycle.start(cfg)
+        except SpecdashError:
+            self._set_status(ServerStatus(Phase.STOPPED))
+            raise
+        self._watch_run(record)
+
+    async def stop(self) -> None:
+        record = self._record or await self.lifecycle.current()
+        if record is None or not (self.server_live() or record.alive):
+            raise SpecdashError(f"no server of ours is running on {self.label}")
+        if self.sweep_running():
+            await self.cancel_sweep()
+        grace = self._grace(record.mode)
+        if self._watch is not None:
+            self._watch.mark_stopping()
+        report = await self.lifecycle.stop(record, grace)
+        self._emit(Notice(report.summary(), "warning" if report.survivors or not report.port_free else "information"))
+        if self._watch_task is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._watch_task), 5.0)
+        await self._stop_watching()
+        self._set_status(ServerStatus(Phase.STOPPED, mode=record.mode, engine=record.engine))
+
+    async def restart(self) -> None:
+        mode = self._status.mode or (self._record.mode if self._record else "")
+        if not mode:
+            raise SpecdashError("nothing to restart: no mode has run yet")
+        await self.switch(mode)
+
+    async def switch(self, mode: str) -> None:
+        self.config.mode(mode)  # a bad name fails before anything is stopped
+        if self.server_live() or (self._record is not None and self._record.alive):
+            await self.stop()
+        await self.start(mode)
+
+    async def sweep(self, modes: Sequence[str], levels: Sequence[int]) -> None:
+        if self.sweep_running():
+            raise SpecdashError("a sweep is already running")
+        for mode in modes:
+            self.config.mode(mode)
+        if not modes:
+            if not self._status.mode or self._status.phase is not Phase.READY:
+                raise SpecdashError("start a server first (the sweep measures the live mode)")
+            modes = [self._status.mode]
+        self._sweep_task = asyncio.current_task()
+        self._rows.clear()
+        self._curves.clear()
+        config = replace(self.sweep_defaults, levels=tuple(levels))
+        for mode in modes:
+            for c in config.effective_levels():
+                self._rows[(mode, c)] = LevelRow(mode, c, "pending")
+        self._publish_bench(running=True)
+        try:
+            for mode in modes:
+                await self._ensure_ready(mode)
+                await self._sweep_mode(mode, config)
+        except asyncio.CancelledError:
+            self._emit(Notice("sweep cancelled; finished levels are kept", "warning"))
+            raise
+        finally:
+            self._sweep_task = None
+            self._publish_bench(running=False)
+        self._emit(Notice(f"sweep done: {self._crossover_text() or 'see the table'}", bell=True))
+
+    @property
+    def status(self) -> ServerStatus:
+        """The latest server status."""
+        return self._status
+
+    async def wait_status(self, phases: Sequence[Phase], timeout: float | None = None) -> ServerStatus:
+        """Wait until the server is in one of `phases` (returns at once if it is)."""
+        async with asyncio.timeout(timeout):
+            while self._status.phase not in phases:
+                await self._status_changed()
+        return self._status
+
+    async def cancel_sweep(self) -> None:
+        task = self._sweep_task
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, SpecdashError):
+                await task
+
+    async def close(self) -> None:
+        await self.cancel_sweep()
+        self._closed.set()
+        await self._stop_watching()
+        await self.host.close()
+
+    # -- watching ---------------------------------------------------------------------------------------
+
+    def _watch_run(self, record: RunRecord, note: str = "") -> None:
+        self._record = record
+        history = self._history(record.mode)
+        watch = ServerWatch(
+            self.host, record, self._emit_watch, history=history, on_ready=self._save_startup, clock=self.clock
+        )
+        if note:
+            watch.state.note = note
+        self._watch = watch
+        self._watch_task = asyncio.create_task(watch.run(), name=f"watch-{record.id}")
+
+    async def _stop_watching(self) -> None:
+        task, self._watch_task, self._watch = self._watch_task, None, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _emit_watch(self, event: SessionEvent) -> None:
+        if isinstance(event, ServerStatus):
+            self._set_status(event)
+        else:
+            self._emit(event)
+
+    def _history(self, mode: str) -> list[dict[str, float]]:
+        if self.store is None:
+            return []
+        records = self.store.startups(host=self.label, mode=mode, limit=10)
+        return [dict(r.phases) for r in reversed(records) if r.outcome == "ready"]
+
+    def _save_startup(self, timeline: Timeline) -> None:
+        record = timeline.history_record()
+        if self.store is None or record is None or self._record is None:
+            return
+        self.store.add_startup(
+            self.label, self._record.mode, record, timeline.total(), "ready", engine=self._record.engine
+        )
+
+    async def _ensure_ready(self, mode: str) -> None:
+        if not (self._status.mode == mode and self._status.phase is Phase.READY):
+            await self.switch(mode)
+        async with asyncio.timeout(READY_TIMEOUT_S):
+            while self._status.phase is not Phase.READY:
+                if self._status.phase in (Phase.CRASHED, Phase.EXITED, Phase.STOPPED):
+                    reason = self._status.crash.reason if self._status.crash else self._status.phase.value
+                    raise SpecdashError(f"{mode} did not become ready: {reason}")
+                await self._status_changed()
+
+    # -- bench ------------------------------------------------------------------------------------------
+
+    async def _sweep_mode(self, mode: str, config: SweepConfig) -> None:
+        cfg = self.config.mode(mode)
+        local = await self.host.forward(cfg.port)
+        prompts = load_prompts("chat")
+
+        def progress(p: LevelProgress) -> None:
+            self._rows[(mode, p.concurrency)] = replace(
+                self._rows[(mode, p.concurrency)], status="warmup" if p.phase == "warmup" else "running"
+            )
+            self._emit(p.to_event())
+
+        def level_done(result: LevelResult) -> None:
+            self._rows[(mode, result.concurrency)] = result.to_row()
+            if result.status == "done":
+                self._curves.setdefault(mode, {})[result.concurrency] = result.stats.output_tok_s
+            self._publish_bench(running=True)
+
+        sweep = asyncio.create_task(
+            run_sweep(
+                f"http://127.0.0.1:{local}",
+                replace(config, mode=mode),
+                prompts,
+                self.store,
+                on_progress=progress,
+                on_level_done=level_done,
+            )
+        )
+        crash = asyncio.create_task(self._wait_crash())
+        try:
+            done, _ = await asyncio.wait({sweep, crash}, return_when=asyncio.FIRST_COMPLETED)
+            if crash in done and not sweep.done():
+                sweep.cancel()
+                for key, row in self._rows.items():
+                    if key[0] == mode and row.status in ("warmup", "running"):
+                        self._rows[key] = replace(row, status="failed", warning="server crashed")
+                raise SpecdashError(f"{mode} crashed during the sweep; finished levels are kept")
+            result = sweep.result()
+            if result.aborted:
+                self._emit(Notice(f"{mode}: sweep stopped: {result.aborted}", "warning"))
+        finally:
+            crash.cancel()
+
+    async def _wait_crash(self) -> None:
+        while self._status.phase not in (Phase.CRASHED, Phase.EXITED, Phase.STOPPED):
+            await self._status_changed()
+
+    def _crossover_text(self) -> str:
+        if len(self._curves) < 2:
+            return ""
+        (base_name, base), (spec_name, spec) = list(self._curves.items())[:2]
+        crossover = compute_crossover(base, spec)
+        if crossover.kind is CrossoverKind.CROSSES and crossover.concurrency is not None:
+            return (
+                f"{spec_name} beats {base_name} up to C≈{crossover.concurrency:.1f}; "
+                f"disable speculation above {crossover.disable_above}"
+            )
+        if crossover.kind is CrossoverKind.NEVER_PAYS:
+            return f"{spec_name} never beats {base_name} at the measured levels"
+        if crossover.kind is CrossoverKind.ABOVE_RANGE:
+            return f"{spec_name} beats {base_name} at every measured level"
+        return ""
+
+    def _publish_bench(self, *, running: bool) -> None:
+        crossover = None
+        if len(self._curves) >= 2:
+            (_, base), (_, spec) = list(self._curves.items())[:2]
+            result = compute_crossover(base, spec)
+            crossover = result.concurrency if result.kind is CrossoverKind.CROSSES else None
+        curves = {m: tuple(sorted(c.items())) for m, c in self._curves.items()}
+        self._emit(BenchUpdate(tuple(self._rows.values()), curves, crossover, self._crossover_text(), running))
+
+    # -- plumbing ---------------------------------------------------------------------------------------
+
+    def _grace(self, mode: str) -> float:
+        try:
+            return self.config.mode(mode).stop_timeout
+        except SpecdashError:
+            return 30.0
+
+    def _modes_event(self) -> ModesChanged:
+        modes = tuple(ModeInfo(m.name, m.engine, m.description) for m in self.config.modes.values())
+        return ModesChanged(modes, self._status.mode or None)
+
+    def _set_status(self, status: ServerStatus) -> None:
+        mode_changed = status.mode != self._status.mode
+        self._status = status
+        self._emit(status)
+        if mode_changed:
+            self._emit(self._modes_event())
+        waiter, self._changed = self._changed, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    _changed: asyncio.Future[None] | None = None
+
+    async def _status_changed(self) -> None:
+        if self._changed is None or self._changed.done():
+            self._changed = asyncio.get_running_loop().create_future()
+        await self._changed
+
+    def _emit(self, event: SessionEvent | ConnectionEvent) -> None:
+        for listener in list(self._listeners):
+            listener(event)
+
+    async def _relay_connection_events(self) -> None:
+        while True:
+            self._emit(await self._queue.get())
+
+
+@contextlib.asynccontextmanager
+async def running(session: RemoteSession, listener: Listener | None = None) -> AsyncIterator[RemoteSession]:
+    """Run `session` (connected, attached to the live run if any) for the block; close it after.
+
+    The server on the host is left as it is. Raises the connection error when the first connect fails.
+    """
+    if listener is not None:
+        session.subscribe(listener)
+    runner = asyncio.create_task(session.run(), name="session")
+    attached = asyncio.create_task(session.attached.wait())
+    try:
+        await asyncio.wait({runner, attached}, return_when=asyncio.FIRST_COMPLETED)
+        if runner.done():
+            runner.result()
+        yield session
+    finally:
+        attached.cancel()
+        await session.close()
+        runner.cancel()
+        await asyncio.gather(runner, return_exceptions=True)

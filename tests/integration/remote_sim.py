@@ -1,0 +1,56 @@
+"""Running the simulator as the remote test user: the launcher, and configs whose modes use it.
+
+The test user cannot execute the developer's venv interpreter (it lives under /root on our machines), so
+the simulator runs under the system `python3` (the same 3.11 ABI) with the venv's site-packages and the
+source tree on PYTHONPATH.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import sysconfig
+from pathlib import Path
+
+from specdash import config
+from specdash.config import Config
+
+SRC = Path(__file__).resolve().parents[2]
+
+
+def remote_python() -> str:
+    """An interpreter the test user may execute, with the same minor version as ours."""
+    minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for candidate in (f"/usr/bin/{minor}", shutil.which(minor) or ""):
+        if candidate and Path(candidate).is_file() and not candidate.startswith("/root"):
+            return candidate
+    raise RuntimeError(f"no system {minor} for the remote test user")
+
+
+def sim_config(tmp: Path, *, port: int, time_scale: float = 0.01, extra_modes: str = "") -> Config:
+    """A config with one host entry unused (tests pass HostConfig themselves) and simulator modes."""
+    launcher = [remote_python(), "-m", "specdash", "sim"]
+    pythonpath = f"{SRC}:{sysconfig.get_paths()['purelib']}"
+    text = f"""
+[modes.baseline]
+engine = "sglang"
+model = "/models/kimi-k2.5"
+port = {port}
+launcher = {launcher!r}
+args = ["--tp", "2", "--sim-time-scale", "{time_scale}", "--sim-seed", "1"]
+env = {{ PYTHONPATH = "{pythonpath}" }}
+stop_timeout = 10
+
+[modes.eagle3]
+extends = "baseline"
+args = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/eagle3",
+        "--speculative-num-steps", "2", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "16"]
+
+[modes.crash]
+extends = "eagle3"
+args = ["--sim-disable-spec-above", "4", "--sim-fault", "crash-at-batch=10"]
+{extra_modes}
+"""
+    path = tmp / "config.toml"
+    path.write_text(text.replace("'", '"'))
+    return config.load(path)

@@ -1,0 +1,229 @@
+"""Server lifecycle over a real sshd, with the simulator as the remote server (run as the test user).
+
+Every test ends with nothing of ours left running on the "remote" side: the `cleanup` fixture stops any
+live run by its process group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from specdash.config import Config, HostConfig
+from specdash.core.events import LogBatch, ServerStatus
+from specdash.core.lines import split_lines
+from specdash.core.models import STARTUP_ORDER, Phase
+from specdash.remote.events import Connected, Lost
+from specdash.remote.ssh import SSHHost, SSHOptions
+from specdash.server.lifecycle import Lifecycle, PortBusy, ServerAlreadyRunning
+from specdash.server.remote_session import RemoteSession, running
+from tests.integration.conftest import remote_alive, target
+from tests.integration.remote_sim import sim_config
+from tests.sshd import Sshd, free_port
+
+SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
+
+
+class Recorder:
+    """A session listener that keeps every event."""
+
+    def __init__(self) -> None:
+        self.events: list[object] = []
+        self._arrived = asyncio.Event()
+
+    def __call__(self, event: object) -> None:
+        self.events.append(event)
+        self._arrived.set()
+
+    async def wait_for(self, predicate: Callable[[list[object]], bool], timeout: float) -> None:
+        """Wait (at most `timeout` s) until `predicate(events)` holds."""
+        async with asyncio.timeout(timeout):
+            while not predicate(self.events):
+                self._arrived.clear()
+                await self._arrived.wait()
+
+    def phases(self) -> list[Phase]:
+        out: list[Phase] = []
+        for e in self.events:
+            if isinstance(e, ServerStatus) and (not out or out[-1] is not e.phase):
+                out.append(e.phase)
+        return out
+
+    def log_lines(self) -> list[str]:
+        return [line for e in self.events if isinstance(e, LogBatch) for line in e.lines]
+
+
+@pytest.fixture
+def port() -> int:
+    return free_port()
+
+
+@pytest.fixture
+def cfg(tmp_path: Path, port: int) -> Config:
+    return sim_config(tmp_path, port=port)
+
+
+@pytest.fixture
+def host_cfg(sshd: Sshd) -> HostConfig:
+    return HostConfig(name="sim-host", address=target(sshd))
+
+
+@pytest.fixture
+async def cleanup(sshd: Sshd, ssh_options: SSHOptions, host_cfg: HostConfig) -> AsyncIterator[None]:
+    yield
+    async with SSHHost(target(sshd), ssh_options) as h:
+        lifecycle = Lifecycle(h, host_cfg)
+        record = await lifecycle.current()
+        if record is not None and record.alive:
+            await lifecycle.stop(record, grace=5)
+
+
+async def group_members(host: SSHHost, pgid: int) -> list[str]:
+    """Live (non-zombie) processes of a process group on the host."""
+    ps = await host.run(f"ps -eo pid=,pgid=,stat=,args= | awk '$2 == {pgid} && $3 !~ /^Z/'")
+    return ps.stdout.splitlines()
+
+
+def make_session(sshd: Sshd, ssh_options: SSHOptions, host_cfg: HostConfig, cfg: Config) -> RemoteSession:
+    return RemoteSession(SSHHost(target(sshd), ssh_options), host_cfg, cfg)
+
+
+@pytest.mark.usefixtures("cleanup")
+async def test_up_reaches_ready_through_every_phase_then_down_frees_everything(
+    sshd: Sshd, ssh_options: SSHOptions, host_cfg: HostConfig, cfg: Config, port: int
+) -> None:
+    seen = Recorder()
+    async with running(make_session(sshd, ssh_options, host_cfg, cfg), seen) as session:
+        await session.start("eagle3")
+        final = await session.wait_status(SETTLED, timeout=60)
+        assert final.phase is Phase.READY, final
+        startup = [p for p in seen.phases() if p in STARTUP_ORDER]
+        assert startup == list(STARTUP_ORDER), startup  # every phase, in order, none skipped
+        assert any("The server is fired up and ready to roll!" in line for line in seen.log_lines())
+        pid = final.pid
+        assert pid is not None and await remote_alive(session.host, pid)
+        children = await session.host.run(f"pgrep -g {pid} -f sglang::scheduler")
+        assert len(children.stdout.split()) == 2  # --tp 2: one scheduler child per rank
+
+        await session.stop()
+        assert session.status.phase is Phase.STOPPED
+        assert not await remote_alive(session.host, pid)
+        assert await group_members(session.host, pid) == []
+        listening = await session.host.run(f"ss -Hltn 'sport = :{port}'")
+        assert listening.stdout.strip() == ""
+
+
+@pytest.mark.usefixtures("cleanup")
+async def test_second_start_is_refused_and_a_new_client_attaches(
+    sshd: Sshd, ssh_options: SSHOptions, host_cfg: HostConfig, cfg: Config
+) -> None:
+    async with running(make_session(sshd, ssh_options, host_cfg, cfg)) as first:
+        await first.start("baseline")
+        ready = await first.wait_status(SETTLED, timeout=60)
+        assert ready.phase is Phase.READY
+        with pytest.raises(ServerAlreadyRunning):
+            await first.lifecycle.start(cfg.mode("baseline"))
+    # The first client is gone; the server is not. A new client attaches instead of launching.
+    seen = Recorder()
+    async with running(make_session(sshd, ssh_options, host_cfg, cfg), seen) as second:
+        status = await second.wait_status(SETTLED, timeout=30)
+        assert status.phase is Phase.READY
+        assert status.pid == ready.pid
+        assert "attached" in status.note
+        runs = await second.host.run("ls ~/.specdash/runs | wc -l; cat ~/.specdash/current")
+        assert runs.ok
+
+
+@pytest.mark.usefixtures("cleanup")
+async def test_busy_port_is_refused_before_launch(
+    sshd: Sshd, ssh_options: SSHOptions, host_cfg: HostConfig, cfg: Config, port: int
+) -> None:
+    # The sshd runs on this machine, so a local listener is "on the host".
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", port))
+        blocker.listen()
+        async with running(make_session(sshd, ssh_options, host_cfg, cfg)) as session:
+            before = (await session.host.run("ls ~/.specdash/runs 2>/dev/null | wc -l")).stdout
+            with pytest.raises(PortBusy, match=f"port {port} on sim-host is already in use"):
+                await session.start("baseline")
+            after = (await session.host.run("ls ~/.specdash/runs 2>/dev/null | wc -l")).stdout
+            assert before == after  # nothing was launched
+            assert session.status.phase is Phase.STOPPED
+
+
+@pytest.mark.usefixtures("cleanup")
+async def test_switch_stops_one_mode_and_starts_the_other(
+    sshd: Sshd, ssh_options: SSHOptions, host_cfg: HostConfig, cfg: Config
+) -> None:
+    async with running(make_session(sshd, ssh_options, host_cfg, cfg)) as session:
+        await session.start("baseline")
+        first = await session.wait_status(SETTLED, timeout=60)
+        assert first.phase is Phase.READY
+        await session.switch("eagle3")
+        second = await session.wait_status(SETTLED, timeout=60)
+        assert (second.phase, second.mode) == (Phase.READY, "eagle3")
+        assert second.pid != first.pid
+        assert first.pid is not None and not await remote_alive(session.host, first.pid)
+
+
+@pytest.mark.usefixtures("cleanup")
+async def test_crash_is_reported_with_the_runtime_error_line(
+    sshd: Sshd, ssh_options: SSHOptions, host_cfg: HostConfig, cfg: Config, port: int
+) -> None:
+    async with running(make_session(sshd, ssh_options, host_cfg, cfg)) as session:
+        await session.start("crash")
+        assert (await session.wait_status(SETTLED, timeout=60)).phase is Phase.READY
+        local = await session.host.forward(port)
+        # 12 concurrent requests push the batch past 10: the simulated dynamic-disable patch dies.
+        import aiohttp
+
+        async with aiohttp.ClientSession() as http:
+
+            async def one() -> None:
+                body = {"text": "hi", "sampling_params": {"max_new_tokens": 200, "ignore_eos": True}}
+                try:
+                    async with http.post(f"http://127.0.0.1:{local}/generate", json=body) as resp:
+                        await resp.read()
+                except aiohttp.ClientError:
+                    pass
+
+            load = asyncio.gather(*(one() for _ in range(12)))
+            final = await session.wait_status([Phase.CRASHED, Phase.EXITED], timeout=30)
+            await load
+        assert final.phase is Phase.CRASHED
+        assert final.crash is not None
+        assert "RuntimeError: The size of tensor a (160) must match the size of tensor b (2)" in final.crash.reason
+
+
+@pytest.mark.usefixtures("cleanup")
+async def test_reconnect_mid_startup_loses_and_repeats_no_log_line(
+    make_sshd: object, ssh_options: SSHOptions, host_cfg: HostConfig, tmp_path: Path, port: int
+) -> None:
+    server: Sshd = make_sshd("flaky")  # type: ignore[operator]
+    known = tmp_path / "kh"
+    known.write_text(server.known_hosts_line() + "\n")
+    options = SSHOptions(**{**ssh_options.__dict__, "known_hosts": known, "keepalive_interval": 0.5})
+    cfg = sim_config(tmp_path, port=port, time_scale=0.02)
+    hc = HostConfig(name="flaky", address=target(server))
+    seen = Recorder()
+    session = RemoteSession(SSHHost(target(server), options), hc, cfg)
+    async with running(session, seen):
+        await session.start("eagle3")
+        await session.wait_status([Phase.LOADING_WEIGHTS, Phase.ALLOCATING_KV, Phase.CAPTURING_GRAPHS], timeout=60)
+        server.stop()  # the sshd process dies; the simulator (its own session) keeps running
+        await seen.wait_for(lambda events: any(isinstance(e, Lost) for e in events), timeout=20)
+        server.start()
+        await seen.wait_for(lambda events: sum(isinstance(e, Connected) for e in events) >= 2, timeout=30)
+        final = await session.wait_status(SETTLED, timeout=60)
+        assert final.phase is Phase.READY
+        log_path = session._record.log_path if session._record else ""
+        whole = (await session.host.run(f"cat {log_path}")).stdout
+    got, want = seen.log_lines(), split_lines(whole)
+    # Lines keep arriving after ready (warmup's access lines): what arrived must be exactly the file's start.
+    assert got == want[: len(got)]
+    assert any("fired up and ready to roll" in line for line in got)
+    assert session.host.generation == 2
