@@ -23,7 +23,8 @@ import os
 import signal
 import sys
 import time
-from typing import NoReturn
+from collections.abc import Coroutine
+from typing import Any, NoReturn
 
 from aiohttp import ClientSession, ClientTimeout, web
 
@@ -102,8 +103,9 @@ class SimApp:
     def _scaled(self, seconds: float) -> float:
         return seconds * self.c.time_scale
 
-    def _spawn_task(self, coro: object) -> None:
-        task = asyncio.ensure_future(coro)  # type: ignore[call-overload]
+    def _spawn_task(self, coro: Coroutine[Any, Any, None]) -> None:
+        # Keep a reference: the loop holds tasks only weakly, and a collected task would vanish silently.
+        task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -1,6 +1,7 @@
 """Fault injection (`--sim-fault`, repeatable) and the exact failure text SGLang prints for each.
 
-- `crash-at-batch=N`: a decode step with more than N running requests. TP0 prints the scheduler traceback
+- `crash-at-batch=N`: a decode step with more than N running requests (in any mode; in the field it hit
+  when `--sim-disable-spec-above`-style dynamic speculation switched off). TP0 prints the scheduler traceback
   ending in the tensor-size RuntimeError and SIGQUITs the launcher, which logs SGLang's SIGQUIT line and
   kills the tree (exit status -9).
 - `oom-at-capture`: target CUDA graph capture, at the largest batch size. `Capture cuda graph failed: CUDA
