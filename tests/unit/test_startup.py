@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -444,7 +443,8 @@ def test_garbage_lines(engine: str) -> None:
     assert tracker.internal_errors == 0
 
 
-def test_ten_thousand_lines_per_second() -> None:
+def test_a_long_mixed_log_goes_through_without_errors() -> None:
+    """Speed is measured in benchmarks/tracker_throughput.py; here only correctness on a large input."""
     lines = (
         SGLANG_READY.splitlines()
         + [
@@ -457,9 +457,7 @@ def test_ten_thousand_lines_per_second() -> None:
     text = "\n".join(lines * (20_000 // len(lines) + 1)) + "\n"
     count = text.count("\n")
     tracker = StartupTracker("sglang")
-    start = time.process_time()  # CPU time: what "eating a core" means, and steadier than wall time on a busy box
-    tracker.feed(text, now=1.0)
-    elapsed = time.process_time() - start
-    # 10,000 lines/s must cost well under one core (measured: ~15 %); fail only above half a core.
-    assert elapsed < 0.5 * count / 10_000, f"{count / elapsed:.0f} lines/s"
+    events = tracker.feed(text, now=1.0)
     assert tracker.internal_errors == 0
+    assert tracker.phase is Phase.READY
+    assert sum(1 for e in events if isinstance(e, MetricsSeen)) >= count // 3
