@@ -42,7 +42,7 @@ def phase_medians(history: Sequence[Mapping[str, float]]) -> dict[Phase, float]:
     """Median seconds per phase over the most recent `HISTORY` startups (oldest first in `history`)."""
     recent = history[-HISTORY:]
     out: dict[Phase, float] = {}
-    for phase in STARTUP_ORDER:
+    for phase in Phase:
         values = [float(h[phase.value]) for h in recent if phase.value in h]
         if values:
             out[phase] = statistics.median(values)
@@ -55,6 +55,7 @@ def estimate(
     current: Phase,
     in_phase: float,
     fraction: float | None = None,
+    order: Sequence[Phase] = STARTUP_ORDER,
 ) -> Estimate | None:
     """Estimate the time to ready.
 
@@ -64,8 +65,9 @@ def estimate(
         current: the phase the server is in now.
         in_phase: seconds spent in the current phase so far.
         fraction: progress inside the current phase (0-1), when the phase reports it.
+        order: the engine's startup order (vLLM loads its drafter before the KV cache, SGLang after the graphs).
     """
-    if not history or current not in STARTUP_ORDER:
+    if not history or current not in order:
         return None
     if current is Phase.READY:
         return Estimate(0.0, sum(finished.values()), len(history[-HISTORY:]))
@@ -79,7 +81,7 @@ def estimate(
         by_rate = in_phase * (1.0 - fraction) / fraction
         # The further the bar, the more it is trusted over history.
         rest_of_current = fraction * by_rate + (1.0 - fraction) * rest_of_current
-    later = STARTUP_ORDER[STARTUP_ORDER.index(current) + 1 :]
+    later = order[list(order).index(current) + 1 :]
     rest = sum(medians.get(p, 0.0) for p in later if p not in finished) * scale
     remaining = rest_of_current + rest
     return Estimate(remaining, actual_done + in_phase + remaining, len(history[-HISTORY:]))

@@ -31,6 +31,7 @@ from specdash.core.models import Phase
 from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import Crashed, Exited, MetricsSeen, Ready, StartupEvent, Stuck
 from specdash.core.timeline import Outcome, Timeline
+from specdash.engines.registry import make_rules
 from specdash.remote.ssh import SSHHost
 from specdash.remote.ssherror import SSHError
 from specdash.server.lifecycle import RunRecord, run_script
@@ -89,6 +90,7 @@ class ServerWatch:
         self.on_event = on_event
         self.clock = clock
         self.tracker = StartupTracker(record.engine, started_at=record.started_at)
+        self._order = make_rules(record.engine).startup_order
         self.timeline = Timeline(engine=record.engine, start=record.started_at)
         self.state = WatchState()
         offset = max(0, record.log_size - ATTACH_TAIL_BYTES) if record.log_size > ATTACH_TAIL_BYTES else 0
@@ -266,6 +268,7 @@ class ServerWatch:
                 phase,
                 max(0.0, now - current.start),
                 progress.fraction if progress and progress.total else None,
+                self._order,
             )
         crash = self.tracker.crash
         return ServerStatus(

@@ -49,3 +49,13 @@ def test_progress_bar_is_blended_in() -> None:
 def test_ready_has_nothing_left() -> None:
     e = estimate([RUN], {P.LAUNCHING: 2.0}, P.READY, 0.0)
     assert e is not None and e.remaining == 0.0
+
+
+def test_engine_order_decides_what_is_still_to_come() -> None:
+    from specdash.engines.registry import make_rules
+
+    vllm = make_rules("vllm").startup_order
+    history = [{"loading weights": 10.0, "loading draft model": 5.0, "allocating KV cache": 3.0, "warming up": 2.0}]
+    # vLLM loads the drafter before the KV cache: from the drafter on, KV and warmup remain.
+    e = estimate(history, {P.LOADING_WEIGHTS: 10.0}, P.LOADING_DRAFT, 0.0, order=vllm)
+    assert e is not None and e.remaining == pytest.approx(5.0 + 3.0 + 2.0)
