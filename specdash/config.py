@@ -44,6 +44,8 @@ class HostConfig:
     """The directory the server is launched from."""
     python: str = "python3"
     """The remote Python that runs the engine (`python -m sglang.launch_server`)."""
+    state_dir: str = "~/.specdash"
+    """Where run records live on the host (one per user by default; set one per person on a shared account)."""
     env: Mapping[str, str] = field(default_factory=dict)
     """Environment for every launch on this host (merged under the mode's `env`)."""
 
@@ -177,7 +179,7 @@ def _kind(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-_HOST_KEYS = {"address", "jump", "identity_file", "known_hosts", "workdir", "python", "env"}
+_HOST_KEYS = {"address", "jump", "identity_file", "known_hosts", "workdir", "python", "state_dir", "env"}
 _MODE_KEYS = {"extends", "engine", "model", "port", "args", "env", "launcher", "description", "stop_timeout"}
 _TOP_KEYS = {"hosts", "modes", "ui", "keymap"}
 
@@ -242,6 +244,7 @@ def _host(t: _Table, name: str) -> HostConfig:
         known_hosts=t.string("known_hosts"),
         workdir=t.string("workdir", "~") or "~",
         python=t.string("python", "python3") or "python3",
+        state_dir=t.string("state_dir", "~/.specdash") or "~/.specdash",
         env=t.mapping("env"),
     )
 

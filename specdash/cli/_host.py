@@ -16,10 +16,13 @@ if TYPE_CHECKING:
     from specdash.server.remote_session import RemoteSession
 
 
-def add_host_arguments(parser: argparse.ArgumentParser) -> None:
+def add_host_arguments(parser: argparse.ArgumentParser, *, optional: bool = False) -> None:
     """HOST plus `-J`, `-i`, `--known-hosts`, `--accept-new`, `--config`."""
     parser.add_argument(
-        "host", metavar="HOST", help="a host from the config, an ~/.ssh/config alias, or [user@]host[:port]"
+        "host",
+        metavar="HOST",
+        nargs="?" if optional else None,
+        help="a host from the config, an ~/.ssh/config alias, or [user@]host[:port]",
     )
     parser.add_argument("-J", dest="jump", metavar="JUMP", help="jump host, like ssh -J")
     parser.add_argument("-i", dest="identity", metavar="KEY", type=Path, help="private key, like ssh -i")

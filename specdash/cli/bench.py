@@ -1,8 +1,9 @@
-"""`specdash bench --url URL --mode NAME`: a headless concurrency sweep against a running server.
+"""`specdash bench HOST --mode M[,M2]` or `specdash bench --url URL --mode NAME`: a headless sweep.
 
-Prints a live line per second and a final table; every request is written to the local store as it
-finishes (see `specdash export`). The SSH form (`specdash bench HOST --mode M`) will wrap the same
-`run_sweep` with a port forward and the server lifecycle.
+With HOST, the sweep goes over SSH: each mode in turn is started (or switched to, restarting the server
+through the lifecycle layer) and measured through a port forward; with two or more modes it ends with
+the crossover. With `--url` it measures a server that is already reachable. Either way it prints a live
+line per second and a final table, and every request is written to the local store as it finishes.
 """
 
 from __future__ import annotations
@@ -31,8 +32,17 @@ def parse_levels(text: str) -> tuple[int, ...]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the bench flags."""
-    parser.add_argument("--url", help="server base URL, e.g. http://127.0.0.1:30000")
-    parser.add_argument("--mode", default="default", help="name of the server's mode (stored with the run)")
+    from specdash.cli._host import add_host_arguments
+
+    add_host_arguments(parser, optional=True)
+    parser.add_argument("--url", help="instead of HOST: a server base URL, e.g. http://127.0.0.1:30000")
+    parser.add_argument(
+        "--mode",
+        "--modes",
+        dest="mode",
+        default="default",
+        help="mode(s) to measure; with HOST, a comma-separated list runs an A/B (e.g. baseline,eagle3)",
+    )
     parser.add_argument("--levels", default="1,2,5,10,20,50,100", help="concurrency levels (default %(default)s)")
     parser.add_argument("--max-concurrency", type=int, help="drop levels above this")
     amount = parser.add_mutually_exclusive_group()
@@ -56,9 +66,9 @@ def run(args: argparse.Namespace) -> int:
     """Run the sweep and print the results."""
     from specdash.bench.sweep import validate_url
 
-    if not args.url:
-        raise UsageError("--url is required (the server's base URL, e.g. http://127.0.0.1:30000)")
-    url = validate_url(args.url)
+    if bool(args.url) == bool(args.host):
+        raise UsageError("give either HOST (measure over SSH) or --url (a server you can reach), not both or neither")
+    url = validate_url(args.url) if args.url else ""
     levels = parse_levels(args.levels)
     for flag, value in (("--requests-per-level", args.requests_per_level), ("--output-len", args.output_len)):
         if value is not None and value < 1:
@@ -107,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
               f"{s.completed} ok, {s.failed} failed", file=live, flush=True)  # fmt: skip
 
     install_uvloop()
+    if args.host:
+        return asyncio.run(_over_ssh(args, config, prompts, on_progress, on_level_done))
     with Store(args.db) as store:
         meta = RunMeta(host=url.split("://", 1)[1], mode=args.mode)
         result = asyncio.run(run_sweep(url, config, prompts, store, on_progress, on_level_done, meta))
@@ -120,3 +132,56 @@ def run(args: argparse.Namespace) -> int:
         if result.aborted:
             print(f"sweep stopped: {result.aborted}")
     return 0 if result.aborted is None else 1
+
+
+async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_level_done) -> int:  # type: ignore[no-untyped-def]
+    """The HOST form: start or switch each mode through the lifecycle, sweep it, compare."""
+    from dataclasses import replace
+
+    from specdash.bench.report import level_table
+    from specdash.cli._host import connected, host_config, load_config
+    from specdash.cli._live import StatusPrinter
+    from specdash.core.compare import compute_crossover
+    from specdash.core.events import BenchTick, BenchUpdate
+
+    cfg = load_config(args)
+    modes = [m.strip() for m in args.mode.split(",") if m.strip()]
+    for mode in modes:
+        cfg.mode(mode)
+    printer = StatusPrinter(sys.stderr if args.json else sys.stdout)
+    done: set[tuple[str, int]] = set()
+
+    def listen(event: object) -> None:
+        if isinstance(event, BenchTick):
+            return  # live lines come from the sweep's own progress callback below
+        if isinstance(event, BenchUpdate):
+            for row in event.rows:
+                if row.status in ("done", "failed") and (row.mode, row.concurrency) not in done:
+                    done.add((row.mode, row.concurrency))
+                    line = f"[{row.mode} C={row.concurrency}] {row.status}: {row.tok_s or 0:.1f} tok/s steady"
+                    print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
+            return
+        printer(event)  # type: ignore[arg-type]
+
+    async with connected(args, cfg, host_config(args, cfg), listen) as session:
+        await session.sweep(modes, config.levels, config=replace(config, progress_interval_s=1.0), prompts=prompts)
+        results = dict(session.results)
+    curves = {mode: r.curve() for mode, r in results.items()}
+    crossover = compute_crossover(curves[modes[0]], curves[modes[1]]) if len(modes) >= 2 else None
+    if args.json:
+        out: dict[str, object] = {
+            m: {"run_id": r.run_id, "aborted": r.aborted, "levels": [lv.to_json() for lv in r.levels]}
+            for m, r in results.items()
+        }
+        if crossover is not None:
+            out["crossover"] = {"kind": crossover.kind.value, "concurrency": crossover.concurrency,
+                                "disable_above": crossover.disable_above}  # fmt: skip
+        print(json.dumps(out, default=str))
+    else:
+        for mode, r in results.items():
+            print(f"\nrun {r.run_id} ({mode} on {args.host})")
+            print(level_table([lv.to_json() for lv in r.levels]))
+        if crossover is not None:
+            where = f"C = {crossover.concurrency:.1f}" if crossover.concurrency else crossover.kind.value
+            print(f"\ncrossover {modes[1]} vs {modes[0]}: {where}; disable speculation above {crossover.disable_above}")
+    return 0 if all(r.aborted is None for r in results.values()) else 1

@@ -128,9 +128,11 @@ def _script(name: str) -> str:
     return files.joinpath("common.sh").read_text() + "\n" + files.joinpath(name).read_text()
 
 
-async def run_script(host: Host, name: str, *args: str, timeout: float = 30.0) -> RunResult:
+async def run_script(
+    host: Host, name: str, *args: str, state_dir: str = "~/.specdash", timeout: float = 30.0
+) -> RunResult:
     """Run `scripts/<name>` on the host with `args` as literal positional arguments."""
-    command = "bash -s -- " + shlex.join(args) if args else "bash -s"
+    command = f"SPECDASH_HOME={shlex.quote(state_dir)} bash -s -- {shlex.join(args)}"
     return await host.run(command, timeout=timeout, stdin=_script(name))
 
 
@@ -152,7 +154,9 @@ class Lifecycle:
 
     async def current(self, run_id: str = "") -> RunRecord | None:
         """The current run (or `run_id`) as recorded on the host, or None when there is none."""
-        result = await run_script(self.host, "status.sh", *([run_id] if run_id else []))
+        result = await run_script(
+            self.host, "status.sh", *([run_id] if run_id else []), state_dir=self.config.state_dir
+        )
         if not result.ok:
             raise SpecdashError(f"cannot read the run record on {self.config.name}: {result.stderr.strip()}")
         fields = dict(_lines(result))
@@ -185,7 +189,16 @@ class Lifecycle:
         env = [f"{k}={v}" for k, v in launch_env(mode, self.config).items()]
         meta = json.dumps({"mode": mode.name, "engine": mode.engine, "port": mode.port, "command": argv})
         result = await run_script(
-            self.host, "start.sh", run_id, str(mode.port), self.config.workdir, meta, str(len(env)), *env, *argv
+            self.host,
+            "start.sh",
+            run_id,
+            str(mode.port),
+            self.config.workdir,
+            meta,
+            str(len(env)),
+            *env,
+            *argv,
+            state_dir=self.config.state_dir,
         )
         word, rest = (_lines(result) or [("", "")])[-1]
         if result.exit_status == 10 and word == "live":
@@ -208,7 +221,15 @@ class Lifecycle:
     async def stop(self, record: RunRecord, grace: float = 30.0) -> StopReport:
         """SIGTERM the run's process group, SIGKILL it after `grace` seconds, verify nothing is left."""
         began = time.monotonic()
-        result = await run_script(self.host, "stop.sh", record.id, f"{grace:g}", str(record.port), timeout=grace + 30.0)
+        result = await run_script(
+            self.host,
+            "stop.sh",
+            record.id,
+            f"{grace:g}",
+            str(record.port),
+            state_dir=self.config.state_dir,
+            timeout=grace + 30.0,
+        )
         report = StopReport(run_id=record.id)
         for word, rest in _lines(result):
             if word == "member":

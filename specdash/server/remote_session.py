@@ -12,11 +12,12 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 
-from specdash.bench.prompts import load_prompts
-from specdash.bench.store import Store
-from specdash.bench.sweep import LevelProgress, LevelResult, SweepConfig, run_sweep
+from specdash.bench.prompts import PromptSet, load_prompts
+from specdash.bench.store import RunMeta, Store
+from specdash.bench.sweep import LevelProgress, LevelResult, SweepConfig, SweepResult, run_sweep
 from specdash.config import Config, HostConfig
 from specdash.core.compare import CrossoverKind, compute_crossover
+from specdash.core.eta import estimate
 from specdash.core.events import (
     BenchUpdate,
     LevelRow,
@@ -28,6 +29,7 @@ from specdash.core.events import (
 )
 from specdash.core.models import Phase
 from specdash.core.timeline import Timeline
+from specdash.engines.registry import make_rules
 from specdash.errors import SpecdashError
 from specdash.remote.events import ConnectionEvent
 from specdash.remote.ssh import SSHHost
@@ -68,6 +70,8 @@ class RemoteSession:
         self._sweep_task: asyncio.Task[object] | None = None
         self._rows: dict[tuple[str, int], LevelRow] = {}
         self._curves: dict[str, dict[int, float]] = {}
+        self.results: dict[str, SweepResult] = {}
+        """The last sweep's result per mode."""
         self._closed = asyncio.Event()
         self._queue = host.subscribe()
         self.attached = asyncio.Event()
@@ -116,7 +120,19 @@ class RemoteSession:
         cfg = self.config.mode(mode)
         if self.server_live():
             raise SpecdashError(f"{self._status.mode or 'a server'} is already running on {self.label}; stop it first")
-        self._set_status(ServerStatus(Phase.LAUNCHING, mode=cfg.name, engine=cfg.engine, port=cfg.port))
+        history = self._history(cfg.name)
+        eta = estimate(history, {}, Phase.LAUNCHING, 0.0, order=make_rules(cfg.engine).startup_order)
+        self._set_status(
+            ServerStatus(
+                Phase.LAUNCHING,
+                mode=cfg.name,
+                engine=cfg.engine,
+                port=cfg.port,
+                started_at=self.clock(),
+                eta_remaining=eta.remaining if eta else None,
+                eta_samples=eta.samples if eta else 0,
+            )
+        )
         try:
             record = await self.lifecycle.start(cfg)
         except SpecdashError:
@@ -153,7 +169,18 @@ class RemoteSession:
             await self.stop()
         await self.start(mode)
 
-    async def sweep(self, modes: Sequence[str], levels: Sequence[int]) -> None:
+    async def sweep(
+        self,
+        modes: Sequence[str],
+        levels: Sequence[int],
+        *,
+        config: SweepConfig | None = None,
+        prompts: PromptSet | None = None,
+    ) -> None:
+        """See `Session.sweep`; `config` and `prompts` override the session's defaults (headless CLI).
+
+        Results per mode are kept in `self.results` (the store has every sample as it arrived).
+        """
         if self.sweep_running():
             raise SpecdashError("a sweep is already running")
         for mode in modes:
@@ -165,7 +192,9 @@ class RemoteSession:
         self._sweep_task = asyncio.current_task()
         self._rows.clear()
         self._curves.clear()
-        config = replace(self.sweep_defaults, levels=tuple(levels))
+        self.results.clear()
+        config = replace(config or self.sweep_defaults, levels=tuple(levels))
+        prompts = prompts or load_prompts("chat")
         for mode in modes:
             for c in config.effective_levels():
                 self._rows[(mode, c)] = LevelRow(mode, c, "pending")
@@ -173,7 +202,7 @@ class RemoteSession:
         try:
             for mode in modes:
                 await self._ensure_ready(mode)
-                await self._sweep_mode(mode, config)
+                await self._sweep_mode(mode, config, prompts)
         except asyncio.CancelledError:
             self._emit(Notice("sweep cancelled; finished levels are kept", "warning"))
             raise
@@ -213,7 +242,13 @@ class RemoteSession:
         self._record = record
         history = self._history(record.mode)
         watch = ServerWatch(
-            self.host, record, self._emit_watch, history=history, on_ready=self._save_startup, clock=self.clock
+            self.host,
+            record,
+            self._emit_watch,
+            history=history,
+            on_ready=self._save_startup,
+            clock=self.clock,
+            state_dir=self.host_config.state_dir,
         )
         if note:
             watch.state.note = note
@@ -259,10 +294,10 @@ class RemoteSession:
 
     # -- bench ------------------------------------------------------------------------------------------
 
-    async def _sweep_mode(self, mode: str, config: SweepConfig) -> None:
+    async def _sweep_mode(self, mode: str, config: SweepConfig, prompts: PromptSet) -> None:
         cfg = self.config.mode(mode)
         local = await self.host.forward(cfg.port)
-        prompts = load_prompts("chat")
+        meta = RunMeta(host=self.label, mode=mode, engine=cfg.engine)
 
         def progress(p: LevelProgress) -> None:
             self._rows[(mode, p.concurrency)] = replace(
@@ -284,6 +319,7 @@ class RemoteSession:
                 self.store,
                 on_progress=progress,
                 on_level_done=level_done,
+                run_meta=meta,
             )
         )
         crash = asyncio.create_task(self._wait_crash())
@@ -296,6 +332,7 @@ class RemoteSession:
                         self._rows[key] = replace(row, status="failed", warning="server crashed")
                 raise SpecdashError(f"{mode} crashed during the sweep; finished levels are kept")
             result = sweep.result()
+            self.results[mode] = result
             if result.aborted:
                 self._emit(Notice(f"{mode}: sweep stopped: {result.aborted}", "warning"))
         finally:

@@ -81,6 +81,7 @@ class ServerWatch:
         on_ready: Callable[[Timeline], None] | None = None,
         on_event: Callable[[StartupEvent], None] | None = None,
         clock: Callable[[], float] = time.time,
+        state_dir: str = "~/.specdash",
     ) -> None:
         self.host = host
         self.record = record
@@ -89,6 +90,7 @@ class ServerWatch:
         self.on_ready = on_ready
         self.on_event = on_event
         self.clock = clock
+        self.state_dir = state_dir
         self.tracker = StartupTracker(record.engine, started_at=record.started_at)
         self._order = make_rules(record.engine).startup_order
         self.timeline = Timeline(engine=record.engine, start=record.started_at)
@@ -164,7 +166,7 @@ class ServerWatch:
         while True:
             await self.host.wait_connected()
             try:
-                result = await run_script(self.host, "status.sh", self.record.id)
+                result = await run_script(self.host, "status.sh", self.record.id, state_dir=self.state_dir)
                 if "dead" in result.stdout.split() or "stopped" in result.stdout:
                     break
                 gone = False

@@ -27,7 +27,7 @@ def remote_python() -> str:
     raise RuntimeError(f"no system {minor} for the remote test user")
 
 
-def sim_config(tmp: Path, *, port: int, time_scale: float = 0.01, extra_modes: str = "") -> Config:
+def sim_config(tmp: Path, *, port: int, time_scale: float = 0.01, tp: int = 2, extra_modes: str = "") -> Config:
     """A config with one host entry unused (tests pass HostConfig themselves) and simulator modes."""
     launcher = [remote_python(), "-m", "specdash", "sim"]
     pythonpath = f"{SRC}:{sysconfig.get_paths()['purelib']}"
@@ -37,7 +37,7 @@ engine = "sglang"
 model = "/models/kimi-k2.5"
 port = {port}
 launcher = {launcher!r}
-args = ["--tp", "2", "--sim-time-scale", "{time_scale}", "--sim-seed", "1"]
+args = ["--tp", "{tp}", "--sim-time-scale", "{time_scale}", "--sim-seed", "1"]
 env = {{ PYTHONPATH = "{pythonpath}" }}
 stop_timeout = 10
 

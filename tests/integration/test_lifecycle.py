@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -68,8 +69,9 @@ def cfg(tmp_path: Path, port: int) -> Config:
 
 
 @pytest.fixture
-def host_cfg(sshd: Sshd) -> HostConfig:
-    return HostConfig(name="sim-host", address=target(sshd))
+def host_cfg(sshd: Sshd, tmp_path: Path) -> HostConfig:
+    # Each test keeps its run records apart, so tests (and benchmarks) never see each other's runs.
+    return HostConfig(name="sim-host", address=target(sshd), state_dir=f"~/.specdash-tests/{tmp_path.name}")
 
 
 @pytest.fixture
@@ -134,8 +136,8 @@ async def test_second_start_is_refused_and_a_new_client_attaches(
         assert status.phase is Phase.READY
         assert status.pid == ready.pid
         assert "attached" in status.note
-        runs = await second.host.run("ls ~/.specdash/runs | wc -l; cat ~/.specdash/current")
-        assert runs.ok
+        runs = await second.host.run(f"ls {host_cfg.state_dir}/runs")
+        assert len(runs.stdout.split()) == 1  # attached: nothing was launched a second time
 
 
 @pytest.mark.usefixtures("cleanup")
@@ -147,10 +149,11 @@ async def test_busy_port_is_refused_before_launch(
         blocker.bind(("127.0.0.1", port))
         blocker.listen()
         async with running(make_session(sshd, ssh_options, host_cfg, cfg)) as session:
-            before = (await session.host.run("ls ~/.specdash/runs 2>/dev/null | wc -l")).stdout
+            runs = f"ls {host_cfg.state_dir}/runs 2>/dev/null | wc -l"
+            before = (await session.host.run(runs)).stdout
             with pytest.raises(PortBusy, match=f"port {port} on sim-host is already in use"):
                 await session.start("baseline")
-            after = (await session.host.run("ls ~/.specdash/runs 2>/dev/null | wc -l")).stdout
+            after = (await session.host.run(runs)).stdout
             assert before == after  # nothing was launched
             assert session.status.phase is Phase.STOPPED
 
@@ -208,7 +211,7 @@ async def test_reconnect_mid_startup_loses_and_repeats_no_log_line(
     known.write_text(server.known_hosts_line() + "\n")
     options = SSHOptions(**{**ssh_options.__dict__, "known_hosts": known, "keepalive_interval": 0.5})
     cfg = sim_config(tmp_path, port=port, time_scale=0.02)
-    hc = HostConfig(name="flaky", address=target(server))
+    hc = replace(host_cfg, name="flaky", address=target(server))
     seen = Recorder()
     session = RemoteSession(SSHHost(target(server), options), hc, cfg)
     async with running(session, seen):

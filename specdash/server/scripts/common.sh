@@ -2,7 +2,12 @@
 # Plain POSIX tools only: ps, kill, awk; `ss` when present.
 set -u
 umask 077
-SPECDASH_HOME="$HOME/.specdash"
+# The host's `state_dir` (config), passed in the environment; `~/` means the remote user's home.
+case "${SPECDASH_HOME:-}" in
+"") SPECDASH_HOME="$HOME/.specdash" ;;
+"~") SPECDASH_HOME=$HOME ;;
+"~/"*) SPECDASH_HOME="$HOME/${SPECDASH_HOME#\~/}" ;;
+esac
 RUNS="$SPECDASH_HOME/runs"
 
 # A process is alive unless it is gone or a zombie (our containers' PID 1 reaps slowly).

@@ -1,0 +1,87 @@
+"""The headless CLI end to end over a real sshd: up --wait, status, logs, bench A/B with crossover, down."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import target
+from tests.integration.remote_sim import sim_config
+from tests.sshd import Keys, Sshd, free_port
+
+
+@pytest.fixture
+def cli(tmp_path: Path, sshd: Sshd, ssh_keys: Keys, known_hosts: Path):  # type: ignore[no-untyped-def]
+    port = free_port()
+    cfg = sim_config(tmp_path, port=port, time_scale=0.01)
+    assert cfg.path is not None
+    # The host entry points at the test sshd with a state dir of its own.
+    host = f"""
+[hosts.sim]
+address = "{target(sshd)}"
+identity_file = "{ssh_keys.client_key}"
+known_hosts = "{known_hosts}"
+state_dir = "~/.specdash-tests/{tmp_path.name}"
+"""
+    cfg.path.write_text(cfg.path.read_text() + host)
+    env = {**os.environ, "SPECDASH_CONFIG": str(cfg.path)}
+
+    def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "specdash", *args], capture_output=True, text=True, env=env, timeout=timeout
+        )
+
+    yield run
+    run("down", "sim", "--grace", "5")
+
+
+def test_up_status_logs_down(cli) -> None:  # type: ignore[no-untyped-def]
+    up = cli("up", "sim", "--mode", "baseline", "--wait")
+    assert up.returncode == 0, up.stderr
+    assert "baseline is ready on sim" in up.stdout
+    assert "loading weights" in up.stdout and "capturing CUDA graphs" in up.stdout
+
+    again = cli("up", "sim", "--mode", "eagle3")
+    assert again.returncode == 1
+    assert "already running" in again.stderr and "Traceback" not in again.stderr
+
+    status = cli("status", "sim", "--json")
+    info = json.loads(status.stdout)
+    assert (info["state"], info["mode"], info["alive"]) == ("ready", "baseline", True)
+
+    logs = cli("logs", "sim", "-n", "5")
+    assert logs.returncode == 0 and len(logs.stdout.splitlines()) == 5
+
+    down = cli("down", "sim", "--grace", "5")
+    assert down.returncode == 0, down.stderr
+    assert "stopped run" in down.stdout
+    assert json.loads(cli("status", "sim", "--json").stdout)["state"] in ("exited", "stopped")
+
+
+def test_crash_exits_1_with_the_exception_line(cli) -> None:  # type: ignore[no-untyped-def]
+    # The crash fault needs load; `bench` provides it (C=12 exceeds batch 10) and the level fails.
+    up = cli("up", "sim", "--mode", "crash", "--wait")
+    assert up.returncode == 0, up.stderr
+    bench = cli("bench", "sim", "--mode", "crash", "--levels", "12", "--output-len", "64", "--requests-per-level", "24")
+    assert bench.returncode == 1
+    assert "RuntimeError: The size of tensor a (160) must match the size of tensor b (2)" in bench.stdout + bench.stderr
+
+
+def test_bench_ab_over_ssh_finds_the_crossover(cli) -> None:  # type: ignore[no-untyped-def]
+    out = cli(
+        "bench", "sim", "--modes", "baseline,eagle3", "--levels", "1,8", "--output-len", "64",
+        "--requests-per-level", "16", "--json", timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout)
+    base = {lv["concurrency"]: lv["stats"]["output_tok_s"] for lv in result["baseline"]["levels"]}
+    spec = {lv["concurrency"]: lv["stats"]["output_tok_s"] for lv in result["eagle3"]["levels"]}
+    assert spec[1] > base[1]  # speculation wins alone ...
+    assert spec[8] < base[8]  # ... and loses under load
+    assert result["crossover"]["kind"] == "crosses"
+    assert 1 < result["crossover"]["concurrency"] < 8
