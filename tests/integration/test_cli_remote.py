@@ -16,7 +16,7 @@ from tests.sshd import Keys, Sshd, free_port
 
 
 @pytest.fixture
-def cli(tmp_path: Path, sshd: Sshd, ssh_keys: Keys, known_hosts: Path):  # type: ignore[no-untyped-def]
+def cli(tmp_path: Path, sshd: Sshd, ssh_keys: Keys, known_hosts: Path):
     port = free_port()
     cfg = sim_config(tmp_path, port=port, time_scale=0.01)
     assert cfg.path is not None
@@ -40,7 +40,7 @@ state_dir = "~/.specdash-tests/{tmp_path.name}"
     run("down", "sim", "--grace", "5")
 
 
-def test_up_status_logs_down(cli) -> None:  # type: ignore[no-untyped-def]
+def test_up_status_logs_down(cli) -> None:
     up = cli("up", "sim", "--mode", "baseline", "--wait")
     assert up.returncode == 0, up.stderr
     assert "baseline is ready on sim" in up.stdout
@@ -63,7 +63,7 @@ def test_up_status_logs_down(cli) -> None:  # type: ignore[no-untyped-def]
     assert json.loads(cli("status", "sim", "--json").stdout)["state"] in ("exited", "stopped")
 
 
-def test_crash_exits_1_with_the_exception_line(cli) -> None:  # type: ignore[no-untyped-def]
+def test_crash_exits_1_with_the_exception_line(cli) -> None:
     # The crash fault needs load; `bench` provides it (C=12 exceeds batch 10) and the level fails.
     up = cli("up", "sim", "--mode", "crash", "--wait")
     assert up.returncode == 0, up.stderr
@@ -72,7 +72,7 @@ def test_crash_exits_1_with_the_exception_line(cli) -> None:  # type: ignore[no-
     assert "RuntimeError: The size of tensor a (160) must match the size of tensor b (2)" in bench.stdout + bench.stderr
 
 
-def test_bench_ab_over_ssh_finds_the_crossover(cli) -> None:  # type: ignore[no-untyped-def]
+def test_bench_ab_over_ssh_finds_the_crossover(cli) -> None:
     out = cli(
         "bench", "sim", "--modes", "baseline,eagle3", "--levels", "1,8", "--output-len", "64",
         "--requests-per-level", "16", "--json", timeout=300,
