@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from textual.dom import DOMNode
+
 from specdash.core.models import Phase
 
 
@@ -41,6 +43,15 @@ def state_class(phase: Phase) -> str:
 
 STATE_CLASSES = ("-ready", "-crashed", "-stopping", "-starting", "-stopped")
 """Every class `state_class` returns, to remove the old one."""
+
+
+def swap_class(widget: DOMNode, choices: tuple[str, ...], chosen: str) -> None:
+    """Make `chosen` the one class of `choices` on `widget`, touching nothing when it already is.
+
+    `remove_class(...).add_class(...)` would restyle the widget's subtree twice on every clock tick.
+    """
+    for name in choices:
+        widget.set_class(name == chosen, name)
 
 
 def bar(fraction: float, width: int) -> tuple[str, str]:

@@ -350,3 +350,18 @@ async def test_command_palette_runs_an_action(build: AppFactory) -> None:
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
         assert session.calls == []
+
+
+async def test_scrolling_up_with_keys_pauses_follow(build: AppFactory) -> None:
+    app, session = build(sc.loading())
+    async with app.run_test(size=SIZE) as pilot:
+        session.emit(LogBatch(tuple(f"line {i}" for i in range(500))))
+        await pilot.pause()
+        view = app.screen.query_one(LogView)
+        view.focus()
+        await pilot.press("pageup")
+        assert not view.follow
+        held = view.scroll_offset.y
+        session.emit(LogBatch(("one more",)))
+        await pilot.pause()
+        assert view.scroll_offset.y == held

@@ -11,6 +11,7 @@ from collections import OrderedDict, deque
 from collections.abc import Mapping
 from typing import Any
 
+from textual.app import RenderResult
 from textual.events import Show
 from textual.timer import Timer
 from textual_plotext import PlotextPlot
@@ -50,6 +51,18 @@ class ThrottledPlot(PlotextPlot):
         self._interval = interval
         self._dirty = False
         self._timer: Timer | None = None
+        self._version = 0
+        self._cached: tuple[tuple[object, ...], RenderResult] | None = None
+
+    def render(self) -> RenderResult:
+        # Building a plotext figure costs ~30 ms; the screen re-renders every widget on any layout change
+        # (a label update), so rebuild only when the data, the size or the theme changed.
+        # Plotting happens here, not when data arrives, so it knows the widget's real size.
+        key = (self._version, self.size, self.app.theme)
+        if self._cached is None or self._cached[0] != key:
+            self.draw()
+            self._cached = (key, super().render())
+        return self._cached[1]
 
     def request_redraw(self) -> None:
         """Ask for a redraw soon; many requests inside one interval make one redraw."""
@@ -64,7 +77,7 @@ class ThrottledPlot(PlotextPlot):
         if not self._dirty or not self.display or not self.is_mounted:
             return  # hidden: `on_show` catches up
         self._dirty = False
-        self.draw()
+        self._version += 1
         self.refresh()
 
     def on_show(self, _event: Show) -> None:
@@ -72,7 +85,7 @@ class ThrottledPlot(PlotextPlot):
             self._flush()
 
     def draw(self) -> None:
-        """Re-plot from the widget's data (subclasses)."""
+        """Re-plot from the widget's data into `self.plt` (subclasses; called from `render`)."""
 
 
 class LiveChart(ThrottledPlot):
@@ -81,12 +94,12 @@ class LiveChart(ThrottledPlot):
     def __init__(self, *, interval: float = 0.25, id: str | None = None) -> None:  # noqa: A002
         super().__init__(interval=interval, id=id)
         self._series: OrderedDict[tuple[str, int], deque[tuple[float, float]]] = OrderedDict()
-        self._last: BenchTick | None = None
+        self.border_title = "live tok/s"
 
     def clear(self) -> None:
         """Forget every level (a new sweep starts)."""
         self._series.clear()
-        self._last = None
+        self.border_title, self.border_subtitle = "live tok/s", ""
         self.request_redraw()
 
     def add(self, tick: BenchTick) -> None:
@@ -98,21 +111,19 @@ class LiveChart(ThrottledPlot):
             while len(self._series) > LIVE_LEVELS:
                 self._series.popitem(last=False)
         series.append((tick.t, tick.tok_s))
-        self._last = tick
+        self.border_title = f"live tok/s · {tick.mode} C={tick.concurrency}"
+        self.border_subtitle = f"{tick.done}/{tick.total} requests"
         self.request_redraw()
 
     def draw(self) -> None:
         plt = self.plt
         plt.clear_figure()
-        last = self._last
-        self.border_title = "live tok/s"
-        if last is not None:
-            self.border_title = f"live tok/s · {last.mode} C={last.concurrency}"
-            self.border_subtitle = f"{last.done}/{last.total} requests"
         several_modes = len({mode for mode, _ in self._series}) > 1
         top = 0.0
         for (mode, concurrency), points in self._series.items():
-            snapshot = list(points)
+            # At most two points per braille column: more only costs build time.
+            stride = max(1, len(points) // max(1, 2 * self.size.width))
+            snapshot = list(points)[::stride]
             label = f"{mode} C={concurrency}" if several_modes else f"C={concurrency}"
             plt.plot([t for t, _ in snapshot], [v for _, v in snapshot], marker="braille", label=label)
             top = max([top, *(v for _, v in snapshot)])
@@ -127,7 +138,7 @@ class CurvesChart(ThrottledPlot):
         super().__init__(interval=interval, id=id)
         self._curves: Mapping[str, tuple[tuple[int, float], ...]] = {}
         self._crossover: float | None = None
-        self._crossover_text = ""
+        self.border_title = "tok/s by concurrency"
 
     def set_curves(self, curves: Mapping[str, tuple[tuple[int, float], ...]], crossover: float | None) -> None:
         """Replace the curves (they come whole with every bench update)."""
@@ -137,7 +148,6 @@ class CurvesChart(ThrottledPlot):
     def draw(self) -> None:
         plt = self.plt
         plt.clear_figure()
-        self.border_title = "tok/s by concurrency"
         levels = sorted({c for points in self._curves.values() for c, _ in points})
         for mode, points in self._curves.items():
             ordered = sorted(points)
@@ -149,8 +159,7 @@ class CurvesChart(ThrottledPlot):
         if self._crossover is not None and levels:
             # A vertical line where speculation stops paying; the sentence is in the subtitle.
             plt.vline(self._crossover)
-        self.border_subtitle = self._crossover_text
 
     def set_crossover_text(self, text: str) -> None:
         """The session's sentence about the crossover (`eagle3 wins up to C=12.5; baseline above`)."""
-        self._crossover_text = text
+        self.border_subtitle = text

@@ -12,7 +12,7 @@ from textual.widgets import Label
 
 from specdash.core.events import ServerStatus
 from specdash.remote.events import Connected, Connecting, ConnectionEvent, Failed, Lost, Reconnecting
-from specdash.ui.format import STATE_CLASSES, state_class
+from specdash.ui.format import STATE_CLASSES, state_class, swap_class
 
 CONNECTION_CLASSES = ("-connecting", "-connected", "-lost", "-failed")
 
@@ -84,17 +84,17 @@ class StatusHeader(Horizontal):
         text, cls = connection_text(self.connection, self.now, self._deadline)
         conn = self.query_one("#connection", Label)
         conn.update(text)
-        conn.remove_class(*CONNECTION_CLASSES).add_class(cls)
+        swap_class(conn, CONNECTION_CLASSES, cls)
         status = self.status
         engine = self.query_one("#engine", Label)
         badge = self.query_one("#server-state-badge", Label)
         if status is None:
             engine.update("")
             badge.update("server: unknown")
-            badge.remove_class(*STATE_CLASSES).add_class("-stopped")
+            swap_class(badge, STATE_CLASSES, "-stopped")
             return
         engine.update(" · ".join(part for part in (status.engine, status.mode) if part))
         stale = not isinstance(self.connection, Connected)
         badge.update(f"server: {status.phase.value}{' (last known)' if stale else ''}")
-        badge.remove_class(*STATE_CLASSES).add_class(state_class(status.phase))
+        swap_class(badge, STATE_CLASSES, state_class(status.phase))
         badge.set_class(stale, "-stale")

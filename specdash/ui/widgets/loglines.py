@@ -32,8 +32,6 @@ _PREFIX = re.compile(r"^\[[^\]]{0,60}\]")
 _RANK_WORD = re.compile(r"\b(?:DP|TP|PP|EP)\d+\b")
 _VLLM_TAG = re.compile(r"^\((?:EngineCore|VllmWorker|Worker|APIServer)[^)]*\)")
 _LEVEL = re.compile(r"\b(ERROR|CRITICAL|FATAL|WARNING|WARN)\b")
-_ERROR_WORDS = ("ERROR", "CRITICAL", "FATAL")
-_WARNING_WORDS = ("WARNING", "WARN ")
 
 
 @dataclass(slots=True)
@@ -75,14 +73,13 @@ class Classifier:
             if exception_line(text) or text.startswith(("During handling", "The above exception")):
                 self._in_traceback = text.startswith(("During handling", "The above exception"))
                 return Kind.TRACEBACK
-        if exception_line(text):
+        # Plain `in` tests, no generators: this runs for every line at 10,000 lines/s.
+        if "ERROR" in text or "CRITICAL" in text or "FATAL" in text or exception_line(text):
             return Kind.ERROR
-        if any(word in text for word in _ERROR_WORDS):
-            return Kind.ERROR
-        if any(word in text for word in _WARNING_WORDS):
+        if "WARN" in text and ("WARNING" in text or "WARN " in text):
             return Kind.WARNING
-        if any(marker in text for marker in READY_MARKERS):
-            return Kind.READY
+        if "ready to roll" in text or "startup complete" in text:
+            return Kind.READY if any(marker in text for marker in READY_MARKERS) else Kind.NORMAL
         return Kind.NORMAL
 
 

@@ -202,6 +202,18 @@ class LogView(ScrollView, can_focus=True):
         # Reading back through the log: stop dragging the view to the bottom under the reader's eyes.
         self.follow = False
 
+    def action_scroll_up(self) -> None:
+        self.follow = False
+        super().action_scroll_up()
+
+    def action_page_up(self) -> None:
+        self.follow = False
+        super().action_page_up()
+
+    def action_scroll_home(self) -> None:
+        self.follow = False
+        super().action_scroll_home()
+
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._cache.clear()

@@ -10,7 +10,7 @@ from textual.widgets import Label, Static
 
 from specdash.core.events import ServerStatus
 from specdash.core.models import Phase, Progress
-from specdash.ui.format import STATE_CLASSES, bar, duration, state_class
+from specdash.ui.format import STATE_CLASSES, bar, duration, state_class, swap_class
 
 STATE_ICONS = {"-ready": "●", "-starting": "◐", "-crashed": "✖", "-stopping": "◑", "-stopped": "○"}
 
@@ -115,11 +115,11 @@ class ServerPanel(Vertical):
             return
         status, now = self.status, self.now
         cls = state_class(status.phase)
-        self.remove_class(*STATE_CLASSES).add_class(cls)
+        swap_class(self, STATE_CLASSES, cls)
         state = self.query_one("#server-state", Label)
         last_known = "  (last known: no connection)" if self.stale else ""
         state.update(f"{STATE_ICONS[cls]} {status.phase.value.upper()}{last_known}")
-        state.remove_class(*STATE_CLASSES).add_class(cls)
+        swap_class(state, STATE_CLASSES, cls)
         self.query_one("#server-facts", Label).update(self._facts(status, now))
 
         starting = status.phase.is_startup
