@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer
@@ -31,6 +30,7 @@ from specdash.ui.messages import (
     StatusChanged,
 )
 from specdash.ui.screens.confirm import DEFAULT_LEVELS, ConfirmScreen, LevelsScreen
+from specdash.ui.screens.keys import BENCH_BINDINGS, LOG_BINDINGS, MODE_BINDINGS, SERVER_BINDINGS
 from specdash.ui.widgets.bench import BenchPanel
 from specdash.ui.widgets.gpu import GpuPanel
 from specdash.ui.widgets.header import StatusHeader
@@ -40,38 +40,6 @@ from specdash.ui.widgets.server import ServerPanel
 
 if TYPE_CHECKING:
     from specdash.ui.app import SpecdashApp
-
-
-def _b(key: str, action: str, description: str, bid: str, tooltip: str, *, show: bool = True) -> Binding:
-    return Binding(key, action, description, show=show, id=bid, tooltip=tooltip)
-
-
-SERVER_BINDINGS = [
-    _b("s", "start", "Start", "start", "Start the highlighted mode on the host"),
-    _b("x", "stop", "Stop", "stop", "Stop the live server (SIGTERM, then SIGKILL of its process group)"),
-    _b("r", "restart", "Restart", "restart", "Stop the live server and start the same mode again"),
-    _b("m", "switch", "Switch", "switch", "Stop the live server and start the highlighted mode"),
-    _b("c", "show_crash", "Show crash", "show-crash", "Jump to the crash's exception line in the log"),
-]
-MODE_BINDINGS = [
-    *(
-        _b(str(n), f"select_mode({n})", f"Mode {n}", f"select-mode-{n}", f"Highlight mode {n}", show=False)
-        for n in range(1, 10)
-    ),
-    _b("space", "mark", "Mark A/B", "mark", "Mark or unmark the highlighted mode for an A/B sweep", show=False),
-]
-BENCH_BINDINGS = [
-    _b("b", "sweep", "Sweep", "sweep", "Run a concurrency sweep on the live mode (levels editable)"),
-    _b("a", "ab", "A/B", "ab", "Sweep every marked mode in turn (restarts the server between them)"),
-    _b("escape", "cancel_sweep", "Cancel sweep", "cancel-sweep", "Stop the running sweep; finished levels are kept"),
-]
-LOG_BINDINGS = [
-    _b("f", "follow", "Follow", "follow", "Keep the newest log line in view, or stop scrolling"),
-    _b("slash", "search", "Search", "search", "Search the log (case-insensitive)"),
-    _b("n", "search_next", "Next", "search-next", "Next match (further down)"),
-    _b("N", "search_previous", "Prev", "search-previous", "Previous match (further up)"),
-    _b("e", "errors", "Errors", "errors", "Show only errors, warnings and tracebacks (again: show all)"),
-]
 
 
 _NEEDS_HOST = {"start", "stop", "restart", "switch", "sweep", "ab", "cancel_sweep"}
