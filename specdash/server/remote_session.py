@@ -249,6 +249,7 @@ class RemoteSession:
             on_ready=self._save_startup,
             clock=self.clock,
             state_dir=self.host_config.state_dir,
+            label=self.label,
         )
         if note:
             watch.state.note = note

@@ -82,6 +82,7 @@ class ServerWatch:
         on_event: Callable[[StartupEvent], None] | None = None,
         clock: Callable[[], float] = time.time,
         state_dir: str = "~/.specdash",
+        label: str = "",
     ) -> None:
         self.host = host
         self.record = record
@@ -91,6 +92,7 @@ class ServerWatch:
         self.on_event = on_event
         self.clock = clock
         self.state_dir = state_dir
+        self.label = label or host.name
         self.tracker = StartupTracker(record.engine, started_at=record.started_at)
         self._order = make_rules(record.engine).startup_order
         self.timeline = Timeline(engine=record.engine, start=record.started_at)
@@ -239,7 +241,7 @@ class ServerWatch:
                 continue
             changed = True
             if isinstance(event, Ready):
-                self.emit(Notice(f"{self.record.mode} is ready on {self.host.name}", bell=True))
+                self.emit(Notice(f"{self.record.mode} is ready on {self.label}", bell=True))
                 if self.on_ready is not None and self.timeline.outcome is Outcome.READY:
                     self.on_ready(self.timeline)
             elif isinstance(event, Crashed):

@@ -1,0 +1,133 @@
+"""`specdash demo`: the whole product offline, against the built-in SGLang simulator.
+
+An embedded SSH server on loopback (ephemeral keys, 127.0.0.1 only) stands in for the GPU host, and the
+session connects to it through the normal SSH code path (`SSHHost`, known_hosts check, exec channels, port
+forward). The demo's modes are real SGLang command lines whose launcher is `specdash sim`, at a time scale
+that makes a full start take about 30 s. Run records go to a private temporary directory; startup history
+(for the ETA) goes to the normal local store under the host name `demo`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from specdash.config import Config, HostConfig, ModeConfig
+
+if TYPE_CHECKING:
+    from specdash.server.remote_session import RemoteSession
+
+TIME_SCALE = 0.055
+"""550 s x 0.055 = about 30 s for a simulated TP=8 EAGLE-3 start."""
+MODEL = "/models/Kimi-K2.5"
+DRAFT = "/models/Kimi-K2.5-eagle3"
+AUTOPLAY_LEVELS = (1, 2, 5, 10, 20)
+"""Concurrency levels of the autoplay tour: enough to show the crossover between 2 and 5."""
+
+
+def demo_config(port: int) -> Config:
+    """The demo's modes: baseline, eagle3, eagle3-dynamic (crashes at batch 10) and spec-v2."""
+    launcher = (sys.executable, "-m", "specdash", "sim")
+    common = ("--tp", "8", "--enable-metrics", "--sim-time-scale", str(TIME_SCALE))
+    eagle = (
+        "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", DRAFT,
+        "--speculative-num-steps", "2", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "16",
+    )  # fmt: skip
+
+    def mode(name: str, args: tuple[str, ...], description: str, env: dict[str, str] | None = None) -> ModeConfig:
+        return ModeConfig(
+            name=name,
+            engine="sglang",
+            model=MODEL,
+            port=port,
+            args=common + args,
+            env=env or {},
+            launcher=launcher,
+            description=description,
+            stop_timeout=10.0,
+        )
+
+    modes = [
+        mode("baseline", (), "no speculation"),
+        mode("eagle3", eagle, "EAGLE-3, 2 steps, topk 4, 16 draft tokens"),
+        mode(
+            "eagle3-dynamic",
+            (*eagle, "--sim-disable-spec-above", "4", "--sim-fault", "crash-at-batch=10"),
+            "EAGLE-3, speculation off above batch 4 (crashes at batch 10, as the field patch did)",
+        ),
+        mode(
+            "spec-v2",
+            (
+                "--speculative-algorithm",
+                "EAGLE3",
+                "--speculative-draft-model-path",
+                DRAFT,
+                "--speculative-num-steps",
+                "3",
+                "--speculative-eagle-topk",
+                "1",
+                "--speculative-num-draft-tokens",
+                "4",
+            ),  # fmt: skip
+            "EAGLE-3 on the overlap scheduler (SGLANG_ENABLE_SPEC_V2=1)",
+            {"SGLANG_ENABLE_SPEC_V2": "1"},
+        ),
+    ]
+    return Config(path=None, hosts={}, modes={m.name: m for m in modes})
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (the simulator binds it shortly after)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def demo_session() -> AsyncIterator[RemoteSession]:
+    """An embedded SSH server and a `RemoteSession` on it (not running yet).
+
+    On exit the demo's server is stopped (through the same lifecycle code), the SSH server closed, and the
+    temporary run records removed: the demo leaves nothing running.
+    """
+    from specdash.bench.store import Store
+    from specdash.remote.embedded import EmbeddedSSHServer
+    from specdash.remote.options import SSHOptions
+    from specdash.remote.ssh import SSHHost
+    from specdash.server.lifecycle import Lifecycle
+    from specdash.server.remote_session import RemoteSession
+
+    server = EmbeddedSSHServer()
+    endpoint = await server.start()
+    state = tempfile.TemporaryDirectory(prefix="specdash-demo-runs-")
+    ssh_config = Path(state.name) / "ssh_config"
+    ssh_config.write_text("")  # the user's ~/.ssh/config has nothing to say about the demo host
+    host_config = HostConfig(
+        name="demo",
+        address=endpoint.target,
+        identity_file=str(endpoint.client_key),
+        known_hosts=str(endpoint.known_hosts),
+        state_dir=str(Path(state.name) / "runs"),
+    )
+    options = SSHOptions(
+        identity_files=(endpoint.client_key,),
+        known_hosts=endpoint.known_hosts,
+        ssh_config=ssh_config,
+        use_agent=False,
+    )
+    try:
+        yield RemoteSession(SSHHost(endpoint.target, options), host_config, demo_config(free_port()), store=Store())
+    finally:
+        with contextlib.suppress(Exception):  # best effort: never hide the demo's own error
+            async with SSHHost(endpoint.target, options) as host:
+                lifecycle = Lifecycle(host, host_config)
+                record = await lifecycle.current()
+                if record is not None and record.alive:
+                    await lifecycle.stop(record, grace=10)
+        await server.stop()
+        state.cleanup()
