@@ -365,3 +365,13 @@ async def test_scrolling_up_with_keys_pauses_follow(build: AppFactory) -> None:
         session.emit(LogBatch(("one more",)))
         await pilot.pause()
         assert view.scroll_offset.y == held
+
+
+async def test_stopped_says_so_without_a_startup_bar(build: AppFactory) -> None:
+    app, _ = build(sc.stopped())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert text(app, "#server-state") == "○ STOPPED"
+        assert text(app, "#server-facts") == "no server of ours on this host"
+        assert not app.screen.query_one("#startup").display
+        assert not app.screen.query_one("#crash").display

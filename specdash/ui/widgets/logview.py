@@ -46,6 +46,7 @@ class LogView(ScrollView, can_focus=True):
         "log-view--level-warning",
         "log-view--match",
         "log-view--marked",
+        "log-view--placeholder",
     }
 
     DEFAULT_CSS = """
@@ -62,6 +63,7 @@ class LogView(ScrollView, can_focus=True):
         & > .log-view--level-warning { color: $text-warning; background: $warning-muted; text-style: bold; }
         & > .log-view--match { color: $text; background: $warning-muted; text-style: bold underline; }
         & > .log-view--marked { background: $primary 45%; text-style: bold; }
+        & > .log-view--placeholder { color: $text-muted; text-style: italic; }
     }
     """
 
@@ -227,6 +229,8 @@ class LogView(ScrollView, can_focus=True):
         index = scroll_y + y
         shown = self.shown
         if index >= len(shown):
+            if index == 0:
+                return self._placeholder(width, base)
             return Strip.blank(width, base)
         line = shown[index]
         key = (line.seq, line is self._marked, self.errors_only)
@@ -235,6 +239,21 @@ class LogView(ScrollView, can_focus=True):
             strip = self._line_strip(line, base)
             self._cache[key] = strip
         return strip.crop_extend(scroll_x, scroll_x + width, base)
+
+    def _placeholder(self, width: int, base: Style) -> Strip:
+        # An empty view should say why, rather than look like a stalled stream.
+        if self.errors_only and self._all:
+            message = f"no errors or warnings in the last {len(self._all):,} lines (e: show all)"
+        else:
+            message = "no server log yet"
+        text = Text(message, no_wrap=True, end="")
+        text.stylize(base)
+        text.stylize(self._blended("log-view--placeholder"))
+        return Strip(text.render(self.app.console), text.cell_len).crop_extend(0, width, base)
+
+    def _blended(self, name: str) -> Style:
+        # Muted colours are translucent ($text-muted): only the full style blends them over the background.
+        return self.get_component_rich_style(name)
 
     def _style(self, name: str) -> Style:
         return self.get_component_rich_style(name, partial=True)
@@ -246,7 +265,7 @@ class LogView(ScrollView, can_focus=True):
             text.stylize(self._style(_KIND_CLASS[line.kind]))
         prefix = prefix_span(line.text)
         if prefix is not None and line.kind is Kind.NORMAL:
-            text.stylize(self._style("log-view--prefix"), *prefix)
+            text.stylize(self._blended("log-view--prefix"), *prefix)
         for start, end in rank_spans(line.text):
             text.stylize(self._style("log-view--rank"), start, end)
         for start, end, is_error in level_spans(line.text):

@@ -95,7 +95,11 @@ class ServerPanel(Vertical):
         yield Label("", id="crash", markup=False)
         yield Label("", id="note", markup=False)
 
+    _composed = False
+
     def on_mount(self) -> None:
+        # `is_mounted` is still False inside on_mount, so the children's existence is tracked here.
+        self._composed = True
         self.border_title = "Server"
         self._update()
 
@@ -111,8 +115,8 @@ class ServerPanel(Vertical):
             self._update()
 
     def _update(self) -> None:
-        if not self.is_mounted:
-            return
+        if not self._composed:
+            return  # watchers fire before on_mount; on_mount draws the first state
         status, now = self.status, self.now
         cls = state_class(status.phase)
         swap_class(self, STATE_CLASSES, cls)
