@@ -10,7 +10,7 @@ from specdash.core.models import Phase
 
 
 def duration(seconds: float | None) -> str:
-    """`42s`, `3m 05s`, `1h 02m`; `-` when unknown."""
+    """`42s`, `3m 05s`, `1h 02m`, `3d 04h`; `-` when unknown."""
     if seconds is None or math.isnan(seconds):
         return "-"
     total = max(0, int(seconds + 0.5))
@@ -20,7 +20,10 @@ def duration(seconds: float | None) -> str:
     if minutes < 60:
         return f"{minutes}m {secs:02d}s"
     hours, minutes = divmod(minutes, 60)
-    return f"{hours}h {minutes:02d}m"
+    if hours < 48:
+        return f"{hours}h {minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d {hours:02d}h"
 
 
 def rate(tok_s: float | None) -> str:

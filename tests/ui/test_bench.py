@@ -147,3 +147,21 @@ def test_nice_ticks_start_at_zero_and_cover_the_top() -> None:
         ticks, labels = nice_ticks(top)
         assert ticks[0] == 0 and ticks[-1] >= top and len(ticks) <= 6
     assert nice_ticks(1960)[1] == ["0", "500", "1k", "1.5k", "2k"]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (None, "-"),
+        (0.4, "0s"),
+        (42, "42s"),
+        (185, "3m 05s"),
+        (3725, "1h 02m"),
+        (47 * 3600, "47h 00m"),
+        (3 * 86400 + 4 * 3600, "3d 04h"),
+    ],
+)
+def test_duration(seconds: float | None, text: str) -> None:
+    from specdash.ui.format import duration
+
+    assert duration(seconds) == text
