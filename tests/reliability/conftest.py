@@ -1,0 +1,170 @@
+"""Reliability fixtures: a remote host in a network namespace (link cuts), sshd kill/restart, recorders.
+
+The shared loopback sshd and keys come from `tests/integration/conftest.py`. Namespace tests are marked
+`netns` and skip, with the kernel's words, only where `ip netns add` is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from specdash.config import Config, HostConfig
+from specdash.core.events import LogBatch, ServerStatus
+from specdash.core.models import Phase
+from specdash.remote.ssh import SSHHost, SSHOptions
+from specdash.server.lifecycle import Lifecycle
+from tests import netns as netns_mod
+from tests.integration.conftest import (  # noqa: F401  (fixtures re-exported for this tier)
+    known_hosts,
+    make_sshd,
+    ssh_keys,
+    ssh_options,
+    sshd,
+    target,
+)
+from tests.netns import Netns
+from tests.sshd import TEST_USER, Keys, Sshd
+
+SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
+TIMINGS: list[str] = []
+"""Measured recovery times, printed at the end of the session (and by each test with -s)."""
+
+
+def timing(text: str) -> None:
+    """Record a measured time for the summary at the end of the run."""
+    TIMINGS.append(text)
+    print(f"[timing] {text}")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if TIMINGS:
+        terminalreporter.section("reliability timings")
+        for line in TIMINGS:
+            terminalreporter.write_line(line)
+
+
+_netns_reason: list[str | None] = []
+
+
+@pytest.fixture
+def netns() -> Iterator[Netns]:
+    """A fresh namespace with a veth link (no sshd yet); torn down after the test."""
+    if not _netns_reason:
+        _netns_reason.append(netns_mod.unavailable())
+    if _netns_reason[0]:
+        pytest.skip(f"network namespaces unavailable: {_netns_reason[0]}")
+    ns = Netns.create()
+    try:
+        yield ns
+    finally:
+        ns.close()
+
+
+@dataclass
+class RemoteHost:
+    """An sshd in a namespace, and how to reach it."""
+
+    ns: Netns
+    sshd: Sshd
+    options: SSHOptions
+    """Our key, our known_hosts, keepalive 1 s x 3 (a cut is noticed after about 3.5 s)."""
+
+    @property
+    def target(self) -> str:
+        return f"{TEST_USER}@{self.ns.addr}:22"
+
+    def host_config(self, name: str, state_dir: str) -> HostConfig:
+        return HostConfig(name=name, address=self.target, state_dir=state_dir)
+
+
+@pytest.fixture
+def remote(netns: Netns, ssh_keys: Keys, ssh_options: SSHOptions, tmp_path: Path) -> RemoteHost:  # noqa: F811
+    """sshd inside `netns`, trusted by a known_hosts of its own."""
+    server = netns.start_sshd(ssh_keys)
+    kh = tmp_path / "ns_known_hosts"
+    # Port 22: OpenSSH's known_hosts form is the bare address (no `[addr]:22`).
+    kh.write_text(f"{netns.addr} " + " ".join(ssh_keys.host_pub.split()[:2]) + "\n")
+    options = SSHOptions(
+        **{
+            **ssh_options.__dict__,
+            "known_hosts": kh,
+            "keepalive_interval": 1.0,
+            "keepalive_count_max": 3,
+            "backoff_initial": 0.1,
+            "backoff_max": 0.5,
+            "connect_timeout": 2.0,
+        }
+    )
+    return RemoteHost(netns, server, options)
+
+
+class Recorder:
+    """A session listener that keeps every event, with timestamps."""
+
+    def __init__(self) -> None:
+        self.events: list[object] = []
+        self.times: list[float] = []
+        self._arrived = asyncio.Event()
+
+    def __call__(self, event: object) -> None:
+        self.events.append(event)
+        self.times.append(time.monotonic())
+        self._arrived.set()
+
+    async def wait_for(self, predicate: Callable[[list[object]], bool], timeout: float) -> None:
+        """Wait (at most `timeout` s) until `predicate(events)` holds."""
+        async with asyncio.timeout(timeout):
+            while not predicate(self.events):
+                self._arrived.clear()
+                await self._arrived.wait()
+
+    def first(self, kind: type, after: float = 0.0) -> tuple[object, float] | None:
+        """The first event of `kind` recorded at or after monotonic time `after`."""
+        for event, t in zip(self.events, self.times, strict=True):
+            if isinstance(event, kind) and t >= after:
+                return event, t
+        return None
+
+    def of(self, kind: type) -> list[object]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+    def phases(self) -> list[Phase]:
+        out: list[Phase] = []
+        for e in self.events:
+            if isinstance(e, ServerStatus) and (not out or out[-1] is not e.phase):
+                out.append(e.phase)
+        return out
+
+    def log_lines(self) -> list[str]:
+        return [line for e in self.events if isinstance(e, LogBatch) for line in e.lines]
+
+
+async def stop_live_run(address: str, options: SSHOptions, host_cfg: HostConfig) -> None:
+    """Stop whatever run of `host_cfg` is live (test cleanup)."""
+    async with SSHHost(address, options) as h:
+        lifecycle = Lifecycle(h, host_cfg)
+        record = await lifecycle.current()
+        if record is not None and record.alive:
+            await lifecycle.stop(record, grace=3)
+
+
+@pytest.fixture
+async def loopback_cleanup() -> AsyncIterator[list[tuple[str, SSHOptions, HostConfig]]]:
+    """Register (address, options, host config) to have its live run stopped after the test."""
+    todo: list[tuple[str, SSHOptions, HostConfig]] = []
+    yield todo
+    for address, options, hc in todo:
+        await stop_live_run(address, options, hc)
+
+
+def with_config_hosts(cfg: Config, hosts: dict[str, HostConfig]) -> Config:
+    """`cfg` with extra host entries."""
+    from dataclasses import replace
+
+    return replace(cfg, hosts={**cfg.hosts, **hosts})
