@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import PurePath
 from typing import Any
 
-from textual import work
+from textual import events, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
@@ -33,7 +33,7 @@ from specdash.core.events import (
     SessionEvent,
 )
 from specdash.errors import SpecdashError
-from specdash.remote.events import ConnectionEvent
+from specdash.remote.events import Connected, ConnectionEvent
 from specdash.server.session import Session
 from specdash.ui.messages import (
     BenchTicked,
@@ -48,6 +48,9 @@ from specdash.ui.messages import (
 from specdash.ui.screens.dashboard import DashboardScreen
 from specdash.ui.screens.help import HelpRow, HelpScreen
 from specdash.ui.styles import css_paths
+
+AUTOPLAY_LEVELS = (1, 2, 5, 10, 20)
+"""Concurrency levels of the autoplay tour (enough to show where speculation stops paying)."""
 
 APP_BINDINGS: list[Binding] = [
     Binding("question_mark", "help", "Help", id="help", tooltip="List every key"),
@@ -91,6 +94,8 @@ class SpecdashApp(App[None]):
         clock: Callable[[], float] = time.time,
         tick: float | None = 1.0,
         chart_interval: float = 0.25,
+        start_mode: str | None = None,
+        autoplay: bool = False,
     ) -> None:
         """Args:
         session: What the dashboard shows and controls.
@@ -99,6 +104,8 @@ class SpecdashApp(App[None]):
         clock: Epoch seconds, for uptime, elapsed and countdowns (fixed in tests).
         tick: Seconds between clock ticks; None disables the timer (snapshots must not race it).
         chart_interval: Minimum seconds between chart redraws; 0 redraws at once (tests).
+        start_mode: Start this mode once connected and attached, if no server of ours is live.
+        autoplay: The presenter's tour: an A/B sweep of the first two modes; any key stops it.
         """
         super().__init__()
         ui = config_ui or UIConfig()
@@ -111,6 +118,13 @@ class SpecdashApp(App[None]):
         """The one dashboard screen; session messages are posted to it."""
         if keymap:
             self.set_keymap(dict(keymap))
+        self._start_mode = start_mode
+        self._autoplay = autoplay
+        self._touring = False
+        self._session_modes = ModesChanged(())
+        self._connected = asyncio.Event()
+        self._attached = asyncio.Event()
+        """Set by the first ServerStatus after the first Connected: the session has looked for a live run."""
 
     def get_default_screen(self) -> Screen[Any]:
         return self.dashboard
@@ -122,6 +136,8 @@ class SpecdashApp(App[None]):
             self.notify(f"Unknown theme {self._theme_name!r} in [ui] theme; using {self.theme}.", severity="warning")
         self.session.subscribe(self._on_session_event)
         self._watch_session()
+        if self._start_mode or self._autoplay:
+            self._after_attach()
 
     @work(exclusive=True, group="session", name="session", exit_on_error=False)
     async def _watch_session(self) -> None:
@@ -137,7 +153,53 @@ class SpecdashApp(App[None]):
 
     def _on_session_event(self, event: SessionEvent | ConnectionEvent) -> None:
         # Called on the session's task; posting is all a listener may do (workers never touch widgets).
+        # It also notes the milestones `start_mode` and autoplay wait for.
+        if isinstance(event, Connected):
+            self._connected.set()
+        elif isinstance(event, ServerStatus) and self._connected.is_set():
+            self._attached.set()
+        elif isinstance(event, ModesChanged):
+            self._session_modes = event
         self.dashboard.post_message(to_message(event))
+
+    # ---------------------------------------------------------------------------- start mode, autoplay
+
+    @work(group="autoplay", name="autoplay", exit_on_error=False)
+    async def _after_attach(self) -> None:
+        # The first status after connecting is the session's answer to "is a run of ours live?"; acting on
+        # Connected alone would race the attach and start a second server (which the session refuses).
+        await self._attached.wait()
+        if self._start_mode:
+            if self.session.server_live():
+                self.notify(f"A server is already running on {self.session.label}; not starting {self._start_mode}.")
+            else:
+                await self.session.start(self._start_mode)
+        if self._autoplay:
+            await self._tour()
+
+    async def _tour(self) -> None:
+        modes = [mode.name for mode in self._session_modes.modes[:2]]
+        if len(modes) < 2:
+            self.notify("Autoplay needs two modes in the config.", severity="warning")
+            return
+        self._touring = True
+        levels = ", ".join(map(str, AUTOPLAY_LEVELS))
+        self.call_later(self.dashboard.show_tour, modes)
+        self.notify(f"Autoplay: {modes[0]} vs {modes[1]} at C={levels}. Any key stops the tour.", timeout=10)
+        try:
+            await self.session.sweep(modes, AUTOPLAY_LEVELS)
+        finally:
+            self._touring = False
+
+    async def on_event(self, event: events.Event) -> None:
+        if self._touring and isinstance(event, events.Key) and not event.is_forwarded:
+            # The key that stops the tour does nothing else: a presenter grabbing the keyboard must not
+            # also stop a server by accident.
+            self._touring = False
+            self.workers.cancel_group(self, "autoplay")
+            self.notify("Autoplay stopped: the server keeps running, finished levels are kept.")
+            return
+        await super().on_event(event)
 
     # --------------------------------------------------------------------------------------- workers
 
@@ -212,8 +274,14 @@ def make_app(
     keymap: Mapping[str, str] | None = None,
     clock: Callable[[], float] = time.time,
     live: bool = True,
+    start_mode: str | None = None,
+    autoplay: bool = False,
 ) -> SpecdashApp:
-    """The dashboard as the CLI runs it (`live=True`), or frozen for tests: no clock tick, charts drawn at once."""
+    """The dashboard as the CLI runs it (`live=True`), or frozen for tests: no clock tick, charts drawn at once.
+
+    `start_mode` starts that mode once the session has attached, when no server is live (`connect --mode`);
+    `autoplay` runs the presenter's tour (`demo --autoplay`): an A/B sweep of the first two modes.
+    """
     return SpecdashApp(
         session,
         config_ui=config_ui,
@@ -221,4 +289,6 @@ def make_app(
         clock=clock,
         tick=1.0 if live else None,
         chart_interval=0.25 if live else 0.0,
+        start_mode=start_mode,
+        autoplay=autoplay,
     )

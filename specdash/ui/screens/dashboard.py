@@ -224,6 +224,15 @@ class DashboardScreen(Screen[None]):
             question, "Switch", lambda: self._run(f"switch to {mode}", lambda: self.specdash.session.switch(mode))
         )
 
+    def show_tour(self, modes: list[str]) -> None:
+        """Autoplay: highlight and mark the modes the tour compares, so the audience sees what runs."""
+        mode_list = self.query_one(ModeList)
+        if modes and modes[0] in mode_list.names:
+            mode_list.select_number(mode_list.names.index(modes[0]) + 1)
+        mode_list.marked = frozenset(modes)
+        self.query_one(BenchPanel).new_sweep()
+        self.refresh_bindings()
+
     def action_select_mode(self, number: int) -> None:
         if self.query_one(ModeList).select_number(number):
             self.refresh_bindings()

@@ -61,11 +61,11 @@ class StatusHeader(Horizontal):
         yield Label("", id="engine", markup=False)
         yield Label("", id="server-state-badge", markup=False)
 
-    _composed = False
+    _children_ready = False
 
     def on_mount(self) -> None:
         # `is_mounted` is still False inside on_mount, so the children's existence is tracked here.
-        self._composed = True
+        self._children_ready = True
         self.now = self._clock()
         self._update()
 
@@ -83,7 +83,7 @@ class StatusHeader(Horizontal):
             self._update()
 
     def _update(self) -> None:
-        if not self._composed:
+        if not self._children_ready:
             return  # watchers fire before on_mount; on_mount draws the first state
         text, cls = connection_text(self.connection, self.now, self._deadline)
         conn = self.query_one("#connection", Label)

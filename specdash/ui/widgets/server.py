@@ -95,11 +95,11 @@ class ServerPanel(Vertical):
         yield Label("", id="crash", markup=False)
         yield Label("", id="note", markup=False)
 
-    _composed = False
+    _children_ready = False
 
     def on_mount(self) -> None:
         # `is_mounted` is still False inside on_mount, so the children's existence is tracked here.
-        self._composed = True
+        self._children_ready = True
         self.border_title = "Server"
         self._update()
 
@@ -115,7 +115,7 @@ class ServerPanel(Vertical):
             self._update()
 
     def _update(self) -> None:
-        if not self._composed:
+        if not self._children_ready:
             return  # watchers fire before on_mount; on_mount draws the first state
         status, now = self.status, self.now
         cls = state_class(status.phase)

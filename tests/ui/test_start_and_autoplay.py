@@ -1,0 +1,81 @@
+"""`start_mode` (connect --mode) and the presenter's autoplay tour (demo --autoplay)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from specdash.config import UIConfig
+from specdash.remote.events import Connected
+from specdash.ui.app import AUTOPLAY_LEVELS, SpecdashApp, make_app
+from specdash.ui.widgets.modes import ModeList
+from tests.ui import scenarios as sc
+from tests.ui.fake_session import Event, FakeSession
+
+SIZE = (120, 40)
+
+
+def app_for(events: list[Event], **kwargs: object) -> tuple[SpecdashApp, FakeSession]:
+    session = FakeSession(events)
+    app = make_app(session, config_ui=UIConfig(bell=False), clock=lambda: sc.NOW, live=False, **kwargs)  # type: ignore[arg-type]
+    return app, session
+
+
+async def settle(app: SpecdashApp) -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+    pending = [w for w in app.workers if w.group in ("action", "sweep", "autoplay")]
+    if pending:
+        await app.workers.wait_for_complete(pending)
+
+
+async def test_start_mode_waits_for_attach_then_starts() -> None:
+    app, session = app_for([sc.MODES], start_mode="eagle3")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        session.emit(Connected(sc.HOST, 1))
+        await pilot.pause()
+        assert session.calls == []  # connected, but the session has not said whether a run is live
+        session.emit(sc.STOPPED)
+        await settle(app)
+        assert session.calls == [("start", ("eagle3",))]
+
+
+async def test_start_mode_leaves_a_live_server_alone() -> None:
+    app, session = app_for([sc.RUNNING_EAGLE3], start_mode="baseline")
+    async with app.run_test(size=SIZE) as pilot:
+        session.emit(Connected(sc.HOST, 1), sc.READY)
+        await settle(app)
+        await pilot.pause()
+        assert session.calls == []
+        assert "not starting baseline" in next(iter(app._notifications)).message
+
+
+async def test_autoplay_runs_an_ab_of_the_first_two_modes() -> None:
+    app, session = app_for([sc.MODES], autoplay=True)
+    async with app.run_test(size=SIZE) as pilot:
+        session.emit(Connected(sc.HOST, 1), sc.STOPPED)
+        await settle(app)
+        await pilot.pause()
+        assert session.calls == [("sweep", (("baseline", "eagle3"), AUTOPLAY_LEVELS))]
+        assert app.screen.query_one(ModeList).marked == {"baseline", "eagle3"}
+
+
+async def test_any_key_stops_the_tour_and_does_nothing_else() -> None:
+    app, session = app_for([sc.MODES], autoplay=True)
+    started = asyncio.Event()
+
+    async def endless_sweep(modes: object, levels: object) -> None:
+        session.calls.append(("sweep", ()))
+        started.set()
+        await asyncio.Event().wait()
+
+    session.sweep = endless_sweep  # type: ignore[method-assign]
+    async with app.run_test(size=SIZE) as pilot:
+        session.emit(Connected(sc.HOST, 1), sc.STOPPED)
+        await asyncio.wait_for(started.wait(), 5)
+        await pilot.press("s")  # would start a server if the tour did not swallow it
+        await settle(app)
+        await pilot.pause()
+        assert session.calls == [("sweep", ())]
+        assert not [w for w in app.workers if w.group == "autoplay"]
+        assert any("Autoplay stopped" in n.message for n in app._notifications)
