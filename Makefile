@@ -36,6 +36,14 @@ check: install
 test: install system-deps check
 	env -u NO_COLOR -u TEXTUAL $(PY) -m pytest -q -m "not engine"
 
+# The real-engine tests: installs the vLLM CPU build and builds a local random-weight model into .engine/
+# (about 2 min and 3.5 GB the first time; reused afterwards), then runs the tests marked `engine` against it
+# over a real loopback sshd (about 5 min). Not part of `make test`. Figures: .engine/results/summary.md.
+test-engine: install system-deps
+	tests/engine/install_engine.sh .engine
+	env -u NO_COLOR -u TEXTUAL $(PY) -m pytest -q -m engine tests/engine -s
+	@cat .engine/results/summary.md
+
 demo: install
 	$(VENV)/bin/specdash demo
 

