@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from textual.widgets import DataTable, Label
 
-from specdash.core.events import BenchUpdate
+from specdash.core.events import BenchTick, BenchUpdate
 from specdash.ui.app import SpecdashApp
 from specdash.ui.screens.confirm import ConfirmScreen, LevelsScreen, parse_levels
 from specdash.ui.widgets.bench import BenchPanel, row_cells
@@ -165,3 +165,23 @@ def test_duration(seconds: float | None, text: str) -> None:
     from specdash.ui.format import duration
 
     assert duration(seconds) == text
+
+
+@pytest.mark.parametrize(
+    "ticks",
+    [
+        [BenchTick("eagle3", 1, 0.0, 0.0, 0, 64)],  # the first tick of a level: one point, zero tok/s
+        [BenchTick("eagle3", 1, 0.25, 0.0, 0, 64), BenchTick("eagle3", 1, 0.5, 0.0, 0, 64)],
+        [BenchTick("eagle3", 1, 0.25, 120.0, 0, 64)],
+    ],
+)
+async def test_charts_survive_degenerate_data(build: AppFactory, ticks: list[BenchTick]) -> None:
+    app, session = build(sc.ready_with_bench()[:4])
+    async with app.run_test(size=SIZE) as pilot:
+        session.emit(*ticks, BenchUpdate(rows=(), curves={"eagle3": ((1, 0.0),)}, running=True))
+        await pilot.pause()
+        for chart in (app.screen.query_one(LiveChart), app.screen.query_one(CurvesChart)):
+            assert "chart unavailable" not in str(chart.render())
+        session.emit(BenchUpdate(rows=(), curves={"eagle3": ((1, 300.0),), "baseline": ((1, 200.0),)}, crossover=1.0))
+        await pilot.pause()
+        assert "chart unavailable" not in str(app.screen.query_one(CurvesChart).render())

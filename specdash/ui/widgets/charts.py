@@ -11,6 +11,7 @@ from collections import OrderedDict, deque
 from collections.abc import Mapping
 from typing import Any
 
+from rich.text import Text
 from textual.app import RenderResult
 from textual.events import Show
 from textual.timer import Timer
@@ -26,9 +27,12 @@ LIVE_POINTS = 600
 
 
 def nice_ticks(top: float, count: int = 4) -> tuple[list[float], list[str]]:
-    """Y ticks from 0 to a round number at or above `top` (tok/s axes start at 0, so bars never exaggerate)."""
+    """Y ticks from 0 to a round number at or above `top` (tok/s axes start at 0, so bars never exaggerate).
+
+    Never a single tick: plotext divides by the axis span, so an all-zero series needs 0..1.
+    """
     if top <= 0:
-        return [0.0], ["0"]
+        return [0.0, 1.0], ["0", "1"]
     raw = top / count
     magnitude = 10 ** len(str(int(raw))) / 10 if raw >= 1 else 1.0
     step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
@@ -41,6 +45,12 @@ def y_axis(plt: Any, top: float) -> None:
     ticks, labels = nice_ticks(top)
     plt.ylim(0, ticks[-1])
     plt.yticks(ticks, labels)
+
+
+def x_span(plt: Any, xs: list[float], pad: float) -> None:
+    """Widen a zero-width x range (one point, one level): plotext divides by the span."""
+    if xs and min(xs) == max(xs):
+        plt.xlim(min(xs) - pad, max(xs) + pad)
 
 
 class ThrottledPlot(PlotextPlot):
@@ -60,8 +70,13 @@ class ThrottledPlot(PlotextPlot):
         # Plotting happens here, not when data arrives, so it knows the widget's real size.
         key = (self._version, self.size, self.app.theme)
         if self._cached is None or self._cached[0] != key:
-            self.draw()
-            self._cached = (key, super().render())
+            try:
+                self.draw()
+                result = super().render()
+            except Exception as exc:  # noqa: BLE001 - a plotting bug must not take the dashboard down mid-demo
+                self.log.error("chart failed", exc)
+                result = Text(f"chart unavailable ({type(exc).__name__}); the table has the figures")
+            self._cached = (key, result)
         return self._cached[1]
 
     def request_redraw(self) -> None:
@@ -128,6 +143,7 @@ class LiveChart(ThrottledPlot):
             plt.plot([t for t, _ in snapshot], [v for _, v in snapshot], marker="braille", label=label)
             top = max([top, *(v for _, v in snapshot)])
         y_axis(plt, top)
+        x_span(plt, [t for points in self._series.values() for t, _ in points], 0.5)
         plt.xlabel("s into level")
 
 
@@ -155,6 +171,7 @@ class CurvesChart(ThrottledPlot):
                 plt.plot([c for c, _ in ordered], [v for _, v in ordered], marker="braille", label=mode)
         if levels:
             plt.xticks([float(c) for c in levels], [str(c) for c in levels])
+            x_span(plt, [float(c) for c in levels], 1.0)
         y_axis(plt, max((v for points in self._curves.values() for _, v in points), default=0.0))
         if self._crossover is not None and levels:
             # A vertical line where speculation stops paying; the sentence is in the subtitle.
