@@ -65,7 +65,8 @@ def open_session(args: argparse.Namespace, cfg: Config, hc: HostConfig) -> Remot
         known_hosts=Path(hc.known_hosts).expanduser() if hc.known_hosts else None,
         accept_new=bool(getattr(args, "accept_new", False)),
     )
-    return RemoteSession(SSHHost(hc.address, options), hc, cfg, store=Store())
+    # `bench HOST --db FILE` writes there; every other command uses the default store.
+    return RemoteSession(SSHHost(hc.address, options), hc, cfg, store=Store(getattr(args, "db", None)))
 
 
 def connected(

@@ -284,11 +284,18 @@ class RemoteSession:
         )
 
     async def _ensure_ready(self, mode: str) -> None:
-        if not (self._status.mode == mode and self._status.phase is Phase.READY):
+        # A live run of this mode that we watch (just attached: its status may still say starting, or not
+        # be published yet) is waited for, never restarted: a restart throws a long load away.
+        watch = self._watch
+        watching = watch is not None and not watch.done.is_set() and watch.record.mode == mode
+        if not watching and not (self._status.mode == mode and self._status.phase is Phase.READY):
             await self.switch(mode)
         async with asyncio.timeout(READY_TIMEOUT_S):
             while self._status.phase is not Phase.READY:
-                if self._status.phase in (Phase.CRASHED, Phase.EXITED, Phase.STOPPED):
+                settled = self._watch is None or self._watch.done.is_set()
+                if self._status.phase in (Phase.CRASHED, Phase.EXITED) or (
+                    self._status.phase is Phase.STOPPED and settled
+                ):
                     reason = self._status.crash.reason if self._status.crash else self._status.phase.value
                     raise SpecdashError(f"{mode} did not become ready: {reason}")
                 await self._status_changed()

@@ -7,7 +7,9 @@ The shared loopback sshd and keys come from `tests/integration/conftest.py`. Nam
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,11 @@ from tests.sshd import TEST_USER, Keys, Sshd
 SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
 TIMINGS: list[str] = []
 """Measured recovery times, printed at the end of the session (and by each test with -s)."""
+
+
+def state_dir(tmp_path: Path) -> str:
+    """A remote state dir of this test alone (tmp_path's name repeats across sessions; the pid does not)."""
+    return f"~/.specdash-tests/{tmp_path.name}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
 def timing(text: str) -> None:

@@ -24,7 +24,7 @@ from specdash.remote.ssh import SSHHost
 from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import remote_alive
 from tests.integration.remote_sim import sim_config
-from tests.reliability.conftest import SETTLED, Recorder, RemoteHost, timing
+from tests.reliability.conftest import SETTLED, Recorder, RemoteHost, state_dir, timing
 
 pytestmark = pytest.mark.netns
 
@@ -51,7 +51,7 @@ async def test_link_cut_during_startup_resumes_the_log_and_reaches_ready(remote:
     with the remote file), the server process is the same one (same pid, one run record), and the phase
     goes on to ready. The session reports Lost, then Reconnecting, then Connected (generation 2)."""
     cfg = sim_config(tmp_path, port=SIM_PORT, time_scale=0.03)
-    hc = remote.host_config("ns-host", f"~/.specdash-tests/{tmp_path.name}")
+    hc = remote.host_config("ns-host", state_dir(tmp_path))
     seen = Recorder()
     session = RemoteSession(SSHHost(remote.target, remote.options), hc, cfg)
     async with running(session, seen):
@@ -96,7 +96,7 @@ async def test_link_cut_during_a_sweep_records_every_request(remote: RemoteHost,
     sweep reported. The cut lasts 5 s (a 60 s cut behaves the same once keepalive has fired after ~3.5 s;
     5 s keeps the suite fast)."""
     cfg = sim_config(tmp_path, port=SIM_PORT, time_scale=0.01)
-    hc = remote.host_config("ns-host", f"~/.specdash-tests/{tmp_path.name}")
+    hc = remote.host_config("ns-host", state_dir(tmp_path))
     seen = Recorder()
     db = tmp_path / "bench.db"
     store = Store(db)

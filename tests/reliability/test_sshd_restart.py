@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,7 +26,16 @@ def tails(remote: RemoteHost) -> list[int]:
     return [pid for pid in remote.ns.pids() if _comm(pid) == "tail"]
 
 
-async def until(predicate, timeout: float, what: str) -> float:  # type: ignore[no-untyped-def]
+def _connected_since(events: list[tuple[float, ConnectionEvent]], since: float) -> bool:
+    return any(isinstance(e, Connected) and t >= since for t, e in events)
+
+
+def _one_new_tail(remote: RemoteHost, before: list[int]) -> bool:
+    now = tails(remote)
+    return len(now) == 1 and now != before
+
+
+async def until(predicate: Callable[[], bool], timeout: float, what: str) -> float:
     """Poll a remote condition with a deadline; return how long it took."""
     began = time.monotonic()
     while not predicate():
@@ -76,10 +87,10 @@ async def test_sshd_kill_and_restart_ten_times(remote: RemoteHost, tmp_path: Pat
                 expected.append(line)
             restarted = time.monotonic()
             remote.sshd.start()
-            await until(lambda: any(isinstance(e, Connected) and t >= restarted for t, e in events), 15, "reconnect")
+            await until(functools.partial(_connected_since, events, restarted), 15, "reconnect")
             reconnects.append(next(t for t, e in events if isinstance(e, Connected) and t >= restarted) - restarted)
             # The old tail is reaped, a new one follows: exactly one, and not the old one.
-            await until(lambda: len(now := tails(remote)) == 1 and now != before, 15, f"cycle {cycle}: one tail")
+            await until(functools.partial(_one_new_tail, remote, before), 15, f"cycle {cycle}: one tail")
             counts.append(len(tails(remote)))
             after = f"cycle {cycle} after reconnect"
             await host.run(f"echo '{after}' >> {log}")
