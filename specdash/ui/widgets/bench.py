@@ -88,7 +88,8 @@ class BenchPanel(Horizontal):
         curves.set_crossover_text(update.crossover_text)
         curves.set_curves(update.curves, update.crossover)
         done = sum(1 for row in update.rows if row.status in ("done", "failed"))
-        state = "running" if update.running else "finished"
+        # A sweep that ended with levels still pending was cut short (cancelled or failed): say so.
+        state = "running" if update.running else "finished" if done == len(update.rows) else "stopped"
         self.query_one(BenchTable).border_subtitle = f"{state} · {done}/{len(update.rows)} levels"
         notes = self.query_one("#bench-notes", Label)
         notes.update(notes_text(update.rows))
