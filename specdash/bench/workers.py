@@ -20,12 +20,14 @@ the sweep doubles the process count for the next level, within the same cap.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import math
 import multiprocessing as mp
 import os
+import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -75,11 +77,39 @@ def worker_main(
     conn: Connection, base_url: str, settings: ProbeSettings, prompts: tuple[str, ...], worker: int
 ) -> None:
     """Entry point of a probe process (must stay importable at module level for `spawn`)."""
+    _quiet_stdio()
     install_uvloop()
     try:
         asyncio.run(_serve(conn, base_url, settings, prompts, worker))
     except (EOFError, BrokenPipeError, KeyboardInterrupt):
         pass  # the parent went away; nothing to report to
+
+
+def _quiet_stdio() -> None:
+    """Point the worker's fds 1 and 2 at /dev/null: it inherits the terminal, and under the dashboard anything
+    it printed would land on top of the screen. Its failures reach the parent as messages instead."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+
+
+@contextlib.contextmanager
+def _real_stdio() -> Iterator[None]:
+    """`spawn` passes the parent's stdout/stderr file descriptors on; under Textual they are replaced by
+    objects without one ("bad value(s) in fds_to_keep"). Lend real files for the duration of `start()`."""
+    if _has_fd(sys.stdout) and _has_fd(sys.stderr):
+        yield
+        return
+    with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        yield
+
+
+def _has_fd(stream: object) -> bool:
+    try:
+        return isinstance(stream.fileno(), int) and stream.fileno() >= 0  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def _reader_thread(conn: Connection, loop: asyncio.AbstractEventLoop, deliver: Callable[[Message], None]) -> None:
@@ -177,7 +207,8 @@ class ProbePool:
                 name=f"specdash-probe-{wid}",
                 daemon=True,
             )
-            proc.start()
+            with _real_stdio():
+                proc.start()
             child.close()
             self._workers.append(_Worker(proc, parent))
             _reader_thread(parent, loop, functools.partial(self._deliver, wid))

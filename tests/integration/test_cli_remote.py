@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ def cli(tmp_path: Path, sshd: Sshd, ssh_keys: Keys, known_hosts: Path):
 address = "{target(sshd)}"
 identity_file = "{ssh_keys.client_key}"
 known_hosts = "{known_hosts}"
-state_dir = "~/.specdash-tests/{tmp_path.name}"
+state_dir = "~/.specdash-tests/{uuid.uuid4().hex}"
 """
     cfg.path.write_text(cfg.path.read_text() + host)
     env = {**os.environ, "SPECDASH_CONFIG": str(cfg.path)}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
@@ -71,7 +72,7 @@ def cfg(tmp_path: Path, port: int) -> Config:
 @pytest.fixture
 def host_cfg(sshd: Sshd, tmp_path: Path) -> HostConfig:
     # Each test keeps its run records apart, so tests (and benchmarks) never see each other's runs.
-    return HostConfig(name="sim-host", address=target(sshd), state_dir=f"~/.specdash-tests/{tmp_path.name}")
+    return HostConfig(name="sim-host", address=target(sshd), state_dir=f"~/.specdash-tests/{uuid.uuid4().hex}")
 
 
 @pytest.fixture
@@ -82,6 +83,7 @@ async def cleanup(sshd: Sshd, ssh_options: SSHOptions, host_cfg: HostConfig) -> 
         record = await lifecycle.current()
         if record is not None and record.alive:
             await lifecycle.stop(record, grace=5)
+        await h.run(f"rm -rf {host_cfg.state_dir}")
 
 
 async def group_members(host: SSHHost, pgid: int) -> list[str]:

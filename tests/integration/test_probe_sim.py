@@ -118,4 +118,5 @@ async def test_sweep_against_the_simulator(sim_baseline: str, sim_eagle: str) ->
     # Speculation: several tokens per chunk and an acceptance length from /generate's final meta_info.
     assert spec.levels[0].stats.tokens_per_chunk is not None and spec.levels[0].stats.tokens_per_chunk > 1.3
     assert spec.levels[0].stats.accept_length is not None and spec.levels[0].stats.accept_length > 1.3
-    assert base.levels[0].stats.tokens_per_chunk == pytest.approx(1.0)
+    # One token per step without speculation; a loaded client may now and then read two events as one chunk.
+    assert base.levels[0].stats.tokens_per_chunk is not None and base.levels[0].stats.tokens_per_chunk < 1.1

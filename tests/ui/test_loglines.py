@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from specdash.ui.widgets.loglines import Classifier, Kind, level_spans, match_spans, prefix_span, rank_spans
 from tests.ui import scenarios as sc
 from tests.ui.conftest import AppFactory
@@ -44,19 +42,21 @@ def test_level_and_match_spans() -> None:
     assert match_spans("anything", "") == []
 
 
-def test_classifier_keeps_up_with_10k_lines_per_second() -> None:
-    # One second of a 10,000 lines/s stream must classify in well under a second (budget: a tenth).
-    lines = [f"[2025-04-16 14:22:{i % 60:02d} TP{i % 8}] Decode batch. #running-req: {i % 64}" for i in range(10_000)]
+def test_classifier_numbers_and_cleans_a_long_stream() -> None:
+    # Its speed at 10,000 lines/s is measured in benchmarks/ui_latency.py; here: order and cleaning hold.
+    lines = [f"\x1b[0;36m[2025-04-16 14:22:{i % 60:02d} TP{i % 8}]\x1b[0m Decode batch. #r: {i}" for i in range(10_000)]
     classifier = Classifier()
-    start = time.perf_counter()
-    for line in lines:
-        classifier.feed(line)
-    assert time.perf_counter() - start < 0.25
+    out = [classifier.feed(line) for line in lines]
+    assert [line.seq for line in out] == list(range(1, 10_001))
+    assert all("\x1b" not in line.text for line in out)
+    assert out[-1].text.endswith("#r: 9999")
 
 
-async def test_log_view_ingests_ten_seconds_of_10k_lines_per_second(build: AppFactory) -> None:
-    from collections.abc import Iterable
+async def test_log_view_keeps_a_bounded_ring_under_a_flood(build: AppFactory) -> None:
+    """Ten seconds of 10,000 lines/s (40 batches): the view keeps its 5,000-line ring and follows the end.
 
+    How fast it does so is measured in benchmarks/ui_latency.py, not asserted here.
+    """
     from specdash.core.events import LogBatch
     from specdash.ui.widgets.logview import LogView
 
@@ -64,23 +64,7 @@ async def test_log_view_ingests_ten_seconds_of_10k_lines_per_second(build: AppFa
     batch = LogBatch(tuple(f"[2025-04-16 14:22:53 TP{i % 8}] Decode batch. #token: {i}" for i in range(2_500)))
     async with app.run_test(size=(120, 40)) as pilot:
         view = app.screen.query_one(LogView)
-        ingest = 0.0
-        append = view.append
-
-        def timed(lines: Iterable[str]) -> None:
-            nonlocal ingest
-            start = time.perf_counter()
-            append(lines)
-            ingest += time.perf_counter() - start
-
-        view.append = timed  # type: ignore[method-assign,assignment]
-        start = time.perf_counter()
         for _ in range(40):  # 4 batches a second for 10 s
             session.emit(batch)
             await pilot.pause()
-        elapsed = time.perf_counter() - start
         assert len(view.shown) == 5_000 and view.scroll_offset.y == view.max_scroll_y
-        # Budgets generous enough for a loaded CI box: ingest (measured ~0.3-0.5 s) must stay a small share of
-        # the 10 s it covers, and everything, with a render after every batch, must keep up with real time.
-        assert ingest < 2.5, ingest
-        assert elapsed < 10.0, elapsed
