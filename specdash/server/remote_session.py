@@ -40,6 +40,8 @@ from specdash.server.watch import ServerWatch
 
 READY_TIMEOUT_S = 3600.0
 """An A/B sweep waits this long at most for a restarted server to become ready."""
+CRASH_DRAIN_S = 10.0
+"""After a crash, how long the sweep may take to record its failed requests before it is cancelled."""
 
 
 class RemoteSession:
@@ -334,10 +336,17 @@ class RemoteSession:
         try:
             done, _ = await asyncio.wait({sweep, crash}, return_when=asyncio.FIRST_COMPLETED)
             if crash in done and not sweep.done():
+                # Give the probe a moment to record the requests the crash cut off (they fail fast: reset,
+                # refused) and to fail the level itself; cancel only if it does not.
+                await asyncio.wait({sweep}, timeout=CRASH_DRAIN_S)
+                if sweep.done() and not sweep.cancelled() and sweep.exception() is None:
+                    self.results[mode] = sweep.result()
                 sweep.cancel()
+                # Levels run in order: the first unfinished one was in flight (even before its first progress).
                 for key, row in self._rows.items():
-                    if key[0] == mode and row.status in ("warmup", "running"):
+                    if key[0] == mode and row.status not in ("done", "failed"):
                         self._rows[key] = replace(row, status="failed", warning="server crashed")
+                        break
                 raise SpecdashError(f"{mode} crashed during the sweep; finished levels are kept")
             result = sweep.result()
             self.results[mode] = result
