@@ -95,13 +95,17 @@ async def demo_session() -> AsyncIterator[RemoteSession]:
     On exit the demo's server is stopped (through the same lifecycle code), the SSH server closed, and the
     temporary run records removed: the demo leaves nothing running.
     """
+    from specdash.bench.probe import ProbeSettings
     from specdash.bench.store import Store
+    from specdash.bench.sweep import SweepConfig
     from specdash.remote.embedded import EmbeddedSSHServer
     from specdash.remote.options import SSHOptions
     from specdash.remote.ssh import SSHHost
     from specdash.server.lifecycle import Lifecycle
     from specdash.server.remote_session import RemoteSession
 
+    # Short levels keep the tour moving: 5 s each (steady state inside), 128-token responses.
+    demo_sweep = SweepConfig(progress_interval_s=0.25, duration_s=5.0, settings=ProbeSettings(output_len=128))
     server = EmbeddedSSHServer()
     endpoint = await server.start()
     state = tempfile.TemporaryDirectory(prefix="specdash-demo-runs-")
@@ -121,7 +125,13 @@ async def demo_session() -> AsyncIterator[RemoteSession]:
         use_agent=False,
     )
     try:
-        yield RemoteSession(SSHHost(endpoint.target, options), host_config, demo_config(free_port()), store=Store())
+        yield RemoteSession(
+            SSHHost(endpoint.target, options),
+            host_config,
+            demo_config(free_port()),
+            store=Store(),
+            sweep_defaults=demo_sweep,
+        )
     finally:
         with contextlib.suppress(Exception):  # best effort: never hide the demo's own error
             async with SSHHost(endpoint.target, options) as host:

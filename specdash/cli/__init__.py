@@ -20,6 +20,8 @@ from specdash.errors import EXIT_RUNTIME, EXIT_USAGE, SpecdashError
 
 # Order is the order shown in --help.
 COMMANDS: tuple[str, ...] = (
+    "connect",
+    "demo",
     "up",
     "down",
     "status",

@@ -1,0 +1,27 @@
+"""`specdash connect HOST`: the dashboard for one host over one supervised SSH connection."""
+
+from __future__ import annotations
+
+import argparse
+
+from specdash.cli._host import add_host_arguments, host_config, load_config, open_session
+
+NAME = "connect"
+HELP = "open the dashboard for HOST: attach to its live server, or start/switch modes from the keyboard"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_host_arguments(parser)
+    parser.add_argument("--mode", "-m", help="start this mode on connect if no server is running")
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = load_config(args)
+    if args.mode:
+        cfg.mode(args.mode)  # a usage error before the screen opens
+    session = open_session(args, cfg, host_config(args, cfg))
+    from specdash.ui.app import make_app
+
+    app = make_app(session, config_ui=cfg.ui, keymap=cfg.keymap, start_mode=args.mode)
+    app.run()
+    return app.return_code or 0
