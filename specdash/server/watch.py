@@ -187,15 +187,17 @@ class ServerWatch:
         self._publish()
         self.done.set()
 
-    async def _catch_up_log(self, limit: float = 1.0) -> None:
-        """Wait (at most `limit` s) until every byte the log has now was read, so the crash reason is there."""
+    async def _catch_up_log(self, limit: float = 1.0, cap: float = 30.0) -> None:
+        """Wait until every byte the log has now was read, so the crash reason is there: as long as the
+        follower keeps advancing (a pause of `limit` s ends the wait; a flood may leave it far behind), at
+        most `cap` s."""
         with contextlib.suppress(SSHError, ValueError, TimeoutError):
             result = await self.host.run(f"stat -c %s {self.record.log_path}", timeout=limit)
             size = int(result.stdout.strip() or 0)
-            async with asyncio.timeout(limit):
+            async with asyncio.timeout(cap):
                 while self.follower.offset < size:
                     self._log_advanced.clear()
-                    await self._log_advanced.wait()
+                    await asyncio.wait_for(self._log_advanced.wait(), limit)
 
     async def _health(self) -> None:
         async with httpx.AsyncClient(timeout=httpx.Timeout(5.0), trust_env=False) as client:
