@@ -30,10 +30,10 @@ AUTOPLAY_LEVELS = (1, 2, 5, 10, 20)
 """Concurrency levels of the autoplay tour: enough to show the crossover between 2 and 5."""
 
 
-def demo_config(port: int) -> Config:
+def demo_config(port: int, time_scale: float = TIME_SCALE) -> Config:
     """The demo's modes: baseline, eagle3, eagle3-dynamic (crashes at batch 10) and spec-v2."""
     launcher = (sys.executable, "-m", "specdash", "sim")
-    common = ("--tp", "8", "--enable-metrics", "--sim-time-scale", str(TIME_SCALE))
+    common = ("--tp", "8", "--enable-metrics", "--sim-time-scale", str(time_scale))
     eagle = (
         "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", DRAFT,
         "--speculative-num-steps", "2", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "16",
@@ -89,7 +89,7 @@ def free_port() -> int:
 
 
 @contextlib.asynccontextmanager
-async def demo_session() -> AsyncIterator[RemoteSession]:
+async def demo_session(time_scale: float = TIME_SCALE) -> AsyncIterator[RemoteSession]:
     """An embedded SSH server and a `RemoteSession` on it (not running yet).
 
     On exit the demo's server is stopped (through the same lifecycle code), the SSH server closed, and the
@@ -128,7 +128,7 @@ async def demo_session() -> AsyncIterator[RemoteSession]:
         yield RemoteSession(
             SSHHost(endpoint.target, options),
             host_config,
-            demo_config(free_port()),
+            demo_config(free_port(), time_scale),
             store=Store(),
             sweep_defaults=demo_sweep,
         )

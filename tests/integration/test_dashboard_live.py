@@ -1,0 +1,141 @@
+"""The dashboard over real parts: the embedded SSH server, the SSH client path, the simulator, real sweeps.
+
+These are pilot tests (`App.run_test`) of the app exactly as `specdash demo` builds it, at a short time
+scale. Waiting is on the session's own state (`wait_status`, worker completion), never on sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Label
+
+from specdash.config import Config, HostConfig
+from specdash.core.models import Phase
+from specdash.demo import demo_session
+from specdash.remote.ssh import SSHHost, SSHOptions
+from specdash.server.remote_session import RemoteSession
+from specdash.ui.app import SpecdashApp, make_app
+from specdash.ui.screens.confirm import ConfirmScreen, LevelsScreen
+from specdash.ui.widgets.logview import LogView
+from tests.integration.conftest import target
+from tests.sshd import Sshd
+
+SIZE = (160, 45)
+FAST = 0.01  # 550 s x 0.01: a simulated start in about 6 s
+
+
+def text(app: SpecdashApp, selector: str) -> str:
+    return str(app.screen.query_one(selector, Label).render())
+
+
+class Waker:
+    """Wakes a waiting test on every session event; the app then processes its messages before checking."""
+
+    def __init__(self, session: RemoteSession, pilot: Pilot[None]) -> None:
+        self.pilot = pilot
+        self.event = asyncio.Event()
+        session.subscribe(lambda _event: self.event.set())
+
+    async def until(self, predicate: Callable[[], bool], timeout: float = 60.0) -> None:
+        async with asyncio.timeout(timeout):
+            await self.pilot.pause()
+            while not predicate():
+                self.event.clear()
+                # A key press changes the screen without a session event: check again after a short wait.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.event.wait(), 0.5)
+                await self.pilot.pause()
+
+
+async def test_start_watch_sweep_switch_over_the_real_stack() -> None:
+    async with demo_session(FAST) as session:
+        app = make_app(session)
+        async with app.run_test(size=SIZE) as pilot:
+            wake = Waker(session, pilot)
+            await asyncio.wait_for(session.attached.wait(), 30)
+            await wake.until(lambda: text(app, "#connection") == "● connected")
+            assert "STOPPED" in text(app, "#server-state")
+
+            await pilot.press("1", "s")  # baseline
+            phases_seen: set[str] = set()
+
+            def watch_phases() -> bool:
+                phases_seen.add(text(app, "#server-state"))
+                return session.status.phase is Phase.READY
+
+            await wake.until(watch_phases)
+            await pilot.pause()
+            assert "READY" in text(app, "#server-state")
+            assert any("LOADING WEIGHTS" in p or "CAPTURING" in p for p in phases_seen), phases_seen
+            shown = app.screen.query_one(LogView).shown
+            assert any("fired up and ready to roll" in line.text for line in shown)
+
+            await pilot.press("b")
+            await wake.until(lambda: isinstance(app.screen, LevelsScreen))
+            await pilot.press(*"\b" * 40)  # clear the default levels
+            levels = app.screen.query_one("#levels")
+            levels.value = "1,4"  # type: ignore[attr-defined]
+            await pilot.press("enter")
+            await wake.until(lambda: session.sweep_running())
+            await wake.until(lambda: not session.sweep_running(), timeout=90)
+            await pilot.pause()
+            table = app.screen.query_one(DataTable)
+            rows = [table.get_row_at(i) for i in range(table.row_count)]
+            assert len(rows) == 2 and all("baseline" in map(str, row) for row in rows)
+            assert session.results["baseline"].aborted is None
+
+            await pilot.press("2", "m")  # switch to eagle3: a live server, so it asks first
+            await wake.until(lambda: isinstance(app.screen, ConfirmScreen))
+            assert "and start eagle3" in text(app, "#question")
+            await pilot.press("y")
+            await wake.until(lambda: session.status.mode == "eagle3" and session.status.phase is Phase.READY)
+            assert "eagle3" in text(app, "#engine")
+
+
+async def test_crash_fault_is_shown_with_its_line() -> None:
+    async with demo_session(FAST) as session:
+        app = make_app(session)
+        async with app.run_test(size=SIZE) as pilot:
+            wake = Waker(session, pilot)
+            await asyncio.wait_for(session.attached.wait(), 30)
+            await pilot.press("3", "s")  # eagle3-dynamic: crashes once the batch passes 10
+            await wake.until(lambda: session.status.phase is Phase.READY)
+            await pilot.press("b")
+            await wake.until(lambda: isinstance(app.screen, LevelsScreen))
+            app.screen.query_one("#levels").value = "2,12"  # type: ignore[attr-defined]
+            await pilot.press("enter")
+            await wake.until(lambda: session.status.phase is Phase.CRASHED, timeout=90)
+            await pilot.pause()
+            assert "RuntimeError: The size of tensor a (160) must match the size of tensor b (2)" in text(app, "#crash")
+            await wake.until(lambda: not session.sweep_running(), timeout=30)
+            rows = {(r.concurrency, r.status) for r in session._rows.values()}
+            assert (2, "done") in rows and (12, "failed") in rows  # the level in flight failed; C=2 is kept
+
+
+async def test_connection_lost_and_regained_in_the_header(
+    make_sshd: Callable[..., Sshd], ssh_options: SSHOptions, tmp_path: Path
+) -> None:
+    server = make_sshd("ui-flaky")
+    known = tmp_path / "known_hosts"
+    known.write_text(server.known_hosts_line() + "\n")
+    options = replace(ssh_options, known_hosts=known, keepalive_interval=0.5)
+    address = target(server)
+    host_config = HostConfig(name="flaky", address=address, state_dir=f"~/.specdash-tests/{uuid.uuid4().hex}")
+    session = RemoteSession(SSHHost(address, options), host_config, Config(path=None, hosts={}, modes={}))
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        wake = Waker(session, pilot)
+        await wake.until(lambda: text(app, "#connection") == "● connected")
+        server.stop()
+        await wake.until(lambda: "lost" in text(app, "#connection"), timeout=20)
+        assert app.screen.query_one("#connection").has_class("-lost")
+        server.start()
+        await wake.until(lambda: text(app, "#connection") == "● connected", timeout=30)
+        assert session.host.generation == 2
