@@ -235,10 +235,17 @@ def _subtables(path: Path, data: dict[str, Any], key: str) -> list[tuple[str, An
 
 
 def _host(t: _Table, name: str) -> HostConfig:
+    from specdash.remote.target import parse_target
+
     t.check_keys(_HOST_KEYS)
+    address = t.string("address", required=True) or ""
+    try:
+        parse_target(address)  # a bad host string fails here, naming the file, not at the first connect
+    except UsageError as exc:
+        raise t.error("address", exc.message) from None
     return HostConfig(
         name=name,
-        address=t.string("address", required=True) or "",
+        address=address,
         jump=t.string("jump"),
         identity_file=t.string("identity_file"),
         known_hosts=t.string("known_hosts"),
@@ -247,6 +254,13 @@ def _host(t: _Table, name: str) -> HostConfig:
         state_dir=t.string("state_dir", "~/.specdash") or "~/.specdash",
         env=t.mapping("env"),
     )
+
+
+def _port(t: _Table, default: int) -> int:
+    value = t.number("port", default, low=1, high=65535)
+    if not value.is_integer():
+        raise t.error("port", f"must be a whole number, not {value}")
+    return int(value)
 
 
 def _mode(path: Path, name: str, raw: dict[str, Any], chain: tuple[str, ...]) -> ModeConfig:
@@ -273,7 +287,7 @@ def _mode(path: Path, name: str, raw: dict[str, Any], chain: tuple[str, ...]) ->
         name=name,
         engine=engine,
         model=model,
-        port=int(t.number("port", parent.port if parent else 30000, low=1, high=65535)),
+        port=_port(t, parent.port if parent else 30000),
         args=(parent.args if parent else ()) + args,
         env={**(parent.env if parent else {}), **t.mapping("env")},
         launcher=t.strings("launcher") or (parent.launcher if parent else ()),

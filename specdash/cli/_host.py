@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from specdash import config as config_mod
 from specdash.config import Config, HostConfig
+from specdash.errors import UsageError
 from specdash.server.session import Listener
 
 if TYPE_CHECKING:
@@ -36,7 +37,9 @@ def add_host_arguments(parser: argparse.ArgumentParser, *, optional: bool = Fals
 
 
 def load_config(args: argparse.Namespace) -> Config:
-    """The config named by `--config` (or the default location)."""
+    """The config named by `--config` (or the default location, where a missing file means no config)."""
+    if args.config is not None and not args.config.is_file():
+        raise UsageError(f"--config {args.config}: no such file")
     return config_mod.load(args.config)
 
 
