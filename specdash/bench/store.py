@@ -16,6 +16,7 @@ transactions on an OS crash or power loss, which is an acceptable trade for ~100
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from array import array
 from collections.abc import Iterator, Mapping
@@ -90,6 +91,34 @@ CREATE TABLE IF NOT EXISTS startups (
     outcome TEXT NOT NULL
 );
 """
+
+
+_SECRET_KEY = re.compile(r"(^|_)(api_?key|password|passwd|secret|token|auth|credentials?)($|_)", re.IGNORECASE)
+REDACTED = "<redacted>"
+"""What a secret value is stored as."""
+
+
+def redact(value: Any) -> Any:
+    """`value` with every string stored under a secret-looking key (`api_key`, `hf_token`, `password`,
+    `client_secret`, ...) replaced by `REDACTED`, recursively: SGLang's `/server_info` echoes `api_key`."""
+    if isinstance(value, Mapping):
+        return {
+            k: REDACTED if isinstance(v, str) and v and _SECRET_KEY.search(str(k)) else redact(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):  # an argv: the value after `--api-key` (or `--api-key=VALUE`)
+        out: list[Any] = []
+        for item in value:
+            flag = out[-1] if out and isinstance(out[-1], str) and out[-1].startswith("--") else ""
+            if isinstance(item, str) and flag and "=" not in flag and _SECRET_KEY.search(flag[2:].replace("-", "_")):
+                out.append(REDACTED)
+            elif isinstance(item, str) and item.startswith("--") and "=" in item:
+                name, _, secret = item.partition("=")
+                out.append(f"{name}={REDACTED}" if secret and _SECRET_KEY.search(name[2:].replace("-", "_")) else item)
+            else:
+                out.append(redact(item))
+        return out
+    return value
 
 
 def default_path() -> Path:
@@ -242,13 +271,13 @@ class Store:
                 meta.mode,
                 meta.engine,
                 meta.engine_version,
-                json.dumps(dict(meta.server_args or {}), default=str),
+                json.dumps(redact(dict(meta.server_args or {})), default=str),
                 meta.prompt_set,
                 meta.prompt_hash,
                 meta.endpoint,
                 meta.output_len,
                 meta.base_url,
-                json.dumps(dict(meta.config or {}), default=str),
+                json.dumps(redact(dict(meta.config or {})), default=str),
             ),
         )
 

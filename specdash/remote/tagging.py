@@ -4,8 +4,8 @@ Closing a non-PTY channel does not reliably stop a remote `tail -F`, and a dropp
 running. So every streamed command is started through a small wrapper that
 
 1. records its PID in `~/.specdash/procs/<client>/<generation>.<pid>` (client = one `SSHHost` instance,
-   generation = which of its connections started it),
-2. exports `SPECDASH_TAG=<client>.<generation>` into its environment, and
+   generation = which of its connections started it; private: directory 0700, file 0600),
+2. `exec`s a shell with `SPECDASH_TAG=<client>.<generation>` in its environment, which
 3. prints `specdash-stream-pid <pid>` as its first line, then `exec`s the command (same PID).
 
 sshd starts each exec channel's shell in a new session, so that PID is also the process group id, and
@@ -28,10 +28,13 @@ TERM_GRACE_S = 2.0
 def wrap_streamed(command: str, client_id: str, generation: int) -> str:
     """The shell command that runs `command` tagged (see the module docstring)."""
     tag = f"{client_id}.{generation}"
+    announce = f'echo {PID_MARKER} $$; exec sh -c "$1"'
     return (
-        f'd="$HOME/{PROC_DIR}/{client_id}"; mkdir -p "$d" && echo $$ > "$d/{generation}.$$"; '
-        f"SPECDASH_TAG={tag}; export SPECDASH_TAG; echo {PID_MARKER} $$; "
-        f"exec sh -c {shlex.quote(command)}"
+        f'd="$HOME/{PROC_DIR}/{client_id}"; (umask 077; mkdir -p "$d" && echo $$ > "$d/{generation}.$$"); '
+        # The marker comes from the exec'd shell: by then /proc/PID/environ carries the tag, so a reap
+        # right after the marker finds it (an `export` only reaches environ at the next exec).
+        f"exec env SPECDASH_TAG={tag} sh -c {shlex.quote(announce)} "
+        f"sh {shlex.quote(command)}"
     )
 
 
