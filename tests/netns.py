@@ -70,7 +70,7 @@ def _used_addresses() -> set[ipaddress.IPv4Address]:
     return used
 
 
-def _pick_subnet() -> ipaddress.IPv4Network:
+def _pick_subnet(exclude: ipaddress.IPv4Network | None = None) -> ipaddress.IPv4Network:
     """A /30 of 10.99.0.0/16 that no interface uses, starting from one derived from our PID."""
     subnets = list(NET.subnets(new_prefix=30))
     start = (os.getpid() * 7 + next(_serial) * 131) % len(subnets)
@@ -79,7 +79,7 @@ def _pick_subnet() -> ipaddress.IPv4Network:
         net = subnets[(start + k) % len(subnets)]
         if net.network_address.packed[2] == 0:
             continue  # 10.99.0.x: the recipe's own example addresses, maybe in someone's manual use
-        if not any(addr in net for addr in used):
+        if net != exclude and not any(addr in net for addr in used):
             return net
     raise RuntimeError("no free /30 left in 10.99.0.0/16")
 
@@ -95,6 +95,10 @@ class Netns:
     added_shared_blackhole: bool = False
     sshds: list[Sshd] = field(default_factory=list)
     cuts: int = 0
+    outer: str | None = None
+    """The namespace holding `root_if` (None: the root namespace; else a host behind a jump host)."""
+    inner: list[Netns] = field(default_factory=list)
+    """Namespaces reachable only through this one (see `behind`)."""
 
     @property
     def local_addr(self) -> str:
@@ -130,6 +134,28 @@ class Netns:
             raise
         return self
 
+    def behind(self) -> Netns:
+        """A second namespace linked to this one only: a host reachable through this one as a jump host.
+
+        Its "local" end lives in this namespace, so the root namespace has no route to it at all.
+        """
+        tag = f"{os.getpid()}{next(_serial)}"
+        subnet = _pick_subnet(exclude=self.subnet)
+        child = Netns(f"sd-{tag}", subnet, f"sdr{tag}"[:15], f"sds{tag}"[:15], outer=self.name)
+        self.inner.append(child)
+        ip("netns", "add", child.name)
+        ip("-n", self.name, "link", "add", child.root_if, "type", "veth", "peer", "name", child.ns_if)
+        ip("-n", self.name, "link", "set", child.ns_if, "netns", child.name)
+        ip("-n", self.name, "addr", "add", f"{child.local_addr}/30", "dev", child.root_if)
+        ip("-n", self.name, "link", "set", child.root_if, "up")
+        ip("-n", child.name, "addr", "add", f"{child.addr}/30", "dev", child.ns_if)
+        ip("-n", child.name, "link", "set", child.ns_if, "up")
+        ip("-n", child.name, "link", "set", "lo", "up")
+        return child
+
+    def _outer(self) -> tuple[str, ...]:
+        return ("-n", self.outer) if self.outer else ()
+
     def start_sshd(self, keys: Keys, name: str = "ns-sshd") -> Sshd:
         """An sshd inside the namespace on `addr`:22 (stopped by `close()`)."""
         server = Sshd(keys, name=f"{name}-{self.name}", listen=self.addr, port=22, netns=self.name)
@@ -148,17 +174,19 @@ class Netns:
 
     def cut(self) -> float:
         """Take the link down (root side); return the monotonic time of the cut."""
-        ip("link", "set", self.root_if, "down")
+        ip(*self._outer(), "link", "set", self.root_if, "down")
         self.cuts += 1
         return time.monotonic()
 
     def heal(self) -> float:
         """Bring the link back; return the monotonic time."""
-        ip("link", "set", self.root_if, "up")
+        ip(*self._outer(), "link", "set", self.root_if, "up")
         return time.monotonic()
 
     def close(self) -> None:
         """Stop our sshds by PID, delete the namespace (and the veth pair with it), remove our routes."""
+        for child in self.inner:
+            child.close()
         for server in self.sshds:
             with contextlib.suppress(Exception):
                 server.stop()
@@ -167,6 +195,8 @@ class Netns:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         ip("netns", "del", self.name, check=False)
+        if self.outer:
+            return  # no routes of ours in the root namespace
         ip("link", "del", self.root_if, check=False)  # normally gone with its peer already
         ip("route", "del", "blackhole", str(self.subnet), "metric", "4000", check=False)
         if self.added_shared_blackhole:
