@@ -16,14 +16,29 @@ from tests.sshd import TEST_USER, Keys
 pytestmark = pytest.mark.netns
 
 
-async def _until(events: list[tuple[float, ConnectionEvent]], kind: type, since: float, timeout: float) -> float:
-    """Wait for an event of `kind` recorded after `since` (the list fills from the host's callback)."""
-    async with asyncio.timeout(timeout):
-        while True:
-            for t, event in events:
-                if isinstance(event, kind) and t >= since:
-                    return t
-            await asyncio.sleep(0.02)
+class Events:
+    """The host's events with arrival times; waits are woken by each new event (no polling)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[float, ConnectionEvent]] = []
+        self._arrived = asyncio.Event()
+
+    def __call__(self, event: ConnectionEvent) -> None:
+        self.seen.append((time.monotonic(), event))
+        self._arrived.set()
+
+    def find(self, kind: type, since: float, *, with_error: bool = False) -> tuple[float, ConnectionEvent] | None:
+        for t, event in self.seen:
+            if isinstance(event, kind) and t >= since and (not with_error or getattr(event, "last_error", None)):
+                return t, event
+        return None
+
+    async def wait(self, kind: type, since: float, timeout: float, *, with_error: bool = False) -> float:
+        async with asyncio.timeout(timeout):
+            while (found := self.find(kind, since, with_error=with_error)) is None:
+                self._arrived.clear()
+                await self._arrived.wait()
+        return found[0]
 
 
 async def test_through_a_jump_host_cuts_and_a_dead_jump_host_are_survived(
@@ -40,8 +55,8 @@ async def test_through_a_jump_host_cuts_and_a_dead_jump_host_are_survived(
     kh.write_text(f"{jump_ns.addr} {key}\n{target_ns.addr} {key}\n")
     jump = f"{TEST_USER}@{jump_ns.addr}:22"
     options = SSHOptions(**{**remote.options.__dict__, "known_hosts": kh, "jump": jump})
-    events: list[tuple[float, ConnectionEvent]] = []
-    host = SSHHost(f"{TEST_USER}@{target_ns.addr}:22", options, on_event=lambda e: events.append((time.monotonic(), e)))
+    events = Events()
+    host = SSHHost(f"{TEST_USER}@{target_ns.addr}:22", options, on_event=events)
     await host.connect()
     try:
         client_ip, _, server_ip, _ = (await host.run("echo $SSH_CONNECTION")).stdout.split()
@@ -49,27 +64,26 @@ async def test_through_a_jump_host_cuts_and_a_dead_jump_host_are_survived(
 
         # 1. The inner link (jump <-> target) is cut for 5 s; the root <-> jump link stays up.
         cut = target_ns.cut()
-        lost_inner = await _until(events, Lost, cut, 15)
+        lost_inner = await events.wait(Lost, cut, 15)
         await asyncio.sleep(max(0.0, cut + 5.0 - time.monotonic()))  # the outage's length, not a sync
         healed = target_ns.heal()
-        back_inner = await _until(events, Connected, healed, 30)
+        back_inner = await events.wait(Connected, healed, 30)
         assert (await host.run("echo again")).stdout == "again\n"
 
         # 2. The jump host's sshd dies: the tunnel goes with it; reconnects fail naming the jump host.
         jump_sshd = remote.sshd
         killed = time.monotonic()
         jump_sshd.stop()
-        await _until(events, Lost, killed, 15)
-        await _until(events, Reconnecting, killed, 15)
-        async with asyncio.timeout(15):
-            while not any(isinstance(e, Reconnecting) and e.last_error and t >= killed for t, e in events):
-                await asyncio.sleep(0.02)
-        failing = next(e for t, e in events if isinstance(e, Reconnecting) and e.last_error and t >= killed)
+        await events.wait(Lost, killed, 15)
+        await events.wait(Reconnecting, killed, 15, with_error=True)
+        found = events.find(Reconnecting, killed, with_error=True)
+        assert found is not None
+        failing = found[1]
         assert isinstance(failing, Reconnecting) and failing.last_error is not None
         assert f"jump host {jump}" in failing.last_error, failing.last_error
         restarted = time.monotonic()
         jump_sshd.start()
-        back_jump = await _until(events, Connected, restarted, 30)
+        back_jump = await events.wait(Connected, restarted, 30)
         assert (await host.run("echo $SSH_CONNECTION")).stdout.split()[2] == target_ns.addr
         assert host.generation == 3
     finally:
