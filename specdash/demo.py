@@ -10,10 +10,13 @@ that makes a full start take about 30 s. Run records go to a private temporary d
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import socket
 import sys
 import tempfile
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,7 +36,8 @@ AUTOPLAY_LEVELS = (1, 2, 5, 10, 20)
 def demo_config(port: int, time_scale: float = TIME_SCALE) -> Config:
     """The demo's modes: baseline, eagle3, eagle3-dynamic (crashes at batch 10) and spec-v2."""
     launcher = (sys.executable, "-m", "specdash", "sim")
-    common = ("--tp", "8", "--enable-metrics", "--sim-time-scale", str(time_scale))
+    # --sim-exit-with: should the demo die without its cleanup (SIGKILL), its simulator follows it out.
+    common = ("--tp", "8", "--enable-metrics", "--sim-time-scale", str(time_scale), "--sim-exit-with", str(os.getpid()))
     eagle = (
         "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", DRAFT,
         "--speculative-num-steps", "2", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "16",
@@ -88,8 +92,24 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+@dataclass
+class Demo:
+    """A running demo environment: the session to show, and what to remove if the process must die now."""
+
+    session: RemoteSession
+    """The session on the embedded SSH server (not running yet)."""
+    paths: list[str]
+    """Private temporary directories (keys, run records)."""
+
+    def abandon(self) -> None:
+        """For a hard exit (the terminal is gone): remove the private files. The simulator needs no help:
+        it runs with `--sim-exit-with <our pid>` and follows us out."""
+        for path in self.paths:
+            shutil.rmtree(path, ignore_errors=True)
+
+
 @contextlib.asynccontextmanager
-async def demo_session(time_scale: float = TIME_SCALE) -> AsyncIterator[RemoteSession]:
+async def demo_session(time_scale: float = TIME_SCALE) -> AsyncIterator[Demo]:
     """An embedded SSH server and a `RemoteSession` on it (not running yet).
 
     On exit the demo's server is stopped (through the same lifecycle code), the SSH server closed, and the
@@ -124,14 +144,15 @@ async def demo_session(time_scale: float = TIME_SCALE) -> AsyncIterator[RemoteSe
         ssh_config=ssh_config,
         use_agent=False,
     )
+    session = RemoteSession(
+        SSHHost(endpoint.target, options),
+        host_config,
+        demo_config(free_port(), time_scale),
+        store=Store(),
+        sweep_defaults=demo_sweep,
+    )
     try:
-        yield RemoteSession(
-            SSHHost(endpoint.target, options),
-            host_config,
-            demo_config(free_port(), time_scale),
-            store=Store(),
-            sweep_defaults=demo_sweep,
-        )
+        yield Demo(session, [state.name, str(endpoint.client_key.parent)])
     finally:
         with contextlib.suppress(Exception):  # best effort: never hide the demo's own error
             async with SSHHost(endpoint.target, options) as host:

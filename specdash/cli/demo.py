@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import signal
+from collections.abc import Callable
 
 NAME = "demo"
 HELP = "run the dashboard offline against the built-in SGLang simulator (no GPU, no sshd needed)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from specdash.demo import TIME_SCALE
+
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=TIME_SCALE,
+        help=f"simulated startup durations x this (default {TIME_SCALE}: a TP=8 EAGLE-3 start in about 30 s)",
+    )
     parser.add_argument(
         "--autoplay",
         action="store_true",
@@ -18,14 +29,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return asyncio.run(_demo(args.autoplay))
+    from specdash.errors import UsageError
+
+    if not 0 < args.time_scale <= 10:
+        raise UsageError(f"--time-scale must be in (0, 10], not {args.time_scale}")
+    return asyncio.run(_demo(args.autoplay, args.time_scale))
 
 
-async def _demo(autoplay: bool) -> int:
+async def _demo(autoplay: bool, time_scale: float) -> int:
     from specdash.demo import demo_session
     from specdash.ui.app import make_app
 
-    async with demo_session() as session:
-        app = make_app(session, autoplay=autoplay)
+    async with demo_session(time_scale) as demo:
+        app = make_app(demo.session, autoplay=autoplay)
+        loop = asyncio.get_running_loop()
+        # SIGTERM: quit as with `q`; the demo's cleanup then stops its simulator.
+        loop.add_signal_handler(signal.SIGTERM, app.exit)
+        # SIGHUP: the terminal is gone, and Textual's own shutdown blocks writing to it. Leave at once; the
+        # simulator runs with --sim-exit-with our PID and follows us out.
+        loop.add_signal_handler(signal.SIGHUP, lambda: _hard_exit(demo.abandon))
         await app.run_async()
         return app.return_code or 0
+
+
+def _hard_exit(abandon: Callable[[], None]) -> None:
+    abandon()
+    os._exit(128 + signal.SIGHUP)

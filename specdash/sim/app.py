@@ -76,6 +76,23 @@ class ProcessTree:
         raise SystemExit(137)  # unreachable: SIGKILL cannot be caught
 
 
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs; a zombie counts as gone (a container's PID 1 may reap it only much later)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: fall back to a signal probe
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
 class SimApp:
     """One simulated SGLang server process."""
 
@@ -283,6 +300,8 @@ class SimApp:
             self.log.log(line)
         if self.c.unknown_flags:
             self.log.log(f"specdash sim: ignoring SGLang flags it does not simulate: {' '.join(self.c.unknown_flags)}")
+        if self.c.exit_with is not None:
+            self._spawn_task(self._exit_with(self.c.exit_with))
         self.log.log(f"server_args={self.c.server_args_repr()}")
         self.log.log("Using default HuggingFace chat template with detected content format: string")
         if not await self._start_ranks():
@@ -295,6 +314,23 @@ class SimApp:
         self._spawn_task(self._warmup())
         await asyncio.Event().wait()
         return 0
+
+    async def _exit_with(self, pid: int) -> None:
+        """Not SGLang behaviour: the demo's simulator follows the demo out, even when the demo was killed."""
+        try:
+            fd: int | None = os.pidfd_open(pid)  # readable once the process has exited (zombies included)
+        except ProcessLookupError:
+            fd = None
+        except OSError:  # no pidfd (old kernel): poll
+            while _alive(pid):  # noqa: ASYNC110 - nothing to wait on without a pidfd
+                await asyncio.sleep(0.5)
+            fd = None
+        if fd is not None:
+            gone = asyncio.Event()
+            asyncio.get_running_loop().add_reader(fd, gone.set)
+            await gone.wait()
+        self.log.log(f"specdash sim: process {pid} is gone; exiting with the whole tree")
+        self.tree.kill_all()
 
 
 def main(config: SimConfig, warnings: list[str]) -> int:

@@ -56,6 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sim.add_argument("--sim-log-style", choices=LOG_STYLES, default="sglang-0.5")
     sim.add_argument("--sim-fault", action="append", default=[], metavar="FAULT", help="see specdash.sim.faults")
     sim.add_argument("--sim-disable-spec-above", type=int, default=None, metavar="N")
+    sim.add_argument("--sim-exit-with", type=int, default=None, metavar="PID", help="exit when PID is gone (demo)")
     _keep_unknown(parser)
 
 
@@ -106,6 +107,8 @@ class SimConfig:
     log_style: str
     disable_spec_above: int | None
     faults: Faults = field(default_factory=Faults)
+    exit_with: int | None = None
+    """Exit (with the whole tree) once this PID is gone: `specdash demo` leaves no simulator behind."""
     unknown_flags: tuple[str, ...] = ()
 
     @property
@@ -260,6 +263,7 @@ def resolve(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> tup
         seed=ns.sim_seed,
         log_style=ns.sim_log_style,
         disable_spec_above=ns.sim_disable_spec_above,
+        exit_with=ns.sim_exit_with,
         faults=faults,
         unknown_flags=unknown,
     )

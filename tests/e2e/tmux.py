@@ -19,11 +19,14 @@ class TmuxSession:
     def __init__(self, command: list[str], *, width: int = 120, height: int = 36, env: dict[str, str] | None = None):
         self.name = f"specdash-e2e-{uuid.uuid4().hex[:8]}"
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
-        line = f"env -u NO_COLOR -u TEXTUAL TERM=xterm-256color {exports} {shlex.join(command)}"
+        # COLUMNS/LINES leak in from the test runner and would override the pane size in Textual.
+        line = f"env -u NO_COLOR -u TEXTUAL -u COLUMNS -u LINES TERM=xterm-256color {exports} {shlex.join(command)}"
         subprocess.run(
             ["tmux", "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height), line],
             check=True,
         )
+        # A tmux server that already runs may size new windows after its other clients: pin ours.
+        subprocess.run(["tmux", "resize-window", "-t", self.name, "-x", str(width), "-y", str(height)], check=False)
 
     def screen(self) -> str:
         """The visible pane as text."""
@@ -46,6 +49,17 @@ class TmuxSession:
                 break
             time.sleep(0.05)
         raise AssertionError(f"{text!r} not on screen within {timeout} s; last screen:\n{screen}")
+
+    def wait_gone(self, timeout: float = 15.0) -> None:
+        """Poll until the program has exited (the session ends with it); fail with the last screen."""
+        deadline = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < deadline:
+            if not self.alive():
+                return
+            screen = self.screen()
+            time.sleep(0.05)
+        raise AssertionError(f"still running after {timeout} s; last screen:\n{screen}")
 
     def send(self, *keys: str) -> None:
         """Send keys (tmux key names, e.g. `s`, `Enter`, `C-p`)."""

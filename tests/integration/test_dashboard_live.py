@@ -55,7 +55,8 @@ class Waker:
 
 
 async def test_start_watch_sweep_switch_over_the_real_stack() -> None:
-    async with demo_session(FAST) as session:
+    async with demo_session(FAST) as demo:
+        session = demo.session
         app = make_app(session)
         async with app.run_test(size=SIZE) as pilot:
             wake = Waker(session, pilot)
@@ -100,7 +101,8 @@ async def test_start_watch_sweep_switch_over_the_real_stack() -> None:
 
 
 async def test_crash_fault_is_shown_with_its_line() -> None:
-    async with demo_session(FAST) as session:
+    async with demo_session(FAST) as demo:
+        session = demo.session
         app = make_app(session)
         async with app.run_test(size=SIZE) as pilot:
             wake = Waker(session, pilot)

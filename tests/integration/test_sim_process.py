@@ -111,3 +111,16 @@ async def test_sigkill_of_the_parent_alone_leaves_orphans(sim: Start) -> None:
     proc.kill_group()  # the cleanup a supervisor must do: the process group, not the PID
     await _until(lambda: not proc.group_pids(), 5)
     assert os.getpgid(os.getpid()) != proc.pid
+
+
+async def test_exit_with_follows_a_vanished_process_out(sim: Start) -> None:
+    """`--sim-exit-with PID` (the demo's): when PID is gone, the simulator and its TP children exit."""
+    keeper = await asyncio.create_subprocess_exec("sleep", "60")
+    proc, _port = await sim("--sim-exit-with", str(keeper.pid))
+    await proc.wait_for(READY, timeout=30)
+    assert len(proc.group_pids()) >= 3  # main + 2 TP children
+    keeper.kill()
+    await keeper.wait()
+    await proc.wait_exit(timeout=10)
+    await proc.wait_for("is gone; exiting with the whole tree", timeout=5, from_start=True)
+    assert proc.group_pids() == []
