@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -31,16 +32,30 @@ from tests.integration.conftest import (  # noqa: F401  (fixtures re-exported fo
     target,
 )
 from tests.netns import Netns
-from tests.sshd import TEST_USER, Keys, Sshd
+from tests.sshd import TEST_HOME, TEST_USER, Keys, Sshd
 
 SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
 TIMINGS: list[str] = []
 """Measured recovery times, printed at the end of the session (and by each test with -s)."""
 
 
+_STATE_DIRS: list[str] = []
+
+
 def state_dir(tmp_path: Path) -> str:
-    """A remote state dir of this test alone (tmp_path's name repeats across sessions; the pid does not)."""
-    return f"~/.specdash-tests/{tmp_path.name}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    """A remote state dir of this test alone (tmp_path's name repeats across sessions; the pid does not);
+    removed after the test (every "remote" host here shares this machine's /home)."""
+    name = f".specdash-tests/{tmp_path.name}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    _STATE_DIRS.append(name)
+    return f"~/{name}"
+
+
+@pytest.fixture(autouse=True)
+def _remove_state_dirs() -> Iterator[None]:
+    """Set up first, so torn down last: after the servers in those directories were stopped."""
+    yield
+    while _STATE_DIRS:
+        shutil.rmtree(TEST_HOME / _STATE_DIRS.pop(), ignore_errors=True)
 
 
 def timing(text: str) -> None:
