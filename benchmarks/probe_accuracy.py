@@ -1,0 +1,77 @@
+"""specdash's sweep against the simulator, whose ground truth is known: aggregate tok/s vs the model.
+
+Run: .venv/bin/python benchmarks/probe_accuracy.py [--levels 1,2,5,10,20,50,100,256] [--duration 8]
+
+For baseline and EAGLE-3 this starts one `specdash sim` (Kimi preset, TP 8, short startup, real decode
+timing) and runs `run_sweep` (the same code as `specdash bench`) with duration-based levels, on loopback.
+It prints the sweep's steady-state aggregate tok/s next to the model's expected aggregate
+(`ThroughputModel.expected_aggregate`). Baseline decoding is deterministic, so its difference is the
+measurement error (the probe's plus the simulator's timing error); EAGLE-3's also holds the simulator's seeded
+acceptance draws, which scatter around the model's mean by a few percent at low C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from specdash.bench.probe import ProbeSettings
+from specdash.bench.prompts import load_prompts
+from specdash.bench.sweep import SweepConfig, run_sweep
+from specdash.sim.harness import SimProcess, free_port
+from specdash.sim.model import baseline_model, eagle3_model
+
+EAGLE = [
+    "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/eagle3",
+    "--speculative-num-steps", "2", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "16",
+]  # fmt: skip
+
+
+async def measure(
+    mode: str, levels: tuple[int, ...], duration: float, one_shot: bool
+) -> list[tuple[int, float, float, bool]]:
+    port = free_port()
+    args = ["--model-path", "/models/kimi", "--tp", "8", "--port", str(port), "--sim-time-scale", "0.005",
+            "--enable-metrics", *(EAGLE if mode == "eagle3" else [])]  # fmt: skip
+    model = eagle3_model() if mode == "eagle3" else baseline_model()
+    async with SimProcess(args) as sim:
+        await sim.wait_for("The server is fired up and ready to roll!", timeout=60)
+        prompts = load_prompts("chat")
+        url = f"http://127.0.0.1:{port}"
+        if one_shot:
+            # One long request per stream: the steady-state window (all C streams decoding) holds no prefill,
+            # so the model's pure-decode aggregate is the ground truth to compare with.
+            levels_done = []
+            for c in levels:
+                config = SweepConfig(
+                    mode=mode, levels=(c,), requests_per_level=c, settings=ProbeSettings(output_len=512)
+                )
+                levels_done += (await run_sweep(url, config, prompts)).levels
+        else:
+            # Closed loop: new requests (with their prefill) keep arriving, as in a real sweep.
+            config = SweepConfig(mode=mode, levels=levels, duration_s=duration, settings=ProbeSettings(output_len=128))
+            levels_done = list((await run_sweep(url, config, prompts)).levels)
+    rows = []
+    for level in levels_done:
+        limited = level.client_limited
+        rows.append((level.concurrency, level.stats.output_tok_s, model.expected_aggregate(level.concurrency), limited))
+    return rows
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--levels", default="1,2,5,10,20,50,100")
+    parser.add_argument("--duration", type=float, default=6.0)
+    parser.add_argument("--one-shot", action="store_true", help="one 512-token request per stream per level")
+    args = parser.parse_args()
+    levels = tuple(int(x) for x in args.levels.split(","))
+    print("| mode | C | specdash tok/s | model tok/s | difference | client-limited |")
+    print("|---|--:|--:|--:|--:|---|")
+    for mode in ("baseline", "eagle3"):
+        for c, measured, expected, limited in await measure(mode, levels, args.duration, args.one_shot):
+            diff = 100 * (measured / expected - 1) if expected else float("nan")
+            print(f"| {mode} | {c} | {measured:.1f} | {expected:.1f} | {diff:+.2f} % | {'yes' if limited else 'no'} |")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
