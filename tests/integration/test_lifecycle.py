@@ -9,14 +9,13 @@ from __future__ import annotations
 import asyncio
 import socket
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from specdash.config import Config, HostConfig
-from specdash.core.events import LogBatch, ServerStatus
 from specdash.core.lines import split_lines
 from specdash.core.models import STARTUP_ORDER, Phase
 from specdash.remote.events import Connected, Lost
@@ -25,38 +24,10 @@ from specdash.server.lifecycle import Lifecycle, PortBusy, ServerAlreadyRunning
 from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import remote_alive, target
 from tests.integration.remote_sim import sim_config
+from tests.recorder import Recorder
 from tests.sshd import Sshd, free_port
 
 SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
-
-
-class Recorder:
-    """A session listener that keeps every event."""
-
-    def __init__(self) -> None:
-        self.events: list[object] = []
-        self._arrived = asyncio.Event()
-
-    def __call__(self, event: object) -> None:
-        self.events.append(event)
-        self._arrived.set()
-
-    async def wait_for(self, predicate: Callable[[list[object]], bool], timeout: float) -> None:
-        """Wait (at most `timeout` s) until `predicate(events)` holds."""
-        async with asyncio.timeout(timeout):
-            while not predicate(self.events):
-                self._arrived.clear()
-                await self._arrived.wait()
-
-    def phases(self) -> list[Phase]:
-        out: list[Phase] = []
-        for e in self.events:
-            if isinstance(e, ServerStatus) and (not out or out[-1] is not e.phase):
-                out.append(e.phase)
-        return out
-
-    def log_lines(self) -> list[str]:
-        return [line for e in self.events if isinstance(e, LogBatch) for line in e.lines]
 
 
 @pytest.fixture

@@ -6,19 +6,16 @@ The shared loopback sshd and keys come from `tests/integration/conftest.py`. Nam
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
-import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from specdash.config import Config, HostConfig
-from specdash.core.events import LogBatch, ServerStatus
 from specdash.core.models import Phase
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle
@@ -124,47 +121,6 @@ def remote(netns: Netns, ssh_keys: Keys, ssh_options: SSHOptions, tmp_path: Path
         }
     )
     return RemoteHost(netns, server, options)
-
-
-class Recorder:
-    """A session listener that keeps every event, with timestamps."""
-
-    def __init__(self) -> None:
-        self.events: list[object] = []
-        self.times: list[float] = []
-        self._arrived = asyncio.Event()
-
-    def __call__(self, event: object) -> None:
-        self.events.append(event)
-        self.times.append(time.monotonic())
-        self._arrived.set()
-
-    async def wait_for(self, predicate: Callable[[list[object]], bool], timeout: float) -> None:
-        """Wait (at most `timeout` s) until `predicate(events)` holds."""
-        async with asyncio.timeout(timeout):
-            while not predicate(self.events):
-                self._arrived.clear()
-                await self._arrived.wait()
-
-    def first(self, kind: type, after: float = 0.0) -> tuple[object, float] | None:
-        """The first event of `kind` recorded at or after monotonic time `after`."""
-        for event, t in zip(self.events, self.times, strict=True):
-            if isinstance(event, kind) and t >= after:
-                return event, t
-        return None
-
-    def of(self, kind: type) -> list[object]:
-        return [e for e in self.events if isinstance(e, kind)]
-
-    def phases(self) -> list[Phase]:
-        out: list[Phase] = []
-        for e in self.events:
-            if isinstance(e, ServerStatus) and (not out or out[-1] is not e.phase):
-                out.append(e.phase)
-        return out
-
-    def log_lines(self) -> list[str]:
-        return [line for e in self.events if isinstance(e, LogBatch) for line in e.lines]
 
 
 async def stop_live_run(address: str, options: SSHOptions, host_cfg: HostConfig) -> None:

@@ -24,7 +24,8 @@ from specdash.remote.ssh import SSHHost
 from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import remote_alive
 from tests.integration.remote_sim import sim_config
-from tests.reliability.conftest import SETTLED, Recorder, RemoteHost, state_dir, timing
+from tests.recorder import Recorder
+from tests.reliability.conftest import SETTLED, RemoteHost, state_dir, timing
 
 pytestmark = pytest.mark.netns
 

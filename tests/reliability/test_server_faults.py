@@ -23,7 +23,8 @@ from specdash.server.lifecycle import Lifecycle, PortBusy
 from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import remote_alive, target
 from tests.integration.remote_sim import sim_config
-from tests.reliability.conftest import Recorder, state_dir, timing
+from tests.recorder import Recorder
+from tests.reliability.conftest import state_dir, timing
 from tests.sshd import Sshd, free_port, make_dir
 
 
