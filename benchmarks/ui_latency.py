@@ -11,7 +11,11 @@ as the real session batches them. Measured while it streams:
 - ingest: time spent inside `LogView.append` per batch;
 - CPU: process CPU time over wall time.
 
-Usage: `.venv/bin/python benchmarks/ui_latency.py [--rate 10000] [--seconds 10]`.
+With `--sweep C`, a real C-stream sweep runs at the same time: `specdash sim` (baseline) on loopback and the
+probe's worker processes compete with the app for the machine's cores, and the sweep's own progress ticks are
+shown on the dashboard.
+
+Usage: `.venv/bin/python benchmarks/ui_latency.py [--rate 10000] [--seconds 10] [--sweep 64]`.
 """
 
 from __future__ import annotations
@@ -57,7 +61,32 @@ def line(i: int) -> str:
     )
 
 
-async def run(rate: int, seconds: float) -> None:
+async def background_sweep(concurrency: int, seconds: float, emit: Callable[[BenchTick], None]) -> str:
+    """A real sweep against the simulator for about `seconds`; returns its summary line."""
+    from specdash.bench.probe import ProbeSettings
+    from specdash.bench.prompts import load_prompts
+    from specdash.bench.sweep import SweepConfig, run_sweep
+    from specdash.sim.harness import SimProcess, free_port
+
+    port = free_port()
+    args = ["--model-path", "/models/kimi", "--tp", "2", "--port", str(port), "--sim-time-scale", "0.002"]
+    async with SimProcess(args) as sim:
+        await sim.wait_for("The server is fired up and ready to roll!", timeout=60)
+        config = SweepConfig(
+            levels=(concurrency,),
+            duration_s=seconds,
+            warmup_requests=0,
+            progress_interval_s=0.25,
+            settings=ProbeSettings(output_len=128),
+        )
+        result = await run_sweep(
+            f"http://127.0.0.1:{port}", config, load_prompts("chat"), on_progress=lambda p: emit(p.to_event())
+        )
+    level = result.levels[0]
+    return f"sweep C={concurrency}: {level.stats.output_tok_s:.0f} tok/s, {level.stats.completed} requests"
+
+
+async def run(rate: int, seconds: float, sweep: int = 0) -> None:
     session = FakeSession(sc.ready_with_bench()[: -len(sc.TICKS)])
     app = make_app(session, live=True)
     per_batch = rate // 4
@@ -107,6 +136,9 @@ async def run(rate: int, seconds: float) -> None:
 
         lags: list[float] = []
         keys: dict[str, list[float]] = {"e": [], "f": [], "1/2": []}
+        bench = asyncio.create_task(background_sweep(sweep, seconds + 4, session.emit)) if sweep else None
+        if bench is not None:
+            await asyncio.sleep(4)  # let the simulator start and the sweep reach C streams
         cpu0, wall0 = time.process_time(), time.perf_counter()
         tasks = [asyncio.create_task(feed()), asyncio.create_task(lag_probe(lags))]
         end = wall0 + seconds
@@ -120,6 +152,7 @@ async def run(rate: int, seconds: float) -> None:
         stop.set()
         await asyncio.gather(*tasks)
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        summary = await bench if bench is not None else ""
 
     print(f"ui_latency: {rate:,} lines/s for {wall:.1f} s, 160x45 headless, pid {os.getpid()}")
     print("| what | n | median ms | p95 ms | max ms |\n|---|---:|---:|---:|---:|")
@@ -129,14 +162,17 @@ async def run(rate: int, seconds: float) -> None:
         ms = [v * 1000 for v in values]
         print(f"| {name} | {len(ms)} | {statistics.median(ms):.1f} | {pct(ms, 0.95):.1f} | {max(ms):.1f} |")
     print(f"CPU: {cpu / wall * 100:.0f} % of one core over the run")
+    if summary:
+        print(summary)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=int, default=10_000, help="log lines per second")
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--sweep", type=int, default=0, help="run a real sweep at this concurrency meanwhile")
     args = parser.parse_args()
-    asyncio.run(run(args.rate, args.seconds))
+    asyncio.run(run(args.rate, args.seconds, args.sweep))
 
 
 if __name__ == "__main__":
