@@ -311,7 +311,7 @@ class SSHHost:
                 await self._connection()
                 async with session:
                     conn = await self._connection()
-                    proc = await conn.create_process(command, input=stdin, encoding="utf-8", errors="replace")
+                    proc = await _open_process(conn, command, input=stdin, encoding="utf-8", errors="replace")
                     done = await proc.wait()
         except TimeoutError:
             if proc is not None:
@@ -364,7 +364,7 @@ class SSHHost:
             generation = self._generation
             wrapped = wrap_streamed(command, self.client_id, generation)
             try:
-                proc = await conn.create_process(wrapped, stderr=asyncssh.STDOUT, encoding=None)
+                proc = await _open_process(conn, wrapped, stderr=asyncssh.STDOUT, encoding=None)
             except (OSError, asyncssh.Error) as exc:
                 raise self._operation_error(exc, conn, command) from exc
             head = b""
@@ -474,3 +474,24 @@ class SSHHost:
             for conn in (link.conn, *link.jumps):
                 await conn.wait_closed()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+OPEN_RETRIES = 4
+"""Extra attempts when sshd refuses a session channel (see `_open_process`)."""
+
+
+async def _open_process(conn: asyncssh.SSHClientConnection, command: str, **kwargs: Any) -> Any:
+    """`create_process`, retried a few times (50, 100, 200, 400 ms apart) when the server refuses the channel.
+
+    OpenSSH frees a closed session's slot only when its main loop next collects closed channels, so a channel
+    opened right after another one closed can be refused with "no more sessions" even below MaxSessions; our
+    semaphore cannot see that. Retrying is safe: a refused channel ran nothing.
+    """
+    for attempt in range(OPEN_RETRIES + 1):
+        try:
+            return await conn.create_process(command, **kwargs)
+        except asyncssh.ChannelOpenError:
+            if attempt == OPEN_RETRIES:
+                raise
+            await asyncio.sleep(0.05 * 2**attempt)
+    raise AssertionError("unreachable")

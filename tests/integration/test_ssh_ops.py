@@ -126,10 +126,11 @@ async def test_more_concurrent_commands_than_max_sessions(host: SSHHost) -> None
 
 
 async def test_without_the_cap_sshd_refuses_sessions(sshd: Sshd, ssh_options: SSHOptions) -> None:
-    # The counter-test: proves the 20-command test above would fail without the semaphore.
+    # The counter-test: proves the 20-command test above would fail without the semaphore. The commands outlast
+    # the open retries (0.75 s in all), so the refusals are not retried away.
     options = SSHOptions(**{**ssh_options.__dict__, "max_sessions": 20})
     async with SSHHost(target(sshd), options) as host:
-        results = await asyncio.gather(*(host.run(f"sleep 0.3; echo {i}") for i in range(20)), return_exceptions=True)
+        results = await asyncio.gather(*(host.run(f"sleep 2; echo {i}") for i in range(20)), return_exceptions=True)
     errors = [result for result in results if isinstance(result, SSHError)]
     assert errors, "sshd (MaxSessions 10) accepted 20 concurrent sessions"
     assert all(error.kind is SSHErrorKind.CHANNEL for error in errors)
