@@ -23,11 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import aiohttp  # noqa: E402
-
 from benchmarks._remote import bench_config, loopback_sshd, session_on  # noqa: E402
 from specdash.core.events import ServerStatus  # noqa: E402
 from specdash.core.models import Phase  # noqa: E402
+from tests.integration.remote_sim import overload  # noqa: E402
 
 READY_MARK = b"The server is fired up and ready to roll!"
 CRASH_MARK = b"RuntimeError: The size of tensor a (160)"
@@ -54,20 +53,6 @@ class FileWatch(threading.Thread):
             time.sleep(0.001)
 
 
-async def crash_load(port: int) -> None:
-    async with aiohttp.ClientSession() as http:
-
-        async def one() -> None:
-            body = {"text": "hi", "sampling_params": {"max_new_tokens": 300, "ignore_eos": True}}
-            try:
-                async with http.post(f"http://127.0.0.1:{port}/generate", json=body) as resp:
-                    await resp.read()
-            except aiohttp.ClientError:
-                pass
-
-        await asyncio.gather(*(one() for _ in range(12)))
-
-
 async def measure(server, options, cfg, mode: str, port: int) -> float:  # type: ignore[no-untyped-def]
     want = Phase.READY if mode == "eagle3" else Phase.CRASHED
     changed_at: list[float] = []
@@ -84,7 +69,7 @@ async def measure(server, options, cfg, mode: str, port: int) -> float:  # type:
         watch.start()
         if want is Phase.CRASHED:
             await session.wait_status([Phase.READY], timeout=120)
-            load = asyncio.create_task(crash_load(port))
+            load = asyncio.create_task(overload(port))
         await session.wait_status([want, Phase.CRASHED, Phase.EXITED], timeout=120)
         if want is Phase.CRASHED:
             await load

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,6 +15,7 @@ from specdash.errors import UsageError
 from specdash.server.session import Listener
 
 if TYPE_CHECKING:
+    from specdash.server.lifecycle import RunRecord
     from specdash.server.remote_session import RemoteSession
 
 
@@ -70,6 +72,19 @@ def open_session(args: argparse.Namespace, cfg: Config, hc: HostConfig) -> Remot
     )
     # `bench HOST --db FILE` writes there; every other command uses the default store.
     return RemoteSession(SSHHost(hc.address, options), hc, cfg, store=Store(getattr(args, "db", None)))
+
+
+@contextlib.asynccontextmanager
+async def current_run(args: argparse.Namespace) -> AsyncIterator[tuple[RemoteSession, Config, RunRecord | None]]:
+    """For one-shot commands (down, status, logs): a connected session, its config, and the recorded run.
+
+    Nothing is watched and nothing is started; the connection is closed on exit.
+    """
+    cfg = load_config(args)
+    session = open_session(args, cfg, host_config(args, cfg))
+    async with session.host:
+        await session.host.connect()
+        yield session, cfg, await session.lifecycle.current()
 
 
 def connected(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from specdash.cli._host import add_host_arguments, host_config, load_config, open_session
+from specdash.cli._host import add_host_arguments, current_run
 from specdash.config import Config
 from specdash.errors import SpecdashError
 
@@ -23,11 +23,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _down(args: argparse.Namespace) -> int:
-    cfg = load_config(args)
-    session = open_session(args, cfg, host_config(args, cfg))
-    async with session.host:
-        await session.host.connect()
-        record = await session.lifecycle.current()
+    async with current_run(args) as (session, cfg, record):
         if record is None or not record.alive:
             raise SpecdashError(f"no server started by specdash is running on {session.label}")
         grace = args.grace if args.grace is not None else _grace(cfg, record.mode)

@@ -7,7 +7,7 @@ import asyncio
 import shlex
 import sys
 
-from specdash.cli._host import add_host_arguments, host_config, load_config, open_session
+from specdash.cli._host import add_host_arguments, current_run
 from specdash.errors import SpecdashError, UsageError
 from specdash.server.logfollow import LogFollower
 
@@ -31,11 +31,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _logs(args: argparse.Namespace) -> int:
-    cfg = load_config(args)
-    session = open_session(args, cfg, host_config(args, cfg))
-    async with session.host:
-        await session.host.connect()
-        record = await session.lifecycle.current()
+    async with current_run(args) as (session, _cfg, record):
         if record is None:
             raise SpecdashError(f"no run recorded on {session.label} (start one with 'specdash up')")
         path = shlex.quote(record.log_path)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shlex
 import time
 
-from specdash.cli._host import add_host_arguments, host_config, load_config, open_session
+from specdash.cli._host import add_host_arguments, current_run
 from specdash.cli._live import fmt_seconds
 from specdash.core.models import Phase
 from specdash.core.timeline import replay_text
@@ -26,14 +27,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _status(args: argparse.Namespace) -> int:
-    cfg = load_config(args)
-    session = open_session(args, cfg, host_config(args, cfg))
-    async with session.host:
-        await session.host.connect()
-        record = await session.lifecycle.current()
+    async with current_run(args) as (session, _cfg, record):
         log = ""
         if record is not None:
-            result = await session.host.run(f"tail -c 4000000 {record.log_path}", timeout=60.0)
+            # The last 4 MB say where the startup got to (a long-running server's log can be much larger).
+            result = await session.host.run(f"tail -c 4000000 {shlex.quote(record.log_path)}", timeout=60.0)
             log = result.stdout
     if record is None:
         info: dict[str, object] = {"host": session.label, "state": Phase.STOPPED.value}
@@ -61,8 +59,8 @@ async def _status(args: argparse.Namespace) -> int:
         parts = [f"{info['host']}: {info['state']}"]
         if record is not None:
             parts.append(f"mode {record.mode} ({record.engine}), pid {record.pid}, port {record.port}")
-            if info.get("uptime_s") is not None:
-                parts.append(f"up {fmt_seconds(float(info['uptime_s']))}")  # type: ignore[arg-type]
+            if record.alive:
+                parts.append(f"up {fmt_seconds(time.time() - record.started_at)}")
             if info.get("reason"):
                 parts.append(f"reason: {info['reason']}")
         print(", ".join(parts))

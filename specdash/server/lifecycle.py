@@ -249,11 +249,3 @@ class Lifecycle:
         if not result.ok and result.exit_status != 20:
             raise SpecdashError(f"stopping run {record.id} on {self.config.name} failed: {result.stderr.strip()}")
         return report
-
-    async def switch(self, mode: ModeConfig, grace: float = 30.0) -> tuple[StopReport | None, RunRecord]:
-        """Stop the current run (if any), then start `mode`. Run history stays on the host."""
-        report = None
-        current = await self.current()
-        if current is not None and current.alive:
-            report = await self.stop(current, grace)
-        return report, await self.start(mode)

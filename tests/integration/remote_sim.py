@@ -7,6 +7,8 @@ source tree on PYTHONPATH.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import shutil
 import sys
 import sysconfig
@@ -54,3 +56,21 @@ args = ["--sim-disable-spec-above", "4", "--sim-fault", "crash-at-batch=10"]
     path = tmp / "config.toml"
     path.write_text(text.replace("'", '"'))
     return config.load(path)
+
+
+async def overload(port: int, streams: int = 12, tokens: int = 300) -> None:
+    """`streams` concurrent /generate requests on 127.0.0.1:`port`: pushes the batch past the crash fault's 10.
+
+    Each request is expected to fail when the server dies mid-stream; those errors are the point, not a result.
+    """
+    import aiohttp
+
+    async with aiohttp.ClientSession() as http:
+
+        async def one() -> None:
+            body = {"text": "hi", "sampling_params": {"max_new_tokens": tokens, "ignore_eos": True}}
+            with contextlib.suppress(aiohttp.ClientError):
+                async with http.post(f"http://127.0.0.1:{port}/generate", json=body) as resp:
+                    await resp.read()
+
+        await asyncio.gather(*(one() for _ in range(streams)))

@@ -23,7 +23,7 @@ from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle, PortBusy, ServerAlreadyRunning
 from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import remote_alive, target
-from tests.integration.remote_sim import sim_config
+from tests.integration.remote_sim import overload, sim_config
 from tests.recorder import Recorder
 from tests.sshd import Sshd, free_port
 
@@ -155,21 +155,9 @@ async def test_crash_is_reported_with_the_runtime_error_line(
         assert (await session.wait_status(SETTLED, timeout=60)).phase is Phase.READY
         local = await session.host.forward(port)
         # 12 concurrent requests push the batch past 10: the simulated dynamic-disable patch dies.
-        import aiohttp
-
-        async with aiohttp.ClientSession() as http:
-
-            async def one() -> None:
-                body = {"text": "hi", "sampling_params": {"max_new_tokens": 200, "ignore_eos": True}}
-                try:
-                    async with http.post(f"http://127.0.0.1:{local}/generate", json=body) as resp:
-                        await resp.read()
-                except aiohttp.ClientError:
-                    pass
-
-            load = asyncio.gather(*(one() for _ in range(12)))
-            final = await session.wait_status([Phase.CRASHED, Phase.EXITED], timeout=30)
-            await load
+        load = asyncio.create_task(overload(local))
+        final = await session.wait_status([Phase.CRASHED, Phase.EXITED], timeout=30)
+        await load
         assert final.phase is Phase.CRASHED
         assert final.crash is not None
         assert "RuntimeError: The size of tensor a (160) must match the size of tensor b (2)" in final.crash.reason
