@@ -76,6 +76,7 @@ class RemoteSession:
         """The last sweep's result per mode."""
         self._closed = asyncio.Event()
         self._queue = host.subscribe()
+        self._changed: asyncio.Future[None] | None = None  # resolved on the next status change
         self.attached = asyncio.Event()
         """Set once `run()` has connected and looked for a live run."""
 
@@ -405,8 +406,6 @@ class RemoteSession:
         waiter, self._changed = self._changed, None
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
-
-    _changed: asyncio.Future[None] | None = None
 
     async def _status_changed(self) -> None:
         if self._changed is None or self._changed.done():
