@@ -44,8 +44,9 @@ test-engine: install system-deps
 	env -u NO_COLOR -u TEXTUAL $(PY) -m pytest -q -m engine tests/engine -s
 	@cat .engine/results/summary.md
 
+# The one-minute tour (baseline, sweep, EAGLE-3, sweep, crossover); any key hands over the keyboard.
 demo: install
-	$(VENV)/bin/specdash demo
+	$(VENV)/bin/specdash demo --autoplay
 
 clean:
 	rm -rf $(VENV) dist build .pytest_cache .mypy_cache .ruff_cache

@@ -85,6 +85,16 @@ class UIConfig:
 
 
 @dataclass(frozen=True)
+class BenchConfig:
+    """Sweep preferences, `[bench]` (the `bench` command's flags override them)."""
+
+    on_link_loss: str = "pause"
+    """When the SSH link drops mid-sweep: `pause` (wait, then run the interrupted level again) or `stop`."""
+    link_wait: float = 600.0
+    """Seconds a paused sweep waits for the link before it stops."""
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole validated configuration."""
 
@@ -96,6 +106,8 @@ class Config:
     """Modes by name, with `extends` already resolved."""
     ui: UIConfig = field(default_factory=UIConfig)
     """Dashboard preferences."""
+    bench: BenchConfig = field(default_factory=BenchConfig)
+    """Sweep preferences."""
     keymap: Mapping[str, str] = field(default_factory=dict)
     """Binding id -> key(s), applied with `App.set_keymap`."""
 
@@ -181,7 +193,7 @@ def _kind(value: Any) -> str:
 
 _HOST_KEYS = {"address", "jump", "identity_file", "known_hosts", "workdir", "python", "state_dir", "env"}
 _MODE_KEYS = {"extends", "engine", "model", "port", "args", "env", "launcher", "description", "stop_timeout"}
-_TOP_KEYS = {"hosts", "modes", "ui", "keymap"}
+_TOP_KEYS = {"hosts", "modes", "ui", "bench", "keymap"}
 
 
 def load(path: Path | None = None) -> Config:
@@ -213,7 +225,13 @@ def parse(text: str, path: Path) -> Config:
     ui_table = _Table(path, "ui", data.get("ui", {}))
     ui_table.check_keys({"bell", "theme"})
     ui = UIConfig(bell=ui_table.boolean("bell", True), theme=ui_table.string("theme", "textual-dark") or "")
-    return Config(path=path, hosts=hosts, modes=modes, ui=ui, keymap=_keymap(path, data))
+    bench_table = _Table(path, "bench", data.get("bench", {}))
+    bench_table.check_keys({"on_link_loss", "link_wait"})
+    on_link_loss = bench_table.string("on_link_loss", "pause") or ""
+    if on_link_loss not in ("pause", "stop"):
+        raise bench_table.error("on_link_loss", f'must be "pause" or "stop", not {on_link_loss!r}')
+    bench = BenchConfig(on_link_loss, bench_table.number("link_wait", 600.0, low=1.0, high=7 * 86400.0))
+    return Config(path=path, hosts=hosts, modes=modes, ui=ui, bench=bench, keymap=_keymap(path, data))
 
 
 def _keymap(path: Path, data: dict[str, Any]) -> dict[str, str]:

@@ -28,10 +28,12 @@ if TYPE_CHECKING:
 
 TIME_SCALE = 0.055
 """550 s x 0.055 = about 30 s for a simulated TP=8 EAGLE-3 start."""
+TOUR_TIME_SCALE = 0.01
+"""The autoplay tour's clock: about 6 s per start, so two starts and two sweeps fit in a minute."""
+TOUR_LEVEL_S = 2.5
+"""Seconds per level in the tour (5 s otherwise): steady state inside, 4 levels per mode."""
 MODEL = "/models/Kimi-K2.5"
 DRAFT = "/models/Kimi-K2.5-eagle3"
-AUTOPLAY_LEVELS = (1, 2, 5, 10, 20)
-"""Concurrency levels of the autoplay tour: enough to show the crossover between 2 and 5."""
 
 
 def demo_config(port: int, time_scale: float = TIME_SCALE) -> Config:
@@ -110,8 +112,8 @@ class Demo:
 
 
 @contextlib.asynccontextmanager
-async def demo_session(time_scale: float = TIME_SCALE) -> AsyncIterator[Demo]:
-    """An embedded SSH server and a `RemoteSession` on it (not running yet).
+async def demo_session(time_scale: float = TIME_SCALE, *, tour: bool = False) -> AsyncIterator[Demo]:
+    """An embedded SSH server and a `RemoteSession` on it (not running yet); `tour` shortens the levels.
 
     On exit the demo's server is stopped (through the same lifecycle code), the SSH server closed, and the
     temporary run records removed: the demo leaves nothing running.
@@ -125,8 +127,12 @@ async def demo_session(time_scale: float = TIME_SCALE) -> AsyncIterator[Demo]:
     from specdash.server.lifecycle import Lifecycle
     from specdash.server.remote_session import RemoteSession
 
-    # Short levels keep the tour moving: 5 s each (steady state inside), 128-token responses.
-    demo_sweep = SweepConfig(progress_interval_s=0.25, duration_s=5.0, settings=ProbeSettings(output_len=128))
+    # Short levels keep the demo moving: 5 s each (3 s in the tour; steady state inside), 128-token responses.
+    demo_sweep = SweepConfig(
+        progress_interval_s=0.25,
+        duration_s=TOUR_LEVEL_S if tour else 5.0,
+        settings=ProbeSettings(output_len=128),
+    )
     server = EmbeddedSSHServer()
     endpoint = await server.start()
     state = tempfile.TemporaryDirectory(prefix="specdash-demo-runs-")

@@ -5,6 +5,12 @@ misbehaves on request: K tokens per chunk, a pace, HTTP 500, malformed SSE, a re
 no `[DONE]`, an in-stream error, fewer tokens than asked, no usage. Behaviour is taken, per request in
 arrival order, from `FakeConfig.script`, then `FakeConfig.behaviour`.
 
+For benchmarks it also counts what it sent, so clients are compared on the server's events, not their own:
+`GET /bench/counters` gives requests, content chunks and tokens sent in finished streams, and the seconds
+during which at least one stream was open; `GET /bench/wait?requests=K&timeout=T` answers the same once more
+than K streaming requests have arrived (or T seconds have passed), so a caller learns when a client's first
+request came in without polling.
+
 Run standalone (for benchmarks): `python -m specdash.bench.fake_server --port P --k 1 --interval 0.01`.
 """
 
@@ -15,6 +21,7 @@ import asyncio
 import json
 import socket
 import struct
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,8 +90,14 @@ class FakeServer:
         self.flushes = 0
         self.health_calls = 0
         self.app.router.add_get("/health", self._health)
+        self.app.router.add_get("/bench/counters", self._counters)
+        self.app.router.add_get("/bench/wait", self._wait)
         self._transports: set[asyncio.Transport] = set()
         self._dying: asyncio.Task[None] | None = None
+        self._open_streams = 0
+        self._busy_since = 0.0
+        self._busy_s = 0.0
+        self._arrived = asyncio.Event()
 
     async def start(self, port: int = 0) -> int:
         """Listen on 127.0.0.1 (`port` 0 picks a free one); return the port."""
@@ -149,9 +162,48 @@ class FakeServer:
         )
         return web.Response(text=text)
 
+    def _counter_values(self) -> dict[str, Any]:
+        busy = self._busy_s
+        if self._open_streams:
+            busy += time.perf_counter() - self._busy_since
+        cfg = self.config
+        return {
+            "requests": cfg.requests,
+            "chunks": cfg.chunks_sent,
+            "tokens": cfg.generated_tokens,
+            "open_streams": self._open_streams,
+            "busy_s": busy,
+        }
+
+    async def _counters(self, request: web.Request) -> web.Response:
+        return web.json_response(self._counter_values())
+
+    async def _wait(self, request: web.Request) -> web.Response:
+        after = int(request.query.get("requests", "0"))
+        deadline = time.perf_counter() + min(float(request.query.get("timeout", "60")), 3600.0)
+        while self.config.requests <= after and (left := deadline - time.perf_counter()) > 0:
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(self._arrived.wait(), left)
+            except TimeoutError:
+                break
+        return web.json_response(self._counter_values())
+
     async def _stream(self, request: web.Request) -> web.StreamResponse:
+        if self._open_streams == 0:
+            self._busy_since = time.perf_counter()
+        self._open_streams += 1
+        try:
+            return await self._serve_stream(request)
+        finally:
+            self._open_streams -= 1
+            if self._open_streams == 0:
+                self._busy_s += time.perf_counter() - self._busy_since
+
+    async def _serve_stream(self, request: web.Request) -> web.StreamResponse:
         cfg = self.config
         cfg.requests += 1
+        self._arrived.set()
         behaviour = cfg.script.pop(0) if cfg.script else cfg.behaviour
         transport = request.transport
         if transport is not None:

@@ -22,6 +22,10 @@ DEFAULT_LEVELS: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100)
 """Concurrency levels swept by default."""
 MAX_LEVEL = 1024
 """The largest concurrency accepted."""
+MAX_LEVEL_ATTEMPTS = 5
+"""A level interrupted by link losses this many times ends the sweep (a flapping link measures nothing)."""
+LINK_LOSS_POLICIES = ("pause", "stop")
+"""What a sweep does when the link to the server drops (`SweepConfig.on_link_loss`)."""
 
 
 def validate_levels(levels: tuple[int, ...]) -> tuple[int, ...]:
@@ -82,8 +86,19 @@ class SweepConfig:
     """Upper bound on probe processes (default: CPU count)."""
     progress_interval_s: float = 1.0
     """How often `on_progress` is called."""
+    on_link_loss: str = "pause"
+    """When the link to the server drops mid-sweep (`Sweep.link_lost`): `pause` waits for it and runs the
+    interrupted level again; `stop` ends the sweep there. Either way every request sent so far is stored."""
+    link_wait_s: float = 600.0
+    """A pause longer than this ends the sweep."""
     settings: ProbeSettings = field(default_factory=ProbeSettings)
     """Request shape and timeouts."""
+
+    def __post_init__(self) -> None:
+        if self.on_link_loss not in LINK_LOSS_POLICIES:
+            raise UsageError(f"on_link_loss must be one of {', '.join(LINK_LOSS_POLICIES)}, got {self.on_link_loss!r}")
+        if not self.link_wait_s > 0:
+            raise UsageError(f"link_wait must be a positive number of seconds, got {self.link_wait_s!r}")
 
     def effective_levels(self) -> tuple[int, ...]:
         """The validated levels, capped by `max_concurrency`."""
@@ -112,7 +127,7 @@ class LevelProgress:
     concurrency: int
     """Nominal C."""
     phase: str
-    """`warmup` or `running`."""
+    """`warmup`, `running`, or `paused` (waiting for the link to come back)."""
     t_s: float
     """Seconds since the level (not the warmup) started."""
     tok_s: float
@@ -140,7 +155,7 @@ class LevelResult:
     concurrency: int
     """Nominal C."""
     status: str
-    """`done` or `failed`."""
+    """`done`, `failed`, or `interrupted` (a link loss cut it short; the sweep runs it again)."""
     abort_reason: str | None
     """Why the level stopped early."""
     stats: LevelStats

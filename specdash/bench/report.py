@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from specdash.core.compare import Crossover, CrossoverKind, compute_crossover
+from specdash.core.compare import Crossover, CrossoverKind, Spread, compute_crossover
 
 
 def _f(v: Any, fmt: str = ".1f") -> str:
@@ -103,4 +103,34 @@ def compare_table(names: Sequence[str], curves: Sequence[Mapping[int, float]]) -
     out = _table(header, rows)
     for n, curve in zip(names[1:], curves[1:], strict=True):
         out += "\n" + crossover_text(n, names[0], compute_crossover(base, curve))
+    return out
+
+
+def repeats_table(modes: Sequence[str], pooled: Sequence[Mapping[int, Spread]]) -> str:
+    """Per level: each mode's median tok/s ± MAD over its runs (n), the ratio of medians to the first mode,
+    then the crossover computed on the medians. A point whose MAD is over 5 % of its median is marked `~`."""
+    levels = sorted({c for spreads in pooled for c in spreads})
+    header = ["C", f"{modes[0]} (median ± MAD, n)"]
+    for m in modes[1:]:
+        header += [f"{m} (median ± MAD, n)", "ratio"]
+
+    def cell(s: Spread | None) -> str:
+        if s is None:
+            return "-"
+        return f"{s.median:.1f} ± {s.mad:.1f} ({s.n}){' ~' if s.noisy else ''}"
+
+    rows = []
+    base = pooled[0]
+    for c in levels:
+        row = [str(c), cell(base.get(c))]
+        for spreads in pooled[1:]:
+            v, b = spreads.get(c), base.get(c)
+            row += [cell(v), "-" if v is None or b is None or not b.median else f"{v.median / b.median:.2f}x"]
+        rows.append(row)
+    out = _table(header, rows)
+    if any(s.noisy for spreads in pooled for s in spreads.values()):
+        out += "\n~ noisy: MAD over 5 % of the median; more repeats or a quieter machine"
+    medians = [{c: s.median for c, s in spreads.items()} for spreads in pooled]
+    for m, curve in zip(modes[1:], medians[1:], strict=True):
+        out += "\n" + crossover_text(m, modes[0], compute_crossover(medians[0], curve))
     return out

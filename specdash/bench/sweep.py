@@ -16,6 +16,12 @@ Per level C (default levels 1, 2, 5, 10, 20, 50, 100, capped by `max_concurrency
 
 A level whose streams all hit refused/reset connections is stopped and marked failed, and the sweep ends:
 the server died. Finished levels are kept (they are in the store already).
+
+The link to the server is the caller's business (an SSH forward): the caller reports `link_lost()` and
+`link_restored()`. A loss stops sending at once; the requests in flight fail on their own (the forward's
+channels close) and are stored with their reason. The level in flight is then `interrupted` in the store.
+With `on_link_loss="pause"` the sweep waits up to `link_wait_s` for the link and runs that level again from
+its warmup (a level measured across an outage would mix two steady states); with `"stop"` it ends.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from urllib.parse import urlsplit
 from specdash.bench.levels import (
     DEFAULT_LEVELS,
     MAX_LEVEL,
+    MAX_LEVEL_ATTEMPTS,
     LevelProgress,
     LevelResult,
     SweepConfig,
@@ -128,6 +135,7 @@ class Sweep:
         run_meta: RunMeta | None = None,
         on_progress: ProgressCallback | None = None,
         on_level_done: LevelCallback | None = None,
+        check_link: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         """Prepare a sweep (nothing is sent until `run`).
 
@@ -139,6 +147,9 @@ class Sweep:
             run_meta: Identity of the run (host, engine, server args); defaults from the URL and config.
             on_progress: Called about once a second during a level.
             on_level_done: Called after each level.
+            check_link: Asked, when a level's requests failed, whether the link to the server still works
+                (a cut link is declared lost only after keepalive, possibly after the level gave up);
+                False counts as a link loss.
         """
         self.base_url = validate_url(base_url)
         self.config = config
@@ -148,7 +159,15 @@ class Sweep:
         self.run_meta = run_meta
         self.on_progress = on_progress
         self.on_level_done = on_level_done
+        self.check_link = check_link
         self._stop: str | None = None
+        self._stopped = asyncio.Event()
+        self._link_down: str | None = None
+        self._link_losses = 0
+        self._link_back = asyncio.Event()
+        self._link_back.set()
+        self.interruptions: list[tuple[int, str]] = []
+        """(concurrency, reason) of every level attempt a link loss interrupted."""
         self._runner: ProbePool | _InProcess | None = None
         self._procs = 1
         self._level_id: int | None = None
@@ -156,8 +175,44 @@ class Sweep:
     def stop(self, reason: str = "stopped by user") -> None:
         """Stop after in-flight requests finish; the current level is marked failed."""
         self._stop = reason
+        self._stopped.set()
         if self._runner is not None:
             self._runner.abort(reason)
+
+    def link_lost(self, reason: str) -> None:
+        """The link to the server dropped: send nothing more until `link_restored()` (see the module doc)."""
+        self._link_down = reason
+        self._link_losses += 1
+        self._link_back.clear()
+        if self._runner is not None:
+            self._runner.abort(f"link lost: {reason}")
+
+    def link_restored(self) -> None:
+        """The link is back (and the forward listens again): a paused sweep goes on."""
+        self._link_down = None
+        self._link_back.set()
+
+    async def _wait_link(self, mode: str, c: int) -> str | None:
+        """None once the link is up (at once if it is); else why the sweep must end."""
+        reason = self._link_down
+        if reason is None:
+            return None
+        cfg = self.config
+        if cfg.on_link_loss == "stop":
+            return f"link lost: {reason}"
+        await _call(self.on_progress, LevelProgress(mode, c, "paused", 0.0, 0.0, 0, 0, None, 0))
+        back = asyncio.ensure_future(self._link_back.wait())
+        stopped = asyncio.ensure_future(self._stopped.wait())
+        try:
+            await asyncio.wait({back, stopped}, timeout=cfg.link_wait_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            back.cancel()
+            stopped.cancel()
+        if self._stop is not None:
+            return self._stop
+        if self._link_down is not None:
+            return f"link lost: {reason}; not back after {cfg.link_wait_s:g} s"
+        return None
 
     async def run(self) -> SweepResult:
         """Run every level; returns what was measured (also in the store, level by level)."""
@@ -182,7 +237,10 @@ class Sweep:
                     if self._stop is not None:
                         aborted = self._stop
                         break
-                    result = await self._level(c, server, info, run_id)
+                    result = await self._level_through_outages(c, server, info, run_id)
+                    if result is None:
+                        aborted = self._stop or f"link lost: {self._link_down}"
+                        break
                     results.append(result)
                     await _call(self.on_level_done, result)
                     if result.status == "failed":
@@ -199,6 +257,27 @@ class Sweep:
                     if not finished and self._level_id is not None:
                         self.store.finish_level(self._level_id, "interrupted", {}, "interrupted")
         return SweepResult(run_id, tuple(results), aborted)
+
+    async def _level_through_outages(
+        self, c: int, server: ServerClient, info: Mapping[str, Any] | None, run_id: int | None
+    ) -> LevelResult | None:
+        """Run level `c`, again after each link loss that interrupted it (policy `pause`).
+
+        Returns None when the sweep must end before the level could run (link down with policy `stop`, a
+        pause longer than `link_wait_s`, or a stop).
+        """
+        mode = self.run_meta.mode if self.run_meta and self.run_meta.mode else self.config.mode
+        for _ in range(MAX_LEVEL_ATTEMPTS):
+            why = await self._wait_link(mode, c)
+            if why is not None:
+                self._stop = self._stop or why
+                return None
+            result = await self._level(c, server, info, run_id)
+            if result.status != "interrupted":
+                return result
+            self.interruptions.append((c, result.abort_reason or "link lost"))
+        self._stop = f"level {c} interrupted by link losses {MAX_LEVEL_ATTEMPTS} times"
+        return None
 
     def _create_run(
         self, info: Mapping[str, Any] | None, settings: ProbeSettings, engine: str, version: str
@@ -249,6 +328,7 @@ class Sweep:
         runner = self._runner
         assert runner is not None
         mode = self.run_meta.mode if self.run_meta and self.run_meta.mode else cfg.mode
+        losses = self._link_losses
         if cfg.flush_cache:
             await server.flush_cache()
         abort_after = max(3, c)
@@ -271,6 +351,8 @@ class Sweep:
                 abort_after_connection_failures=abort_after,
             )
             await runner.run_level(plans, on_warm)
+        if self._link_losses != losses:
+            return self._interrupted(mode, c, None)
         total = cfg.requests_for(c)
         before = await server.metrics()
         level_id = self.store.start_level(run_id, c) if self.store is not None and run_id is not None else None
@@ -346,6 +428,12 @@ class Sweep:
             for h in helpers:
                 h.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
+        failed = any(not s.ok for s in samples) or any(o is None or o.aborted for o in outcomes)
+        if failed and self._link_losses == losses and self.check_link is not None and self._stop is None:
+            if not await self.check_link() and self._link_losses == losses:
+                self.link_lost("the connection stopped carrying requests")
+        if self._link_losses != losses and cfg.on_link_loss == "pause":
+            return self._interrupted(mode, c, level_id, samples)
         after = await server.metrics() if before is not None else None
         info_after = await server.server_info() if info is not None else None
         stats = summarize(samples, c)
@@ -380,6 +468,18 @@ class Sweep:
             self.store.finish_level(level_id, status, result.to_json(), result.abort_reason)
         self._level_id = None
         return result
+
+    def _interrupted(
+        self, mode: str, c: int, level_id: int | None, samples: list[RequestSample] | None = None
+    ) -> LevelResult:
+        """A level attempt cut short by a link loss (policy `pause`): stored as `interrupted`, run again."""
+        reason = f"link lost: {self._link_down or 'dropped and back'}"
+        stats = summarize(samples or [], c)
+        if self.store is not None and level_id is not None:
+            self.store.finish_level(level_id, "interrupted", {}, reason)
+        self._level_id = None
+        view = level_view(None, None, [], stats.wall_s, None, None)
+        return LevelResult(mode, c, "interrupted", reason, stats, view, (), (), level_id)
 
 
 async def run_sweep(

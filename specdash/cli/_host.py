@@ -59,6 +59,7 @@ def host_config(args: argparse.Namespace, cfg: Config) -> HostConfig:
 
 def open_session(args: argparse.Namespace, cfg: Config, hc: HostConfig) -> RemoteSession:
     """A `RemoteSession` for the host (not connected yet; `run()` connects)."""
+    from specdash.bench.levels import SweepConfig
     from specdash.bench.store import Store
     from specdash.remote.options import SSHOptions
     from specdash.remote.ssh import SSHHost
@@ -71,7 +72,12 @@ def open_session(args: argparse.Namespace, cfg: Config, hc: HostConfig) -> Remot
         accept_new=bool(getattr(args, "accept_new", False)),
     )
     # `bench HOST --db FILE` writes there; every other command uses the default store.
-    return RemoteSession(SSHHost(hc.address, options), hc, cfg, store=Store(getattr(args, "db", None)))
+    sweep_defaults = SweepConfig(
+        progress_interval_s=0.25, on_link_loss=cfg.bench.on_link_loss, link_wait_s=cfg.bench.link_wait
+    )
+    return RemoteSession(
+        SSHHost(hc.address, options), hc, cfg, store=Store(getattr(args, "db", None)), sweep_defaults=sweep_defaults
+    )
 
 
 @contextlib.asynccontextmanager

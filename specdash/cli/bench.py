@@ -9,14 +9,23 @@ line per second and a final table, and every request is written to the local sto
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specdash.errors import UsageError
 
+if TYPE_CHECKING:
+    from specdash.bench.levels import SweepResult
+
 NAME = "bench"
 HELP = "sweep concurrency levels against a server and measure tok/s, TTFT, TPOT, ITL"
+
+
+MAX_REPEATS = 20
+"""Upper bound on `--repeats` (every load loop is bounded)."""
 
 
 def parse_levels(text: str) -> tuple[int, ...]:
@@ -58,6 +67,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request")
     parser.add_argument("--stall-timeout", type=float, default=60.0, help="seconds without bytes = stalled")
     parser.add_argument("--level-timeout", type=float, help="hard limit per level in seconds")
+    parser.add_argument(
+        "--on-link-loss",
+        choices=["pause", "stop"],
+        help="HOST only: when the SSH link drops, pause and re-run the level, or stop (default: config, pause)",
+    )
+    parser.add_argument("--link-wait", type=float, help="HOST only: seconds a paused sweep waits (default 600)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="run the whole sweep N times (A/B in A-B-B-A order) and report median ± MAD per level (default 1)",
+    )
     parser.add_argument("--db", type=Path, help="store file (default: the data dir's specdash.db)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (live lines go to stderr)")
 
@@ -75,6 +96,10 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag} must be at least 1")
     if args.duration is not None and args.duration <= 0:
         raise UsageError("--duration must be positive")
+    if args.link_wait is not None and args.link_wait <= 0:
+        raise UsageError("--link-wait must be positive")
+    if not 1 <= args.repeats <= MAX_REPEATS:
+        raise UsageError(f"--repeats must be between 1 and {MAX_REPEATS}, got {args.repeats}")
 
     import asyncio
 
@@ -121,7 +146,14 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(_over_ssh(args, config, prompts, on_progress, on_level_done))
     with Store(args.db) as store:
         meta = RunMeta(host=url.split("://", 1)[1], mode=args.mode)
-        result = asyncio.run(run_sweep(url, config, prompts, store, on_progress, on_level_done, meta))
+        results = []
+        for _ in range(args.repeats):
+            results.append(asyncio.run(run_sweep(url, config, prompts, store, on_progress, on_level_done, meta)))
+            if results[-1].aborted:
+                break
+    if args.repeats > 1:
+        return _print_repeats(args, {args.mode: results})
+    result = results[0]
     levels_json = [lv.to_json() for lv in result.levels]
     if args.json:
         print(json.dumps({"run_id": result.run_id, "aborted": result.aborted, "levels": levels_json}, default=str))
@@ -156,6 +188,12 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
             return  # live lines come from the sweep's own progress callback below
         if isinstance(event, BenchUpdate):
             for row in event.rows:
+                if row.status == "paused":
+                    print(
+                        f"[{row.mode} C={row.concurrency}] paused: {row.warning}",
+                        file=sys.stderr if args.json else sys.stdout,
+                        flush=True,
+                    )
                 if row.status in ("done", "failed") and (row.mode, row.concurrency) not in done:
                     done.add((row.mode, row.concurrency))
                     line = f"[{row.mode} C={row.concurrency}] {row.status}: {row.tok_s or 0:.1f} tok/s steady"
@@ -163,9 +201,26 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
             return
         printer(event)  # type: ignore[arg-type]
 
+    config = replace(
+        config,
+        progress_interval_s=1.0,
+        on_link_loss=args.on_link_loss or cfg.bench.on_link_loss,
+        link_wait_s=args.link_wait or cfg.bench.link_wait,
+    )
+    repeats: dict[str, list[SweepResult]] = {mode: [] for mode in modes}
     async with connected(args, cfg, host_config(args, cfg), listen) as session:
-        await session.sweep(modes, config.levels, config=replace(config, progress_interval_s=1.0), prompts=prompts)
+        for repeat in range(args.repeats):
+            # A-B, B-A, A-B...: drift over a long run (thermal, other tenants) does not favour one mode.
+            order = modes if repeat % 2 == 0 else modes[::-1]
+            await session.sweep(order, config.levels, config=config, prompts=prompts)
+            for mode in order:
+                if mode in session.results:
+                    repeats[mode].append(session.results[mode])
+            if any(res.aborted for res in session.results.values()):
+                break
         results = dict(session.results)
+    if args.repeats > 1:
+        return _print_repeats(args, repeats)
     curves = {mode: r.curve() for mode, r in results.items()}
     crossover = compute_crossover(curves[modes[0]], curves[modes[1]]) if len(modes) >= 2 else None
     if args.json:
@@ -185,3 +240,35 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
             where = f"C = {crossover.concurrency:.1f}" if crossover.concurrency else crossover.kind.value
             print(f"\ncrossover {modes[1]} vs {modes[0]}: {where}; disable speculation above {crossover.disable_above}")
     return 0 if all(r.aborted is None for r in results.values()) else 1
+
+
+def _print_repeats(args: argparse.Namespace, repeats: dict[str, list[SweepResult]]) -> int:
+    """The pooled report of `--repeats N`: median ± MAD per level per mode, the crossover on the medians."""
+    from specdash.bench.report import repeats_table
+    from specdash.core.compare import compute_crossover, pool_runs
+
+    modes = list(repeats)
+    pooled = [pool_runs([r.curve() for r in repeats[m]]) for m in modes]
+    aborted = [r.aborted for runs in repeats.values() for r in runs if r.aborted]
+    if args.json:
+        out: dict[str, object] = {
+            m: {
+                "runs": [{"run_id": r.run_id, "aborted": r.aborted, "levels": [lv.to_json() for lv in r.levels]}
+                         for r in repeats[m]],
+                "pooled": {str(c): dataclasses.asdict(s) for c, s in spreads.items()},
+            }
+            for m, spreads in zip(modes, pooled, strict=True)
+        }  # fmt: skip
+        if len(modes) >= 2:
+            medians = [{c: s.median for c, s in spreads.items()} for spreads in pooled]
+            x = compute_crossover(medians[0], medians[1])
+            out["crossover"] = {"kind": x.kind.value, "concurrency": x.concurrency, "disable_above": x.disable_above}
+        print(json.dumps(out, default=str))
+    else:
+        for m in modes:
+            print(f"\n{m}: runs {', '.join(str(r.run_id) for r in repeats[m])}")
+        print()
+        print(repeats_table(modes, pooled))
+        for reason in aborted:
+            print(f"sweep stopped: {reason}")
+    return 0 if not aborted else 1

@@ -13,24 +13,27 @@ HELP = "run the dashboard offline against the built-in SGLang simulator (no GPU,
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from specdash.demo import TIME_SCALE
+    from specdash.demo import TIME_SCALE, TOUR_TIME_SCALE
 
     parser.add_argument(
         "--time-scale",
         type=float,
-        default=TIME_SCALE,
-        help=f"simulated startup durations x this (default {TIME_SCALE}: a TP=8 EAGLE-3 start in about 30 s)",
+        help=f"simulated startup durations x this (default {TIME_SCALE}: a TP=8 EAGLE-3 start in about 30 s; "
+        f"{TOUR_TIME_SCALE} with --autoplay: about 6 s)",
     )
     parser.add_argument(
         "--autoplay",
         action="store_true",
-        help="a scripted tour for presenters: baseline, sweep, EAGLE-3, sweep, crossover (any key stops it)",
+        help="a one-minute tour for presenters: baseline, sweep, EAGLE-3, sweep, crossover (any key stops it)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
+    from specdash.demo import TIME_SCALE, TOUR_TIME_SCALE
     from specdash.errors import UsageError
 
+    if args.time_scale is None:
+        args.time_scale = TOUR_TIME_SCALE if args.autoplay else TIME_SCALE
     if not 0 < args.time_scale <= 10:
         raise UsageError(f"--time-scale must be in (0, 10], not {args.time_scale}")
     return asyncio.run(_demo(args.autoplay, args.time_scale))
@@ -40,7 +43,7 @@ async def _demo(autoplay: bool, time_scale: float) -> int:
     from specdash.demo import demo_session
     from specdash.ui.app import make_app
 
-    async with demo_session(time_scale) as demo:
+    async with demo_session(time_scale, tour=autoplay) as demo:
         app = make_app(demo.session, autoplay=autoplay)
         loop = asyncio.get_running_loop()
         # SIGTERM: quit as with `q`; the demo's cleanup then stops its simulator.

@@ -122,3 +122,46 @@ def compute_crossover(baseline: Mapping[int, float], spec: Mapping[int, float], 
             ln_c = math.log(lo.concurrency) + frac * (math.log(hi.concurrency) - math.log(lo.concurrency))
             return Crossover(CrossoverKind.CROSSES, math.exp(ln_c), ratios)
     return Crossover(CrossoverKind.ABOVE_RANGE, None, ratios)
+
+
+NOISY_RELATIVE_MAD = 0.05
+"""A pooled point whose MAD exceeds this share of its median is flagged noisy (vLLM's
+`tune_speculative_k.py` rejects such points; we show them, marked)."""
+
+
+@dataclass(frozen=True)
+class Spread:
+    """One (mode, C) point over repeated runs: the median and the median absolute deviation."""
+
+    median: float
+    """Median aggregate tok/s over the runs that finished this level."""
+    mad: float
+    """Median absolute deviation from `median`."""
+    low: float
+    """Smallest run."""
+    high: float
+    """Largest run."""
+    n: int
+    """Runs that finished this level."""
+
+    @property
+    def noisy(self) -> bool:
+        """More spread than `NOISY_RELATIVE_MAD` allows (or too few runs to tell: n < 3 is not noisy)."""
+        return self.n >= 3 and self.median > 0 and self.mad / self.median > NOISY_RELATIVE_MAD
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def pool_runs(curves: list[Mapping[int, float]]) -> dict[int, Spread]:
+    """Median and MAD per concurrency over repeated runs of one mode (a level missing from a run is skipped)."""
+    levels = sorted({c for curve in curves for c in curve})
+    out: dict[int, Spread] = {}
+    for c in levels:
+        values = [float(curve[c]) for curve in curves if c in curve]
+        median = _median(values)
+        out[c] = Spread(median, _median([abs(v - median) for v in values]), min(values), max(values), len(values))
+    return out

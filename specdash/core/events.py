@@ -103,7 +103,7 @@ class LevelRow:
 
     mode: str
     concurrency: int
-    status: Literal["pending", "warmup", "running", "done", "failed"]
+    status: Literal["pending", "warmup", "running", "paused", "done", "failed"]
     tok_s: float | None = None
     """Aggregate output tok/s over the level's steady state (client side)."""
     per_request_tok_s: float | None = None

@@ -45,7 +45,10 @@ class Host(Protocol):
         ...
 
     async def forward(self, remote_port: int, remote_host: str = "127.0.0.1") -> int:
-        """Forward a local port on 127.0.0.1 to `remote_host:remote_port` on the host; return the local port."""
+        """Forward a local port on 127.0.0.1 to `remote_host:remote_port` on the host; return the local port.
+
+        The port stays the same across reconnects (refusing connections while the link is down).
+        """
         ...
 
     async def close(self) -> None:

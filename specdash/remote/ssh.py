@@ -96,7 +96,9 @@ class SSHHost:
         self._sessions = asyncio.Semaphore(self._options.max_sessions)
         self._supervisor: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
-        self._listeners: list[asyncssh.SSHListener] = []
+        self._forwards: dict[tuple[str, int], int] = {}
+        """(remote host, remote port) -> the local port, kept across reconnects (see `forward`)."""
+        self._listeners: dict[tuple[str, int], asyncssh.SSHListener] = {}
         self.client_id = secrets.token_hex(4)
         """Tags the remote processes this instance streams (see `tagging.py`)."""
         self.log_file = route_asyncssh_logging(self._options.log_file)
@@ -245,7 +247,9 @@ class SSHHost:
             await link.conn.wait_closed()
             link.close()  # the jumps outlive a tunnelled connection unless closed
             self._link = None
-            self._listeners.clear()  # they died with the connection
+            for listener in self._listeners.values():
+                listener.close()  # asyncssh closes them with the connection; this makes sure the ports are free
+            self._listeners.clear()
             self._set_state(ConnectionState.LOST)
             self._emit(Lost(self._name, link.client.reason()))
             attempt, last_error = 0, None
@@ -265,6 +269,7 @@ class SSHHost:
                         return
                     last_error = exc.message
                     continue
+                await self._relisten(new_link.conn)
                 self._adopt(new_link)
                 self._spawn(self._reap_quietly())
                 break
@@ -404,26 +409,48 @@ class SSHHost:
                     self._spawn(self._reap_quietly(only_pid=pid))
 
     async def forward(self, remote_port: int, remote_host: str = "127.0.0.1") -> int:
-        """Listen on 127.0.0.1 (a free port) and forward connections to `remote_host:remote_port` on the host.
+        """Listen on 127.0.0.1 and forward connections to `remote_host:remote_port` on the host; return the port.
 
-        The forward lives as long as the current connection; after a reconnect, forward again.
+        The local port outlives reconnects: the supervisor listens on the same port again over each new
+        connection before it reports `Connected`, so a URL handed to other processes (the probe workers) stays
+        valid. While the link is down, connections to the port are refused. Forwarding the same target again
+        returns the same port.
 
         Raises:
             SSHError: LOST when not connected within the connect timeout; CHANNEL when the listener fails.
         """
+        key = (remote_host, remote_port)
         try:
             async with asyncio.timeout(self._options.connect_timeout):
                 conn = await self._connection()
         except TimeoutError:
             raise SSHError(SSHErrorKind.LOST, f"{self._name}: not connected, cannot forward {remote_port}") from None
+        if key in self._listeners:
+            return self._forwards[key]
         try:
             listener = await conn.forward_local_port("127.0.0.1", 0, remote_host, remote_port)
         except (OSError, asyncssh.Error) as exc:
             raise SSHError(
                 SSHErrorKind.CHANNEL, f"{self._name}: cannot forward to {remote_host}:{remote_port}: {exc}"
             ) from exc
-        self._listeners.append(listener)
-        return listener.get_port()
+        self._listeners[key] = listener
+        self._forwards[key] = listener.get_port()
+        return self._forwards[key]
+
+    async def _relisten(self, conn: asyncssh.SSHClientConnection) -> None:
+        """Listen again on every forward's local port, over the new connection `conn`.
+
+        asyncssh's forwards belong to one connection; re-listening on the same port number (rather than a
+        hand-written listener that outlives connections) keeps asyncssh's own data path. If another process
+        took the port during the outage, that forward is dropped (logged) and the next `forward()` picks a
+        new port.
+        """
+        for key, port in list(self._forwards.items()):
+            try:
+                self._listeners[key] = await conn.forward_local_port("127.0.0.1", port, *key)
+            except (OSError, asyncssh.Error) as exc:
+                log.warning("%s: cannot listen on 127.0.0.1:%d again for %s:%d: %s", self._name, port, *key, exc)
+                del self._forwards[key]
 
     async def reap_stale(self) -> list[int]:
         """Kill the tagged processes this instance streamed over earlier connections; return their PIDs.
@@ -465,9 +492,10 @@ class SSHHost:
         tasks = [task for task in (self._supervisor, *self._background) if task is not None]
         for task in tasks:
             task.cancel()
-        for listener in self._listeners:
+        for listener in self._listeners.values():
             listener.close()
         self._listeners.clear()
+        self._forwards.clear()
         link, self._link = self._link, None
         if link is not None:
             link.close()

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from specdash.bench.prompts import PromptSet, load_prompts
 from specdash.bench.store import RunMeta, Store
-from specdash.bench.sweep import LevelProgress, LevelResult, SweepConfig, SweepResult, run_sweep
+from specdash.bench.sweep import LevelProgress, LevelResult, Sweep, SweepConfig, SweepResult
 from specdash.config import Config, HostConfig
 from specdash.core.compare import CrossoverKind, compute_crossover
 from specdash.core.eta import estimate
@@ -31,8 +31,9 @@ from specdash.core.models import Phase
 from specdash.core.timeline import Timeline
 from specdash.engines.registry import make_rules
 from specdash.errors import SpecdashError
-from specdash.remote.events import ConnectionEvent
+from specdash.remote.events import Connected, ConnectionEvent, ConnectionState, Failed, Lost
 from specdash.remote.ssh import SSHHost
+from specdash.remote.ssherror import SSHError
 from specdash.server.gpu import poll_gpus
 from specdash.server.lifecycle import Lifecycle, RunRecord
 from specdash.server.session import Listener
@@ -42,6 +43,9 @@ READY_TIMEOUT_S = 3600.0
 """An A/B sweep waits this long at most for a restarted server to become ready."""
 CRASH_DRAIN_S = 10.0
 """After a crash, how long the sweep may take to record its failed requests before it is cancelled."""
+LINK_CHECK_S = 30.0
+"""How long the sweep's link check (`true` over the connection) may take: longer than keepalive needs to
+declare a cut link lost (3 x 5 s by default)."""
 
 
 class RemoteSession:
@@ -70,6 +74,7 @@ class RemoteSession:
         self._status = ServerStatus(Phase.STOPPED)
         self._record: RunRecord | None = None
         self._sweep_task: asyncio.Task[object] | None = None
+        self._sweep: Sweep | None = None  # the mode being swept now: told of link losses
         self._rows: dict[tuple[str, int], LevelRow] = {}
         self._curves: dict[str, dict[int, float]] = {}
         self.results: dict[str, SweepResult] = {}
@@ -311,9 +316,12 @@ class RemoteSession:
         meta = RunMeta(host=self.label, mode=mode, engine=cfg.engine)
 
         def progress(p: LevelProgress) -> None:
-            self._rows[(mode, p.concurrency)] = replace(
-                self._rows[(mode, p.concurrency)], status="warmup" if p.phase == "warmup" else "running"
-            )
+            key = (mode, p.concurrency)
+            if p.phase == "paused":  # rare: published at once, so the table says why nothing moves
+                self._rows[key] = replace(self._rows[key], status="paused", warning="link lost: waiting for it")
+                self._publish_bench(running=True)
+                return
+            self._rows[key] = replace(self._rows[key], status="warmup" if p.phase == "warmup" else "running")
             self._emit(p.to_event())
 
         def level_done(result: LevelResult) -> None:
@@ -322,17 +330,20 @@ class RemoteSession:
                 self._curves.setdefault(mode, {})[result.concurrency] = result.stats.output_tok_s
             self._publish_bench(running=True)
 
-        sweep = asyncio.create_task(
-            run_sweep(
-                f"http://127.0.0.1:{local}",
-                replace(config, mode=mode),
-                prompts,
-                self.store,
-                on_progress=progress,
-                on_level_done=level_done,
-                run_meta=meta,
-            )
+        runner = Sweep(
+            f"http://127.0.0.1:{local}",
+            replace(config, mode=mode),
+            prompts,
+            self.store,
+            meta,
+            on_progress=progress,
+            on_level_done=level_done,
+            check_link=self._link_ok,
         )
+        if self.host.state is not ConnectionState.CONNECTED:
+            runner.link_lost(f"connection {self.host.state.value}")
+        self._sweep = runner
+        sweep = asyncio.create_task(runner.run())
         crash = asyncio.create_task(self._wait_crash())
         try:
             done, _ = await asyncio.wait({sweep, crash}, return_when=asyncio.FIRST_COMPLETED)
@@ -355,6 +366,17 @@ class RemoteSession:
                 self._emit(Notice(f"{mode}: sweep stopped: {result.aborted}", "warning"))
         finally:
             crash.cancel()
+            self._sweep = None
+            for c, why in runner.interruptions:
+                self._emit(Notice(f"{mode} C={c}: {why}; the level ran again after the link came back", "warning"))
+
+    async def _link_ok(self) -> bool:
+        """Whether the SSH connection still carries commands (the sweep asks when requests failed)."""
+        try:
+            await self.host.run("true", timeout=LINK_CHECK_S)
+        except SSHError:
+            return False
+        return True
 
     async def _wait_crash(self) -> None:
         while self._status.phase not in (Phase.CRASHED, Phase.EXITED, Phase.STOPPED):
@@ -418,7 +440,16 @@ class RemoteSession:
 
     async def _relay_connection_events(self) -> None:
         while True:
-            self._emit(await self._queue.get())
+            event = await self._queue.get()
+            sweep = self._sweep
+            if sweep is not None:
+                if isinstance(event, Lost):
+                    sweep.link_lost(event.reason or "connection lost")
+                elif isinstance(event, Connected):
+                    sweep.link_restored()
+                elif isinstance(event, Failed):
+                    sweep.stop(f"link failed: {event.error.message}")
+            self._emit(event)
 
 
 @contextlib.asynccontextmanager

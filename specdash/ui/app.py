@@ -49,8 +49,8 @@ from specdash.ui.screens.dashboard import DashboardScreen
 from specdash.ui.screens.help import HelpRow, HelpScreen
 from specdash.ui.styles import css_paths
 
-AUTOPLAY_LEVELS = (1, 2, 5, 10, 20)
-"""Concurrency levels of the autoplay tour (enough to show where speculation stops paying)."""
+AUTOPLAY_LEVELS = (1, 2, 5, 10)
+"""Concurrency levels of the autoplay tour (enough to show where speculation stops paying: 2 to 5)."""
 
 APP_BINDINGS: list[Binding] = [
     Binding("question_mark", "help", "Help", id="help", tooltip="List every key"),

@@ -18,7 +18,8 @@ from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import load_prompts
 from specdash.bench.sse import Endpoint
 from specdash.bench.store import Store
-from specdash.bench.sweep import LevelProgress, LevelResult, SweepConfig, run_sweep
+from specdash.bench.sweep import LevelProgress, LevelResult, Sweep, SweepConfig, run_sweep
+from specdash.errors import UsageError
 
 
 @pytest.fixture
@@ -155,6 +156,14 @@ async def test_cli_bench_compare_export(server: FakeServer, tmp_path: Path) -> N
     assert rc == 0 and "base#1" in out and "spec#2" in out and "ratio" in out
     rc, out, _ = await cli("export", "2", "--json")
     assert rc == 0 and json.loads(out)["levels"][1]["max_concurrency"] == 2
+    # Repeats: three more runs of `spec`, pooled per level (median ± MAD); compare pools repeated modes too.
+    rc, out, err = await cli("bench", *common, "--mode", "spec", "--repeats", "3", "--json")
+    assert rc == 0, err
+    pooled = json.loads(out)["spec"]
+    assert [r["run_id"] for r in pooled["runs"]] == [3, 4, 5]
+    assert pooled["pooled"]["1"]["n"] == 3 and pooled["pooled"]["2"]["median"] > 0
+    rc, out, _ = await cli("compare", "1", "2", "3", "4", "5")
+    assert rc == 0 and "spec (median ± MAD, n)" in out and "(4)" in out and "(1)" in out, out
     rc, _, err = await cli("export", "99", "--csv")
     assert rc == 2 and "no run 99" in err
 
@@ -247,3 +256,68 @@ async def test_duration_mode_level(server: FakeServer) -> None:
     assert lv.status == "done" and lv.stats.completed >= 2 and lv.stats.failed == 0
     assert lv.stats.wall_s < 2.0
     assert all(p.total is None for p in progress if p.phase == "running")
+
+
+async def test_a_dead_link_seen_before_the_loss_event_pauses_and_reruns_the_level(tmp_path: Path) -> None:
+    """The link dies under a level before anyone reports it (a cut link is declared lost only by keepalive):
+    the level's requests fail, the sweep asks `check_link`, hears "down", stores the attempt `interrupted`,
+    pauses, and once `link_restored()` comes (the server answers again on the same port) runs it again."""
+    server = FakeServer(FakeConfig(tokens_per_chunk=3, interval_s=0.002, die_after_requests=1 + 10 + 2 + 3))
+    port = await server.start()
+    checks: list[bool] = []
+    paused = asyncio.Event()
+
+    async def check_link() -> bool:
+        checks.append(False)
+        return False
+
+    def progress(p: LevelProgress) -> None:
+        if p.phase == "paused":
+            paused.set()
+
+    with Store(tmp_path / "s.db") as store:
+        sweep = Sweep(server.url, config((1, 2)), load_prompts("chat"), store, on_progress=progress,
+                      check_link=check_link)  # fmt: skip
+        task = asyncio.create_task(sweep.run())
+        await asyncio.wait_for(paused.wait(), 30)
+        assert not task.done()
+        back = FakeServer(FakeConfig(tokens_per_chunk=3, interval_s=0.002))
+        await back.start(port)  # the forward listens on the same port again
+        try:
+            sweep.link_restored()
+            res = await asyncio.wait_for(task, 30)
+        finally:
+            await back.stop()
+            await server.stop()
+        assert checks == [False]
+        assert res.aborted is None and [(lv.concurrency, lv.status) for lv in res.levels] == [(1, "done"), (2, "done")]
+        assert sweep.interruptions and sweep.interruptions[0][0] == 2
+        assert res.run_id is not None
+        stored = store.levels(res.run_id)
+        assert [(lv.concurrency, lv.status) for lv in stored] == [(1, "done"), (2, "interrupted"), (2, "done")]
+        assert stored[1].abort_reason is not None and stored[1].abort_reason.startswith("link lost")
+        cut = store.samples(res.run_id, stored[1].id)
+        assert cut and any(not s.ok for s in cut) and all(s.detail for s in cut if not s.ok)
+        assert len(store.samples(res.run_id, stored[2].id)) == 10  # the re-run is whole
+
+
+async def test_a_dead_server_on_a_live_link_still_ends_the_sweep(server: FakeServer, tmp_path: Path) -> None:
+    """`check_link` says the link is fine: the failures are the server's, so the level fails and the sweep ends."""
+    server.config.die_after_requests = 1 + 10 + 2 + 3
+
+    async def check_link() -> bool:
+        return True
+
+    with Store(tmp_path / "s.db") as store:
+        sweep = Sweep(server.url, config((1, 2, 4)), load_prompts("chat"), store, check_link=check_link)
+        res = await sweep.run()
+        assert [lv.status for lv in res.levels] == ["done", "failed"]
+        assert res.aborted is not None and "unreachable" in res.aborted
+        assert not sweep.interruptions
+
+
+def test_link_loss_policy_is_validated() -> None:
+    with pytest.raises(UsageError, match="on_link_loss must be one of pause, stop"):
+        SweepConfig(on_link_loss="retry")
+    with pytest.raises(UsageError, match="link_wait"):
+        SweepConfig(link_wait_s=0)

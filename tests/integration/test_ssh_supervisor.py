@@ -40,6 +40,8 @@ async def test_reconnects_after_sshd_restart_and_reaps_leftovers(
         # A streamed command that will outlive the connection (we kill only sshd's processes).
         leftover = host.stream("echo $$; exec sleep 300")
         pid = int(await anext(leftover))
+        # A forward made before the loss (to the sshd port itself).
+        forwarded = await host.forward(server.port)
         # And a run() in flight when the connection drops.
         marker = (await host.run("mktemp -u")).stdout.strip()
         in_flight = asyncio.create_task(host.run(f"touch {marker}; exec sleep 30"))
@@ -63,16 +65,19 @@ async def test_reconnects_after_sshd_restart_and_reaps_leftovers(
         assert outage.value.kind is SSHErrorKind.LOST
         retry = await _next(events, Reconnecting)
         assert isinstance(retry, Reconnecting) and retry.delay > 0
+        with pytest.raises(ConnectionRefusedError):  # while down, the forward's port refuses at once
+            await asyncio.open_connection("127.0.0.1", forwarded)
 
         server.start()
         connected = await _next(events, Connected)
         assert isinstance(connected, Connected) and connected.generation == 2
         await host.wait_connected(timeout=1)
         assert (await host.run("echo back")).stdout == "back\n"
-        # Forwards are re-made by their owners on the new connection: here, to the sshd port itself.
-        reader, writer = await asyncio.open_connection("127.0.0.1", await host.forward(server.port))
+        # The forward's local port works again over the new connection, without forwarding again.
+        reader, writer = await asyncio.open_connection("127.0.0.1", forwarded)
         assert (await asyncio.wait_for(reader.readline(), 5)).startswith(b"SSH-2.0-OpenSSH")
         writer.close()
+        assert await host.forward(server.port) == forwarded
 
         # The supervisor reaps generation-1 leftovers in the background after reconnecting.
         deadline = time.monotonic() + 10

@@ -91,72 +91,145 @@ async def test_link_cut_during_startup_resumes_the_log_and_reaches_ready(remote:
     )
 
 
-async def test_link_cut_during_a_sweep_records_every_request(remote: RemoteHost, tmp_path: Path) -> None:
-    """Nothing lost: every request the sweep sent is a row in the local store (completed ones with their
-    tokens, the ones in flight at the cut as failed with a reason), and the store's counts equal what the
-    sweep reported. The cut lasts 5 s (a 60 s cut behaves the same once keepalive has fired after ~3.5 s;
-    5 s keeps the suite fast)."""
+def _sweep_config(policy: str, requests: int | None) -> SweepConfig:
+    return SweepConfig(
+        requests_per_level=requests,
+        min_requests_factor=10,
+        warmup_requests=0,
+        processes=0,
+        level_timeout_s=120,
+        progress_interval_s=0.25,
+        on_link_loss=policy,
+        link_wait_s=120,
+        settings=ProbeSettings(output_len=64, stall_timeout_s=2.0, request_timeout_s=10.0, connect_timeout_s=2.0),
+    )
+
+
+Attempt = tuple[int, str, str | None, int, int, dict[str, int], int]
+
+
+def _store_counts(db: Path, run_id: int | None) -> tuple[list[Attempt], int | None]:
+    """Per level attempt (in order): concurrency, status, reason, completed, failed, failure reasons, and
+    how many failures carry no detail; and the smallest token count of a completed request."""
+    con = sqlite3.connect(db)
+    try:
+        attempts: list[Attempt] = []
+        for level_id, c, status, reason in con.execute(
+            "SELECT id, concurrency, status, abort_reason FROM levels WHERE run_id = ? ORDER BY id", (run_id,)
+        ).fetchall():
+            ok, failed, blank = con.execute(
+                "SELECT COALESCE(SUM(error IS NULL), 0), COALESCE(SUM(error IS NOT NULL), 0),"
+                " COALESCE(SUM(error IS NOT NULL AND detail = ''), 0) FROM samples WHERE level_id = ?",
+                (level_id,),
+            ).fetchone()
+            errors = dict(
+                con.execute(
+                    "SELECT error, COUNT(*) FROM samples WHERE level_id = ? AND error IS NOT NULL GROUP BY error",
+                    (level_id,),
+                ).fetchall()
+            )
+            attempts.append((c, status, reason, ok, failed, errors, blank))
+        shortest = con.execute(
+            "SELECT MIN(output_tokens) FROM samples WHERE run_id = ? AND error IS NULL", (run_id,)
+        ).fetchone()[0]
+    finally:
+        con.close()
+    return attempts, shortest
+
+
+async def test_link_cut_60s_during_a_sweep_pauses_and_runs_the_level_again(remote: RemoteHost, tmp_path: Path) -> None:
+    """A 60 s cut in the middle of level C=2 (policy `pause`). Nothing lost: the requests in flight at the
+    cut are stored as failed with a reason, the completed ones whole; the attempt is stored `interrupted`;
+    the sweep shows `paused`, waits, and once the link is back (same forward port, generation 2) runs C=2
+    again and then C=4; the store's counts of the final levels equal what the sweep reported."""
     cfg = sim_config(tmp_path, port=SIM_PORT, time_scale=0.01)
     hc = remote.host_config("ns-host", state_dir(tmp_path))
     seen = Recorder()
     db = tmp_path / "bench.db"
     store = Store(db)
-    sweep_cfg = SweepConfig(
-        requests_per_level=100_000,  # the cut ends the level, not the count
-        warmup_requests=0,
-        processes=0,
-        level_timeout_s=60,
-        progress_interval_s=0.25,
-        settings=ProbeSettings(output_len=64, stall_timeout_s=2.0, request_timeout_s=10.0, connect_timeout_s=2.0),
-    )
     session = RemoteSession(SSHHost(remote.target, remote.options), hc, cfg, store=store)
     async with running(session, seen):
         await session.start("baseline")
         assert (await session.wait_status(SETTLED, timeout=60)).phase is Phase.READY
-        sweep = asyncio.create_task(session.sweep(["baseline"], [4], config=sweep_cfg))
+        sweep = asyncio.create_task(session.sweep(["baseline"], [2, 4], config=_sweep_config("pause", 24)))
 
         def progressed(ev: list[object]) -> bool:
-            return any(isinstance(e, BenchTick) and e.done >= 20 for e in ev)
+            return any(isinstance(e, BenchTick) and e.concurrency == 2 and e.done >= 6 for e in ev)
 
         await seen.wait_for(progressed, timeout=60)
+        done_before = max(e.done for e in seen.of(BenchTick))  # type: ignore[attr-defined]
+        cut_at = remote.ns.cut()
+        lost_at, healed_at = await _hold_cut(remote, seen, cut_at, 60.0)
+
+        def paused(ev: list[object]) -> bool:
+            return any(isinstance(e, BenchUpdate) and any(r.status == "paused" for r in e.rows) for e in ev)
+
+        paused_at = next((t for e, t in zip(seen.events, seen.times, strict=True) if paused([e])), None)
+        assert paused_at is not None and paused_at < healed_at, "the sweep did not say it was paused during the cut"
+        await seen.wait_for(lambda ev: seen.first(Connected, healed_at) is not None, timeout=30)
+        connected = seen.first(Connected, healed_at)
+        assert connected is not None and connected[0].generation == 2  # type: ignore[attr-defined]
+        async with asyncio.timeout(120):
+            await sweep  # finishes: nothing raised
+        ended_at = time.monotonic()
+        resumed = seen.first(BenchTick, connected[1])
+        result = session.results["baseline"]
+    store.close()
+    assert result.aborted is None, result.aborted
+    assert [(lv.concurrency, lv.status) for lv in result.levels] == [(2, "done"), (4, "done")]
+    attempts, shortest = _store_counts(db, result.run_id)
+    assert [(a[0], a[1]) for a in attempts] == [(2, "interrupted"), (2, "done"), (4, "done")], attempts
+    _, _, reason, ok_cut, failed_cut, errors_cut, blank = attempts[0]
+    assert reason and reason.startswith("link lost"), reason
+    assert ok_cut + failed_cut > done_before  # every request finished before the cut is stored, and those in flight
+    assert failed_cut >= 1 and blank == 0, errors_cut  # in flight at the cut: failed, each with its reason
+    for (c, _, _, ok, failed, _, _), level in zip(attempts[1:], result.levels, strict=True):
+        assert (ok, failed) == (level.stats.completed, level.stats.failed) == (24, 0), (c, ok, failed)
+    assert shortest == 64  # completed requests are whole
+    assert resumed is not None
+    timing(
+        f"link cut 60 s during a sweep (pause): loss noticed after {lost_at - cut_at:.2f} s, paused "
+        f"{paused_at - cut_at:.2f} s after the cut; reconnected {connected[1] - healed_at:.2f} s and the level "
+        f"running again {resumed[1] - healed_at:.2f} s after the link returned; sweep done "
+        f"{ended_at - healed_at:.1f} s after; interrupted attempt stored {ok_cut} completed + {failed_cut} failed "
+        f"{errors_cut}"
+    )
+
+
+async def test_link_cut_during_a_sweep_with_policy_stop_ends_it_and_keeps_everything(
+    remote: RemoteHost, tmp_path: Path
+) -> None:
+    """Policy `stop`, a 5 s cut during C=4 after C=1 finished: the sweep ends with the reason; C=1 is kept as
+    it was; C=4 is failed with every request it sent stored (failures with their reason); nothing re-runs."""
+    cfg = sim_config(tmp_path, port=SIM_PORT, time_scale=0.01)
+    hc = remote.host_config("ns-host", state_dir(tmp_path))
+    seen = Recorder()
+    db = tmp_path / "bench.db"
+    store = Store(db)
+    session = RemoteSession(SSHHost(remote.target, remote.options), hc, cfg, store=store)
+    async with running(session, seen):
+        await session.start("baseline")
+        assert (await session.wait_status(SETTLED, timeout=60)).phase is Phase.READY
+        # 10 x C requests per level: C=1 takes about 9 s, C=4 (40 requests) as long; the cut comes early in C=4.
+        sweep = asyncio.create_task(session.sweep(["baseline"], [1, 4], config=_sweep_config("stop", None)))
+        await seen.wait_for(lambda ev: any(isinstance(e, BenchTick) and e.concurrency == 4 for e in ev), timeout=60)
         cut_at = remote.ns.cut()
         lost_at, healed_at = await _hold_cut(remote, seen, cut_at, CUT_S)
-        try:
-            async with asyncio.timeout(60):
-                await sweep
-                outcome: object = "finished"
-        except Exception as exc:  # noqa: BLE001 - the sweep may end with an error; the store is what counts
-            outcome = exc
+        async with asyncio.timeout(60):
+            await sweep
         ended_at = time.monotonic()
-        result = session.results.get("baseline")
+        result = session.results["baseline"]
     store.close()
-    assert result is not None, f"no result for the level: {outcome!r}"
-    level = result.levels[0]
-    con = sqlite3.connect(db)
-    ok, failed = con.execute(
-        "SELECT SUM(error IS NULL), SUM(error IS NOT NULL) FROM samples WHERE run_id = ?", (result.run_id,)
-    ).fetchone()
-    reasons = dict(
-        con.execute(
-            "SELECT error, COUNT(*) FROM samples WHERE run_id = ? AND error IS NOT NULL GROUP BY error",
-            (result.run_id,),
-        ).fetchall()
-    )
-    blank = con.execute(
-        "SELECT COUNT(*) FROM samples WHERE run_id = ? AND error IS NOT NULL AND detail = ''", (result.run_id,)
-    ).fetchone()[0]
-    tokens = con.execute(
-        "SELECT MIN(output_tokens) FROM samples WHERE run_id = ? AND error IS NULL", (result.run_id,)
-    ).fetchone()[0]
-    con.close()
-    assert ok >= 20 and ok == level.stats.completed, (ok, level.stats)
-    assert failed >= 1 and failed == level.stats.failed, (failed, level.stats, reasons)  # in flight at the cut
-    assert blank == 0  # every failure says why
-    assert tokens == 64  # the completed ones are whole
-    rows = [r for e in seen.of(BenchUpdate) for r in e.rows]  # type: ignore[attr-defined]
-    assert rows and rows[-1].status in ("failed", "done")
+    assert result.aborted and "link lost" in result.aborted, result.aborted
+    attempts, shortest = _store_counts(db, result.run_id)
+    assert [(a[0], a[1]) for a in attempts] == [(1, "done"), (4, "failed")], attempts
+    for (c, _, _, ok, failed, _, blank), level in zip(attempts, result.levels, strict=True):
+        assert (ok, failed) == (level.stats.completed, level.stats.failed), (c, ok, failed, level.stats)
+        assert blank == 0
+    assert attempts[1][4] >= 1
+    assert shortest == 64
     timing(
-        f"link cut during a sweep ({CUT_S:g} s): loss noticed after {lost_at - cut_at:.2f} s, level ended "
-        f"{ended_at - cut_at:.2f} s after the cut; store: {ok} completed + {failed} failed {reasons}, "
-        f"sweep reported {level.stats.completed} + {level.stats.failed}"
+        f"link cut {CUT_S:g} s during a sweep (stop): loss noticed after {lost_at - cut_at:.2f} s, sweep ended "
+        f"{ended_at - cut_at:.2f} s after the cut; C=1 kept; C=4 stored {attempts[1][3]} completed + "
+        f"{attempts[1][4]} failed {attempts[1][5]}"
     )

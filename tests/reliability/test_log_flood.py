@@ -1,27 +1,40 @@
-"""A log flood through the real watcher (SSH stream, byte-offset follower, tracker): 10,000 lines/s, lines of
-megabytes without a break, invalid UTF-8, ANSI and control junk, progress-bar carriage returns."""
+"""A log flood through the real watcher (SSH stream, byte-offset follower, tracker), and through it into the
+dashboard: 10,000 lines/s for 30 s, lines of megabytes without a break, invalid UTF-8, ANSI and control junk,
+progress-bar carriage returns."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import time
 import tracemalloc
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+from textual import events
+
+from specdash.config import UIConfig
 from specdash.core.events import LogBatch, SessionEvent
 from specdash.remote.ssh import SSHHost, SSHOptions
+from specdash.remote.ssherror import SSHError
 from specdash.server.lifecycle import RunRecord
 from specdash.server.watch import ServerWatch
+from specdash.ui.app import make_app
+from specdash.ui.widgets.logview import MAX_LINE_CHARS, MAX_LINES, LogView
 from tests.integration.conftest import target
 from tests.integration.remote_sim import remote_python
 from tests.reliability.conftest import timing
 from tests.sshd import TEST_HOME, Sshd, make_dir
+from tests.ui import scenarios as sc
+from tests.ui.fake_session import FakeSession
 
-SECONDS = 3
+SECONDS = 30
 RATE = 10_000
 HUGE = 16 * 1024 * 1024
 """Bytes of each line without a break (three of them: 48 MB that no buffer may hold at once)."""
+KEY_BOUND_S = 2.0
+"""A key press must be handled within this while the flood runs (the measured times are reported)."""
 
 FLOOD = f"""
 import os, sys, time
@@ -40,8 +53,8 @@ for tick in range({SECONDS} * 100):
     block = b"".join(junk[(n + i) % len(junk)] + b" #%d\\n" % (n + i) for i in range(per_tick))
     n += per_tick
     out.write(block)
-    if tick % 100 == 50:
-        out.write(b"x" * {HUGE} + b"\\n")  # one enormous line per second
+    if tick % 1000 == 500:
+        out.write(b"x" * {HUGE} + b"\\n")  # one enormous line every 10 s
     delay = began + (tick + 1) / 100 - time.monotonic()
     if delay > 0:
         time.sleep(delay)
@@ -53,6 +66,30 @@ def test_flood_script_compiles() -> None:
     compile(FLOOD, "flood", "exec")
 
 
+@contextlib.asynccontextmanager
+async def flood(host: SSHHost, tmp_path: Path) -> AsyncIterator[tuple[RunRecord, Path]]:
+    """Start the flood writer on the host (its own session, like a server) and yield its run record and log."""
+    scripts = make_dir("specdash-flood-")
+    (scripts / "flood.py").write_text(FLOOD)
+    (scripts / "flood.py").chmod(0o644)
+    log = TEST_HOME / f"flood-{tmp_path.name}-{time.monotonic_ns()}.log"
+    pid = 0
+    try:
+        started = await host.run(
+            f": > {log}; setsid {remote_python()} {scripts / 'flood.py'} {log} > /dev/null 2>&1 < /dev/null & "
+            "echo $! $(date +%s.%N)"
+        )
+        pid_text, started_at = started.stdout.split()
+        pid = int(pid_text)
+        yield RunRecord("flood", "flood", "sglang", 9, pid, pid, float(started_at), str(log)), log
+    finally:
+        if pid:
+            with contextlib.suppress(SSHError):
+                await host.run(f"kill {pid} 2>/dev/null; true")
+        log.unlink(missing_ok=True)
+        shutil.rmtree(scripts, ignore_errors=True)
+
+
 async def test_log_flood_keeps_memory_bounded_and_the_tracker_never_raises(
     sshd: Sshd, ssh_options: SSHOptions, tmp_path: Path
 ) -> None:
@@ -60,10 +97,6 @@ async def test_log_flood_keeps_memory_bounded_and_the_tracker_never_raises(
     file size, the last line arrives), the tracker counts no internal error, and our peak memory stays far
     below the flood's size (the follower cuts lines without a break into bounded pieces, batches are
     flushed), while viewers get batches at about 4 per second, not one event per line."""
-    scripts = make_dir("specdash-flood-")
-    (scripts / "flood.py").write_text(FLOOD)
-    (scripts / "flood.py").chmod(0o644)
-    log = TEST_HOME / f"flood-{tmp_path.name}-{time.monotonic_ns()}.log"
     lines = 0
     chars = 0
     batches = 0
@@ -78,18 +111,11 @@ async def test_log_flood_keeps_memory_bounded_and_the_tracker_never_raises(
             last = event.lines[-1]
 
     try:
-        async with SSHHost(target(sshd), ssh_options) as host:
-            started = await host.run(
-                f": > {log}; setsid {remote_python()} {scripts / 'flood.py'} {log} > /dev/null 2>&1 < /dev/null & "
-                "echo $! $(date +%s.%N)"
-            )
-            pid_text, started_at = started.stdout.split()
-            pid = int(pid_text)
-            record = RunRecord("flood", "flood", "sglang", 9, pid, pid, float(started_at), str(log))
+        async with SSHHost(target(sshd), ssh_options) as host, flood(host, tmp_path) as (record, log):
             tracemalloc.start()
             began = time.monotonic()
             watch = ServerWatch(host, record, emit, state_dir=f"~/.specdash-tests/{tmp_path.name}-flood")
-            async with asyncio.timeout(60):
+            async with asyncio.timeout(SECONDS + 60):
                 await watch.run()
             took = time.monotonic() - began
             _, peak = tracemalloc.get_traced_memory()
@@ -98,8 +124,6 @@ async def test_log_flood_keeps_memory_bounded_and_the_tracker_never_raises(
     finally:
         if tracemalloc.is_tracing():
             tracemalloc.stop()
-        log.unlink(missing_ok=True)
-        shutil.rmtree(scripts, ignore_errors=True)
     assert last == "FLOOD END"
     assert watch.follower.offset == size
     assert watch.tracker.internal_errors == 0
@@ -110,4 +134,47 @@ async def test_log_flood_keeps_memory_bounded_and_the_tracker_never_raises(
     timing(
         f"log flood: {size / 1e6:.1f} MB, {lines} lines in {took:.1f} s through the watcher; "
         f"peak traced memory {peak / 1e6:.1f} MB; {batches} batches; tracker internal errors 0"
+    )
+
+
+async def test_the_dashboard_stays_responsive_under_the_flood(
+    sshd: Sshd, ssh_options: SSHOptions, tmp_path: Path
+) -> None:
+    """The same flood, through the real watcher into the running dashboard. Every second a key (`e`, the
+    errors filter) is pressed as the terminal would send it: each must be handled (the filter flips) within
+    `KEY_BOUND_S` while lines keep pouring in. The view stays bounded (at most `MAX_LINES` lines of at most
+    `MAX_LINE_CHARS` plus the note) and ends on the flood's last line."""
+    session = FakeSession(sc.stopped(), label="flood")
+    app = make_app(session, config_ui=UIConfig(bell=False), live=True)
+    waits: list[float] = []
+    async with SSHHost(target(sshd), ssh_options) as host, flood(host, tmp_path) as (record, _log):
+        async with app.run_test(size=(160, 45)):
+            view = app.screen.query_one(LogView)
+            flipped = asyncio.Event()
+            app.screen.watch(view, "errors_only", lambda _value: flipped.set(), init=False)
+            watch = ServerWatch(host, record, session.emit, state_dir=f"~/.specdash-tests/{tmp_path.name}-ui")
+            watcher = asyncio.create_task(watch.run())
+            try:
+                while not watcher.done():
+                    await asyncio.wait({watcher}, timeout=1.0)  # one key a second while the flood lasts
+                    if watcher.done():
+                        break
+                    flipped.clear()
+                    pressed = time.monotonic()
+                    app.post_message(events.Key("e", "e"))
+                    await asyncio.wait_for(flipped.wait(), KEY_BOUND_S)
+                    waits.append(time.monotonic() - pressed)
+                await watcher
+            finally:
+                watcher.cancel()
+            view.errors_only = False
+            shown = list(view.shown)
+    assert len(waits) >= SECONDS // 3, waits  # keys kept coming for the whole flood
+    assert len(shown) <= MAX_LINES and max(len(line.text) for line in shown) < MAX_LINE_CHARS + 100
+    assert shown[-1].text == "FLOOD END"
+    assert watch.tracker.internal_errors == 0
+    waits.sort()
+    timing(
+        f"dashboard under the flood: {len(waits)} key presses handled, median {waits[len(waits) // 2] * 1000:.0f} "
+        f"ms, worst {waits[-1] * 1000:.0f} ms; view {len(shown)} lines, longest {max(len(x.text) for x in shown)} chars"
     )

@@ -120,6 +120,21 @@ async def test_gpu_panel_hidden_until_stats(build: AppFactory) -> None:
         assert gpus.render().plain.count("GPU") == 4
 
 
+async def test_eight_gpus_fit_at_100x30(build: AppFactory) -> None:
+    """An 8-GPU box: two GPUs per line, so all eight show (with utilisation and memory) in a small terminal."""
+    from specdash.core.events import GpuSample, GpuStats
+
+    app, session = build(sc.ready_with_bench())
+    async with app.run_test(size=(100, 30)) as pilot:
+        session.emit(GpuStats(tuple(GpuSample(i, 80.0 + i, 61_000, 81_559, 600.0) for i in range(8))))
+        await pilot.pause()
+        gpus = app.screen.query_one(GpuPanel)
+        lines = gpus.render().plain.splitlines()
+        assert len(lines) == 4 and gpus.content_size.height >= 4, (lines, gpus.content_size)
+        for i in range(8):
+            assert f"{i} " in lines[i // 2] and f"{80 + i:3d}% 60G" in lines[i // 2], lines
+
+
 async def test_empty_update_keeps_panel_usable(build: AppFactory) -> None:
     app, session = build(sc.ready_with_bench()[:4])
     async with app.run_test(size=SIZE) as pilot:

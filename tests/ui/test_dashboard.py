@@ -375,3 +375,34 @@ async def test_stopped_says_so_without_a_startup_bar(build: AppFactory) -> None:
         assert text(app, "#server-facts") == "no server of ours on this host"
         assert not app.screen.query_one("#startup").display
         assert not app.screen.query_one("#crash").display
+
+
+async def test_scrolling_back_to_the_end_resumes_follow(build: AppFactory) -> None:
+    app, session = build(sc.loading())
+    async with app.run_test(size=SIZE) as pilot:
+        session.emit(LogBatch(tuple(f"line {i}" for i in range(500))))
+        await pilot.pause()
+        view = app.screen.query_one(LogView)
+        view.focus()
+        await pilot.press("pageup")
+        assert not view.follow
+        await pilot.press("pagedown")  # one page down is the end again
+        assert view.follow
+        await pilot.press("pageup", "pageup")
+        await pilot.press("end")
+        assert view.follow
+        session.emit(LogBatch(("newest",)))
+        await pilot.pause()
+        assert view.scroll_offset.y == view.max_scroll_y and view.shown[-1].text == "newest"
+
+
+async def test_a_line_without_a_break_is_cut_in_view(build: AppFactory) -> None:
+    app, session = build(sc.loading())
+    async with app.run_test(size=SIZE) as pilot:
+        session.emit(LogBatch(("x" * 262_144, "short")))
+        await pilot.pause()
+        view = app.screen.query_one(LogView)
+        long = view.shown[-2].text
+        assert long.startswith("x" * 4096) and len(long) < 4200
+        assert "258,048 more characters in the log on the host" in long
+        assert view.shown[-1].text == "short"

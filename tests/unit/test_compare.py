@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from specdash.core.compare import CrossoverKind, compute_crossover, level_ratios
+from specdash.bench.report import repeats_table
+from specdash.core.compare import CrossoverKind, Spread, compute_crossover, level_ratios, pool_runs
 
 
 def test_crossover_interpolates_in_log_concurrency() -> None:
@@ -59,3 +60,21 @@ def test_ratios_use_common_levels_only() -> None:
     assert [r.concurrency for r in ratios] == [2, 5]
     assert [r.ratio for r in ratios] == [1.5, 0.5]
     assert math.isinf(level_ratios({1: 0.0}, {1: 5.0})[0].ratio)
+
+
+def test_pooled_repeats_give_median_and_mad_per_level() -> None:
+    pooled = pool_runs([{1: 120.0, 2: 188.0}, {1: 110.0, 2: 192.0}, {1: 90.0}, {1: 104.0, 2: 190.0}])
+    # level 1: 90, 104, 110, 120 -> median 107; deviations 17, 3, 3, 13 -> MAD (3 + 13) / 2 = 8
+    assert pooled[1] == Spread(median=107.0, mad=8.0, low=90.0, high=120.0, n=4)
+    assert pooled[2] == Spread(median=190.0, mad=2.0, low=188.0, high=192.0, n=3)  # level 2 missing in one run
+    assert pooled[1].noisy  # 8 / 107 > 5 %
+    assert not pooled[2].noisy
+    assert not Spread(100.0, 50.0, 50.0, 150.0, 2).noisy  # two runs cannot tell
+
+
+def test_repeats_table_shows_spread_and_the_crossover_on_medians() -> None:
+    base = pool_runs([{1: 70.0, 5: 260.0}, {1: 71.0, 5: 262.0}, {1: 69.0, 5: 258.0}])
+    spec = pool_runs([{1: 82.0, 5: 220.0}, {1: 80.0, 5: 224.0}, {1: 81.0, 5: 221.0}])
+    text = repeats_table(["baseline", "eagle3"], [base, spec])
+    assert "70.0 ± 1.0 (3)" in text and "81.0 ± 1.0 (3)" in text and "1.16x" in text
+    assert "eagle3 beats baseline up to C≈" in text, text

@@ -13,7 +13,7 @@ from specdash.ui.widgets.charts import CurvesChart, LiveChart
 
 COLUMNS = ("", "mode", "C", "tok/s", "server", "accept", "TTFT", "ok")
 
-STATUS_GLYPH = {"pending": "·", "warmup": "…", "running": "▶", "done": "✓", "failed": "✗"}
+STATUS_GLYPH = {"pending": "·", "warmup": "…", "running": "▶", "paused": "‖", "done": "✓", "failed": "✗"}
 """One cell for the level's state (the table is narrow at 120 columns): ▶ running, ✓ done, ✗ failed."""
 
 
@@ -53,7 +53,7 @@ class BenchTable(DataTable[str]):
         self.clear()
         for row in rows:
             self.add_row(*row_cells(row), key=f"{row.mode}@{row.concurrency}")
-        running = [i for i, row in enumerate(rows) if row.status in ("warmup", "running")]
+        running = [i for i, row in enumerate(rows) if row.status in ("warmup", "running", "paused")]
         if running:
             self.move_cursor(row=running[-1], animate=False)
 

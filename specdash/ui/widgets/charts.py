@@ -13,6 +13,7 @@ from typing import Any
 
 from rich.text import Text
 from textual.app import RenderResult
+from textual.color import Color
 from textual.events import Show
 from textual.timer import Timer
 from textual_plotext import PlotextPlot
@@ -45,6 +46,22 @@ def y_axis(plt: Any, top: float) -> None:
     ticks, labels = nice_ticks(top)
     plt.ylim(0, ticks[-1])
     plt.yticks(ticks, labels)
+
+
+SERIES_COLOURS = ("primary", "warning", "success", "secondary")
+"""Theme variables the chart lines take their colours from, in order (one line per level or mode)."""
+
+
+def theme_rgb(variables: Mapping[str, str], names: tuple[str, ...]) -> list[tuple[int, int, int]]:
+    """The RGB of each named theme variable that parses (plotext takes RGB tuples as colours)."""
+    out = []
+    for name in names:
+        try:
+            colour = Color.parse(variables[name])
+        except (KeyError, ValueError):
+            continue
+        out.append((colour.r, colour.g, colour.b))
+    return out
 
 
 def x_span(plt: Any, xs: list[float], pad: float) -> None:
@@ -102,6 +119,10 @@ class ThrottledPlot(PlotextPlot):
     def draw(self) -> None:
         """Re-plot from the widget's data into `self.plt` (subclasses; called from `render`)."""
 
+    def colours(self) -> list[tuple[int, int, int]]:
+        """Line colours from the current theme (the render cache is keyed on the theme)."""
+        return theme_rgb(self.app.theme_variables, SERIES_COLOURS) or [(128, 128, 128)]
+
 
 class LiveChart(ThrottledPlot):
     """Aggregate tok/s over the last second while levels run, one line per level (the newest few)."""
@@ -135,12 +156,14 @@ class LiveChart(ThrottledPlot):
         plt.clear_figure()
         several_modes = len({mode for mode, _ in self._series}) > 1
         top = 0.0
-        for (mode, concurrency), points in self._series.items():
+        colours = self.colours()
+        for i, ((mode, concurrency), points) in enumerate(self._series.items()):
             # At most two points per braille column: more only costs build time.
             stride = max(1, len(points) // max(1, 2 * self.size.width))
             snapshot = list(points)[::stride]
             label = f"{mode} C={concurrency}" if several_modes else f"C={concurrency}"
-            plt.plot([t for t, _ in snapshot], [v for _, v in snapshot], marker="braille", label=label)
+            colour = colours[i % len(colours)]
+            plt.plot([t for t, _ in snapshot], [v for _, v in snapshot], marker="braille", label=label, color=colour)
             top = max([top, *(v for _, v in snapshot)])
         y_axis(plt, top)
         x_span(plt, [t for points in self._series.values() for t, _ in points], 0.5)
@@ -165,17 +188,20 @@ class CurvesChart(ThrottledPlot):
         plt = self.plt
         plt.clear_figure()
         levels = sorted({c for points in self._curves.values() for c, _ in points})
-        for mode, points in self._curves.items():
+        colours = self.colours()
+        for i, (mode, points) in enumerate(self._curves.items()):
             ordered = sorted(points)
             if ordered:
-                plt.plot([c for c, _ in ordered], [v for _, v in ordered], marker="braille", label=mode)
+                colour = colours[i % len(colours)]
+                plt.plot([c for c, _ in ordered], [v for _, v in ordered], marker="braille", label=mode, color=colour)
         if levels:
             plt.xticks([float(c) for c in levels], [str(c) for c in levels])
             x_span(plt, [float(c) for c in levels], 1.0)
         y_axis(plt, max((v for points in self._curves.values() for _, v in points), default=0.0))
         if self._crossover is not None and levels:
             # A vertical line where speculation stops paying; the sentence is in the subtitle.
-            plt.vline(self._crossover)
+            marker = theme_rgb(self.app.theme_variables, ("error",))
+            plt.vline(self._crossover, color=marker[0] if marker else None)
 
     def set_crossover_text(self, text: str) -> None:
         """The session's sentence about the crossover (`eagle3 wins up to C=12.5; baseline above`)."""

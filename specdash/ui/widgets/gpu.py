@@ -9,17 +9,22 @@ from textual.widgets import Static
 from specdash.core.events import GpuSample, GpuStats
 from specdash.ui.format import bar
 
+TWO_COLUMNS_ABOVE = 4
+"""More GPUs than this share lines, two per line: an 8-GPU box fits the panel at 100x30."""
 
-def gpu_line(gpu: GpuSample, bar_width: int) -> tuple[str, str, str, str]:
-    """(label, filled bar, empty bar, figures) for one GPU."""
+
+def gpu_line(gpu: GpuSample, bar_width: int, *, compact: bool = False) -> tuple[str, str, str, str]:
+    """(label, filled bar, empty bar, figures) for one GPU; `compact` drops the memory total and power."""
     filled, empty = bar(gpu.util_pct / 100, bar_width)
+    if compact:
+        return f"{gpu.index} ", filled, empty, f" {gpu.util_pct:3.0f}% {gpu.mem_used_mib / 1024:.0f}G"
     mem = f"{gpu.mem_used_mib / 1024:.1f}/{gpu.mem_total_mib / 1024:.0f}G"
     power = "" if gpu.power_w is None else f" {gpu.power_w:.0f}W"
     return f"GPU{gpu.index} ", filled, empty, f" {gpu.util_pct:3.0f}% {mem}{power}"
 
 
 class GpuPanel(Static):
-    """One line per GPU."""
+    """One line per GPU (two GPUs per line on boxes with more than four)."""
 
     COMPONENT_CLASSES = {"gpu-panel--bar", "gpu-panel--empty"}
 
@@ -43,12 +48,17 @@ class GpuPanel(Static):
         text = Text(no_wrap=True, overflow="ellipsis")
         if self.stats is None:
             return text
-        # Leave room for "GPU0 " and " 100% 79.1/80G 700W".
-        width = max(4, self.content_size.width - 26)
-        for i, gpu in enumerate(self.stats.gpus):
-            label, filled, empty, figures = gpu_line(gpu, width)
-            text.append(("\n" if i else "") + label)
+        gpus = self.stats.gpus
+        columns = 2 if len(gpus) > TWO_COLUMNS_ABOVE else 1
+        cell = (self.content_size.width - 2 * (columns - 1)) // columns
+        # Leave room for "GPU0 " and " 100% 79.1/80G 700W" (compact: "0 " and " 100% 79G").
+        width = max(3, cell - (11 if columns == 2 else 26))
+        for i, gpu in enumerate(gpus):
+            label, filled, empty, figures = gpu_line(gpu, width, compact=columns == 2)
+            if i:
+                text.append("  " if i % columns else "\n")
+            text.append(label)
             text.append(filled, self.get_component_rich_style("gpu-panel--bar"))
             text.append(empty, self.get_component_rich_style("gpu-panel--empty"))
-            text.append(figures)
+            text.append(figures.ljust(cell - len(label) - width) if i % columns == 0 and columns == 2 else figures)
         return text

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
-from textual.events import MouseScrollUp
+from textual.events import MouseScrollDown, MouseScrollUp
 from textual.geometry import Size
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
@@ -23,6 +23,9 @@ from specdash.ui.widgets.loglines import Classifier, Kind, LogLine, level_spans,
 
 MAX_LINES = 5_000
 """Lines kept in view; at 10,000 lines/s that is the last half second, at a normal startup all of it."""
+MAX_LINE_CHARS = 4_096
+"""Characters kept of one line: a line without a break arrives in 256 KiB pieces, and 5,000 of those would
+hold over a gigabyte. The rest is counted on screen; the whole line stays in the log on the host."""
 
 _KIND_CLASS = {
     Kind.READY: "log-view--ready",
@@ -115,6 +118,8 @@ class LogView(ScrollView, can_focus=True):
         width, added_all, added_errors = self._width, 0, 0
         error_kinds = (Kind.WARNING, Kind.ERROR, Kind.TRACEBACK)
         for raw in raw_lines:
+            if len(raw) > MAX_LINE_CHARS:
+                raw = f"{raw[:MAX_LINE_CHARS]} … [{len(raw) - MAX_LINE_CHARS:,} more characters in the log on the host]"
             line = self._classifier.feed(raw)
             self._all.append(line)
             added_all += 1
@@ -215,6 +220,27 @@ class LogView(ScrollView, can_focus=True):
     def action_scroll_home(self) -> None:
         self.follow = False
         super().action_scroll_home()
+
+    # Back at the newest line: follow again, as `less +F` and `tail -f` viewers do.
+
+    def _follow_if_at_end(self) -> None:
+        if not self.follow and self.shown and self.scroll_target_y >= self.max_scroll_y:
+            self.follow = True
+
+    def on_mouse_scroll_down(self, _event: MouseScrollDown) -> None:
+        self._follow_if_at_end()
+
+    def action_scroll_down(self) -> None:
+        super().action_scroll_down()
+        self._follow_if_at_end()
+
+    def action_page_down(self) -> None:
+        super().action_page_down()
+        self._follow_if_at_end()
+
+    def action_scroll_end(self) -> None:
+        super().action_scroll_end()
+        self.follow = True
 
     def notify_style_update(self) -> None:
         super().notify_style_update()

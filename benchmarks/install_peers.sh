@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs the peer clients that benchmarks/probe_cost.py measures next to the probe:
+# - SGLang's bench_serving into .bench-peers/venv: sglang without its dependencies (CUDA kernels, torch) plus only
+#   what sglang.benchmark.serving and the dataset modules it loads import at module level;
+# - vllm bench serve: the vLLM CPU venv and the local tokenizer of tests/engine/install_engine.sh, reused as they are.
+# Re-running reuses what is there (stamp files). Quiet on success; on failure the step's log is printed.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+PEERS=.bench-peers
+VENV=$PEERS/venv
+SGLANG_VERSION=0.5.23
+# sglang 0.5.23 pins these two; the rest it leaves unpinned.
+PINS=(transformers==5.19.0 tokenizers==0.23.2)
+# Module-level imports of sglang.benchmark.serving, its datasets package and sglang.srt.utils.network.
+DEPS=(numpy orjson msgspec aiohttp requests tqdm psutil pyzmq pybase64 pillow datasets)
+PYTHON=/usr/bin/python3.11
+[ -x "$PYTHON" ] || PYTHON=python3
+
+mkdir -p "$PEERS"
+step() {  # step NAME CMD...: run quietly, show the log only when it fails
+    local name=$1 log
+    shift
+    log=$PEERS/$name.log
+    echo "peers: $name"
+    if ! "$@" >"$log" 2>&1; then
+        cat "$log" >&2
+        echo "peers: step '$name' failed (log: $log)" >&2
+        exit 1
+    fi
+}
+
+if [ ! -f "$VENV/.installed" ]; then
+    rm -rf "$VENV"
+    step venv "$PYTHON" -m venv "$VENV"
+    step sglang "$VENV/bin/python" -m pip install -q --no-deps "sglang==$SGLANG_VERSION"
+    step sglang-deps "$VENV/bin/python" -m pip install -q "${PINS[@]}" "${DEPS[@]}"
+    step check "$VENV/bin/python" -c '
+import importlib.util, pathlib
+import aiohttp, datasets, msgspec, numpy, orjson, PIL, psutil, pybase64, requests, tqdm, transformers, zmq
+root = pathlib.Path(importlib.util.find_spec("sglang").submodule_search_locations[0])
+assert (root / "benchmark" / "serving.py").exists(), root'
+    touch "$VENV/.installed"
+fi
+
+if [ ! -f .engine/venv-vllm/.installed ] || [ ! -f .engine/small/.built ]; then
+    bash tests/engine/install_engine.sh .engine
+fi
+echo "peers: sglang $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("sglang"))')," \
+    "vllm $(.engine/venv-vllm/bin/python -c 'import importlib.metadata as m; print(m.version("vllm"))')"
