@@ -61,3 +61,22 @@ def test_closing_the_terminal_leaves_no_simulator_behind(tmp_path: Path) -> None
     while sims_alive() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert sims_alive() == []
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (make test installs it)")
+def test_make_demo_tour_tells_the_whole_story(tmp_path: Path) -> None:
+    """What `make demo` runs: the tour starts baseline, sweeps, switches to EAGLE-3, sweeps, and ends on the
+    crossover; a key then hands over the keyboard and `q` quits with nothing left running."""
+    term = TmuxSession([str(SPECDASH), "demo", "--autoplay", "--time-scale", SCALE], width=160, height=45)
+    try:
+        term.wait_for("Autoplay", timeout=30)
+        term.wait_for("baseline  10", timeout=120)  # baseline's last level is in the table
+        screen = term.wait_for("sweep done", timeout=120)
+        assert "eagle3    10" in screen and "✓" in screen
+        assert "beats baseline" in screen or "does not beat" in screen  # the crossover sentence
+        term.send("q")
+        term.wait_gone(timeout=20)
+    finally:
+        term.save(tmp_path / "last_screen.txt")
+        term.kill()
+    assert sims_alive() == []
