@@ -18,17 +18,9 @@ PYTHON=/usr/bin/python3.11
 [ -x "$PYTHON" ] || PYTHON=python3
 
 mkdir -p "$PEERS"
-step() {  # step NAME CMD...: run quietly, show the log only when it fails
-    local name=$1 log
-    shift
-    log=$PEERS/$name.log
-    echo "peers: $name"
-    if ! "$@" >"$log" 2>&1; then
-        cat "$log" >&2
-        echo "peers: step '$name' failed (log: $log)" >&2
-        exit 1
-    fi
-}
+STEP_DIR=$PEERS STEP_LABEL=peers
+# shellcheck source=tests/engine/step.sh
+source tests/engine/step.sh
 
 if [ ! -f "$VENV/.installed" ]; then
     rm -rf "$VENV"

@@ -5,13 +5,18 @@ Failed requests are counted with their reasons and excluded from the latency and
 
 | field | definition |
 |---|---|
-| `output_tok_s` | successful tokens credited (at chunk arrival) inside the steady-state window / its length |
+| `output_tok_s` | successful tokens generated inside the steady-state window / its length (see below) |
 | `output_tok_s_wall` | all successful output tokens / level wall time (first start to last end), like bench_serving |
 | `request_throughput` | successful requests / wall time |
 | `peak_tok_s` | the largest one-second bucket of credited tokens |
 | `per_request_tok_s` | (n - 1) / (last content - first content) per request |
 | `itl_chunk_ms` / `itl_token_ms` | gap per content chunk / that gap spread over the chunk's tokens |
 | `achieved_concurrency` | Σ E2E / wall |
+
+A chunk's tokens count as generated evenly over the gap before its arrival (from the request's start for the
+first chunk), and the window takes the share it covers (`core.series.tokens_in_window`); the window itself
+is `core.series.steady_state_window`: from the moment all C requests of the first wave are generating to the
+start of the drain.
 """
 
 from __future__ import annotations
@@ -99,7 +104,7 @@ def summarize(samples: Sequence[RequestSample], concurrency: int) -> LevelStats:
     wall_ns = (max(s.end_ns for s in samples) - min(s.start_ns for s in samples)) if samples else 0
     arrivals = [c for s in ok for c in s.credits()]
     total = sum(s.output_tokens for s in ok)
-    window = steady_state_window(intervals, concurrency)
+    window = steady_state_window(intervals, concurrency, [s.first_token_ns for s in samples])
     warnings: list[str] = []
     if (
         window is not None
@@ -111,7 +116,8 @@ def summarize(samples: Sequence[RequestSample], concurrency: int) -> LevelStats:
     if window is not None and not window.steady and samples:
         warnings.append("no steady state at this concurrency; rate is over the whole level")
     steady_ns = window.end_ns - window.start_ns if window is not None else 0
-    tok_s = tokens_in_window(arrivals, window) * NS_PER_S / steady_ns if window is not None and steady_ns > 0 else 0.0
+    streams = [(s.start_ns, s.credits()) for s in ok]
+    tok_s = tokens_in_window(streams, window) * NS_PER_S / steady_ns if window is not None and steady_ns > 0 else 0.0
     buckets = SecondBuckets(min((t for t, _ in arrivals), default=0))
     for t, tok in arrivals:
         buckets.add(t, tok)

@@ -42,10 +42,11 @@ from specdash.bench.levels import (
     LevelResult,
     SweepConfig,
     SweepResult,
+    parent_reasons,
     validate_levels,
     validate_url,
 )
-from specdash.bench.probe import LevelOutcome, LevelPlan, ListSink, Probe, ProbeSettings
+from specdash.bench.probe import Headroom, LevelOutcome, LevelPlan, ListSink, Probe, ProbeSettings
 from specdash.bench.prompts import PromptSet
 from specdash.bench.samples import CONNECTION_FAILURES, RequestSample
 from specdash.bench.server_view import ServerClient, level_view, running_cap, warnings_for
@@ -68,8 +69,45 @@ __all__ = [
     "validate_url",
 ]
 
+PARENT_TICK_S = 0.05
+"""How often the sweep's own process checks its event-loop lag during a level."""
+
 ProgressCallback = Callable[[LevelProgress], Awaitable[None] | None]
 LevelCallback = Callable[[LevelResult], Awaitable[None] | None]
+
+
+class _ParentLoad:
+    """The sweep's own process during a level: CPU share and event-loop lag.
+
+    With probe worker processes, this process only collects samples, but it also carries the SSH port
+    forward (asyncssh, about 100 µs of CPU per streamed event on a 2-core machine) and, under the dashboard,
+    the UI. If it saturates, the forward delays every stream: the level is then client-limited too.
+    """
+
+    def __init__(self) -> None:
+        self._lags: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+        self._t0 = 0.0
+        self._cpu0 = 0.0
+
+    def start(self) -> None:
+        self._t0, self._cpu0 = time.perf_counter(), time.process_time()
+        self._task = asyncio.create_task(self._watch())
+
+    async def _watch(self) -> None:
+        while True:
+            before = time.perf_counter()
+            await asyncio.sleep(PARENT_TICK_S)
+            self._lags.append((time.perf_counter() - before - PARENT_TICK_S) * 1000)
+
+    async def stop(self) -> Headroom:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        wall = max(1e-9, time.perf_counter() - self._t0)
+        lags = sorted(self._lags) or [0.0]
+        p99 = lags[min(len(lags) - 1, int(0.99 * len(lags)))]
+        return Headroom((time.process_time() - self._cpu0) / wall, p99, lags[-1], 0.0, 0)
 
 
 async def _call(cb: Callable[[Any], Awaitable[None] | None] | None, arg: Any) -> None:
@@ -422,12 +460,16 @@ class Sweep:
             max_seconds=self._max_seconds(),
             abort_after_connection_failures=abort_after,
         )
+        parent = _ParentLoad() if isinstance(runner, ProbePool) else None
+        if parent is not None:
+            parent.start()
         try:
             outcomes = await runner.run_level(plans, on_message)
         finally:
             for h in helpers:
                 h.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
+            parent_headroom = await parent.stop() if parent is not None else None
         failed = any(not s.ok for s in samples) or any(o is None or o.aborted for o in outcomes)
         if failed and self._link_losses == losses and self.check_link is not None and self._stop is None:
             if not await self.check_link() and self._link_losses == losses:
@@ -452,7 +494,7 @@ class Sweep:
             self._procs = min(cap, max(self._procs, len(plans) * 2))
         # Counter deltas cover whole requests, so compare them with the whole-level rate; gauges are decode rates.
         client_rate = stats.output_tok_s_wall if view.tok_s_source.startswith("Δ") else stats.output_tok_s
-        warnings = stats.warnings + warnings_for(c, client_rate, view, limited)
+        warnings = stats.warnings + warnings_for(c, client_rate, view, limited + parent_reasons(parent_headroom))
         result = LevelResult(
             mode=mode,
             concurrency=c,
@@ -463,6 +505,7 @@ class Sweep:
             headroom=headroom,
             warnings=warnings,
             level_id=level_id,
+            parent=parent_headroom,
         )
         if self.store is not None and level_id is not None:
             self.store.finish_level(level_id, status, result.to_json(), result.abort_reason)

@@ -14,17 +14,9 @@ mkdir -p "$ENGINE_DIR/dl"
 # The tests run the engine as another user over SSH: it must be able to read and execute all of this.
 chmod 755 "$ENGINE_DIR"
 
-step() {  # step NAME CMD...: run quietly, show the log only when it fails
-    local name=$1 log
-    shift
-    log=$ENGINE_DIR/$name.log
-    echo "engine: $name"
-    if ! "$@" >"$log" 2>&1; then
-        cat "$log" >&2
-        echo "engine: step '$name' failed (log: $log)" >&2
-        exit 1
-    fi
-}
+STEP_DIR=$ENGINE_DIR STEP_LABEL=engine
+# shellcheck source=tests/engine/step.sh
+source "$HERE/step.sh"
 
 if [ ! -f "$VENV/.installed" ]; then
     rm -rf "$VENV"

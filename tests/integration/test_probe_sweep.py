@@ -249,6 +249,25 @@ async def test_a_starved_client_marks_the_level_client_limited(server: FakeServe
     assert lv.to_json()["client_limited"] is True
 
 
+async def test_a_busy_sweep_process_marks_the_level_client_limited(server: FakeServer) -> None:
+    """With the probe in a worker process, the sweep's own process still carries the SSH forward (and the UI):
+    if it stalls, every stream stalls. Freeze it for 30 ms at every progress tick (every 50 ms): its event
+    loop lags, the level says so, and it counts as client-limited."""
+    server.config.interval_s = 0.01
+
+    def hog(p: LevelProgress) -> None:
+        if p.phase == "running":
+            end = time.perf_counter() + 0.03
+            while time.perf_counter() < end:
+                pass
+
+    cfg = config((2,), requests_per_level=30, processes=1, progress_interval_s=0.05)
+    res = await run_sweep(server.url, cfg, load_prompts("chat"), on_progress=hog)
+    lv = res.levels[0]
+    assert lv.parent is not None and lv.parent.loop_lag_p99_ms >= 20, lv.parent
+    assert lv.client_limited and any("sweep process event-loop lag" in w for w in lv.warnings), lv.warnings
+
+
 async def test_duration_mode_level(server: FakeServer) -> None:
     progress: list[LevelProgress] = []
     res = await run_sweep(server.url, config((2,), duration_s=0.3), load_prompts("chat"), on_progress=progress.append)

@@ -101,6 +101,9 @@ async def test_keepalive_notices_an_unresponsive_server(
     host = SSHHost(target(server), options)
     events = host.subscribe()
     await host.connect()
+    # A command round trip first: sshd forks the user's session process after authentication, and a freeze
+    # that lands before that fork misses the process that then answers the keepalives.
+    await host.run("true")
     frozen = server.signal_sessions(signal.SIGSTOP)  # TCP stays up, nothing answers
     try:
         assert frozen

@@ -105,6 +105,15 @@ def _sweep_config(policy: str, requests: int | None) -> SweepConfig:
     )
 
 
+def _bench_session(remote: RemoteHost, tmp_path: Path) -> tuple[RemoteSession, Recorder, Store, Path]:
+    """A session on the namespace host with the simulator's modes and a store of its own."""
+    cfg = sim_config(tmp_path, port=SIM_PORT, time_scale=0.01)
+    hc = remote.host_config("ns-host", state_dir(tmp_path))
+    db = tmp_path / "bench.db"
+    store = Store(db)
+    return RemoteSession(SSHHost(remote.target, remote.options), hc, cfg, store=store), Recorder(), store, db
+
+
 Attempt = tuple[int, str, str | None, int, int, dict[str, int], int]
 
 
@@ -142,12 +151,7 @@ async def test_link_cut_60s_during_a_sweep_pauses_and_runs_the_level_again(remot
     cut are stored as failed with a reason, the completed ones whole; the attempt is stored `interrupted`;
     the sweep shows `paused`, waits, and once the link is back (same forward port, generation 2) runs C=2
     again and then C=4; the store's counts of the final levels equal what the sweep reported."""
-    cfg = sim_config(tmp_path, port=SIM_PORT, time_scale=0.01)
-    hc = remote.host_config("ns-host", state_dir(tmp_path))
-    seen = Recorder()
-    db = tmp_path / "bench.db"
-    store = Store(db)
-    session = RemoteSession(SSHHost(remote.target, remote.options), hc, cfg, store=store)
+    session, seen, store, db = _bench_session(remote, tmp_path)
     async with running(session, seen):
         await session.start("baseline")
         assert (await session.wait_status(SETTLED, timeout=60)).phase is Phase.READY
@@ -201,12 +205,7 @@ async def test_link_cut_during_a_sweep_with_policy_stop_ends_it_and_keeps_everyt
 ) -> None:
     """Policy `stop`, a 5 s cut during C=4 after C=1 finished: the sweep ends with the reason; C=1 is kept as
     it was; C=4 is failed with every request it sent stored (failures with their reason); nothing re-runs."""
-    cfg = sim_config(tmp_path, port=SIM_PORT, time_scale=0.01)
-    hc = remote.host_config("ns-host", state_dir(tmp_path))
-    seen = Recorder()
-    db = tmp_path / "bench.db"
-    store = Store(db)
-    session = RemoteSession(SSHHost(remote.target, remote.options), hc, cfg, store=store)
+    session, seen, store, db = _bench_session(remote, tmp_path)
     async with running(session, seen):
         await session.start("baseline")
         assert (await session.wait_status(SETTLED, timeout=60)).phase is Phase.READY

@@ -58,7 +58,8 @@ def test_summary_counts_failures_and_excludes_them_from_rates() -> None:
 
 
 def test_summary_steady_state_excludes_ramp_and_drain() -> None:
-    # C=2: staggered start (ramp 0-50), steady 50-300, then one stream drains alone until 400.
+    # C=2: staggered start (ramp 0-50, and the second stream's first token at 60), steady 60-300, then one
+    # stream drains alone until 400.
     samples = [
         sample(0, 0, 100),
         sample(1, 50, 150),
@@ -69,9 +70,10 @@ def test_summary_steady_state_excludes_ramp_and_drain() -> None:
     ]
     st = summarize(samples, concurrency=2)
     assert st.window is not None and st.window.steady
-    assert (st.window.start_ns, st.window.end_ns) == (50 * MS, 300 * MS)
-    in_window = sum(1 for s in samples for t, _ in s.credits() if 50 * MS <= t <= 300 * MS)
-    assert st.output_tok_s == pytest.approx(in_window / 0.25)
+    assert (st.window.start_ns, st.window.end_ns) == (60 * MS, 300 * MS)
+    # Tokens generated inside 60-300 ms (each spread over the gap before its arrival): request 0 4 of its
+    # 10 (60-100), request 1 9, requests 2-4 10 each, request 5 (one per 15 ms from 250) 50/15.
+    assert st.output_tok_s == pytest.approx((4 + 9 + 30 + 50 / 15) / 0.24)
 
 
 def test_summary_warns_about_estimates_and_short_responses() -> None:
@@ -198,3 +200,13 @@ def test_cli_usage_errors_exit_2_without_traceback(argv: list[str]) -> None:
     out = subprocess.run([sys.executable, "-m", "specdash", *argv], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2, out.stderr
     assert "Traceback" not in out.stderr and "error" in out.stderr
+
+
+def test_parent_reasons_name_the_sweep_process() -> None:
+    from specdash.bench.levels import parent_reasons
+    from specdash.bench.probe import Headroom
+
+    assert parent_reasons(None) == ()
+    assert parent_reasons(Headroom(0.3, 2.0, 5.0, 0.0, 0)) == ()
+    busy = parent_reasons(Headroom(0.95, 25.0, 80.0, 0.0, 0))
+    assert busy == ("sweep process (SSH forward, UI) CPU 95% of a core", "sweep process event-loop lag p99 25.0 ms")

@@ -110,6 +110,31 @@ def test_steady_state_single_stream_is_whole_level() -> None:
 
 
 def test_tokens_in_window_and_achieved_concurrency() -> None:
-    assert tokens_in_window([(5, 3), (10, 4), (20, 5)], Window(5, 10)) == 7
+    # One stream started at 0: 3 tokens over (0, 5], 4 over (5, 10], 5 over (10, 20].
+    stream = [(0, [(5, 3), (10, 4), (20, 5)])]
+    assert tokens_in_window(stream, Window(0, 20)) == pytest.approx(12)
+    assert tokens_in_window(stream, Window(5, 10)) == pytest.approx(4)  # the gap (5, 10] only
+    assert tokens_in_window(stream, Window(15, 20)) == pytest.approx(2.5)  # half of the last gap
     assert achieved_concurrency([100, 100, 50], 125) == pytest.approx(2.0)
     assert achieved_concurrency([100], 0) == 0.0
+
+
+def test_steady_state_opens_when_the_first_wave_is_generating() -> None:
+    """One-shot level, C=2: both requests start at 0, their prefill ends (first token) at 30 and 40; the
+    window opens at 40, not at the sends: the first wave's prefill is ramp-up."""
+    intervals = [(0, 1000), (0, 900)]
+    assert steady_state_window(intervals, 2) == Window(0, 900, steady=True)
+    assert steady_state_window(intervals, 2, [30, 40]) == Window(40, 900, steady=True)
+    assert steady_state_window(intervals, 2, [30, None]) == Window(30, 900, steady=True)  # a failed one
+    # The second request is queued by the server until the first finishes: steady state, not ramp-up.
+    assert steady_state_window([(0, 900), (0, 1800), (0, 1900)], 3, [30, 40, 950]) == Window(40, 900, steady=True)
+
+
+def test_a_window_closing_mid_step_loses_no_step() -> None:
+    """Two streams decoding in lockstep, one token each per 10 ns step; stream A's last token is at 100, B's
+    at 101 (the same step, delivered a moment later). A window (0, 100] gets 19.9 tokens (B's last one was
+    generated over (91, 101], 90 % inside), where counting whole chunks at arrival gives 19: a lost step."""
+    a = (0, [(t, 1) for t in range(10, 101, 10)])
+    b = (0, [(t + 1, 1) for t in range(10, 101, 10)])
+    assert tokens_in_window([a, b], Window(0, 100)) == pytest.approx(19 + 9 / 10)
+    assert tokens_in_window([a, b], Window(0, 200)) == pytest.approx(20)
