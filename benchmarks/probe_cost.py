@@ -346,8 +346,7 @@ class Forward:
 
         self._stack = contextlib.ExitStack()
         server, options = self._stack.enter_context(loopback_sshd())
-        assert server._proc is not None
-        self.sshd_pid = server._proc.pid
+        self.sshd_pid = server.pid
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="ssh-forward", daemon=True)
         self._thread.start()

@@ -84,6 +84,10 @@ class UIConfig:
     """A Textual theme name."""
 
 
+LINK_LOSS_POLICIES = ("pause", "stop")
+"""What a sweep does when the SSH link drops (`[bench] on_link_loss`, `bench --on-link-loss`)."""
+
+
 @dataclass(frozen=True)
 class BenchConfig:
     """Sweep preferences, `[bench]` (the `bench` command's flags override them)."""
@@ -228,8 +232,8 @@ def parse(text: str, path: Path) -> Config:
     bench_table = _Table(path, "bench", data.get("bench", {}))
     bench_table.check_keys({"on_link_loss", "link_wait"})
     on_link_loss = bench_table.string("on_link_loss", "pause") or ""
-    if on_link_loss not in ("pause", "stop"):
-        raise bench_table.error("on_link_loss", f'must be "pause" or "stop", not {on_link_loss!r}')
+    if on_link_loss not in LINK_LOSS_POLICIES:
+        raise bench_table.error("on_link_loss", f"must be one of {', '.join(LINK_LOSS_POLICIES)}, not {on_link_loss!r}")
     bench = BenchConfig(on_link_loss, bench_table.number("link_wait", 600.0, low=1.0, high=7 * 86400.0))
     return Config(path=path, hosts=hosts, modes=modes, ui=ui, bench=bench, keymap=_keymap(path, data))
 

@@ -6,9 +6,12 @@ the developer's own files.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+
+from specdash.bench.fake_server import FakeServer
 
 
 @pytest.fixture(autouse=True)
@@ -19,3 +22,10 @@ def _isolated_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPECDASH_CONFIG", str(tmp_path / "xdg" / "config.toml"))
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.delenv("TEXTUAL", raising=False)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FakeServer]:
+    """The fake SSE server on a loopback port, default behaviour (tests change `server.config` as they go)."""
+    async with FakeServer() as srv:
+        yield srv

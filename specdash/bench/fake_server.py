@@ -117,6 +117,13 @@ class FakeServer:
             await self._runner.cleanup()
             self._runner = None
 
+    async def __aenter__(self) -> FakeServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
     @property
     def url(self) -> str:
         """The base URL."""

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from specdash.bench.probe import CLIENT_LIMIT_CPU_SHARE, CLIENT_LIMIT_LAG_MS, Headroom, ProbeSettings
 from specdash.bench.server_view import ServerView
 from specdash.bench.summary import LevelStats
+from specdash.config import LINK_LOSS_POLICIES
 from specdash.core.events import BenchTick, LevelRow
 from specdash.errors import UsageError
 
@@ -24,8 +25,6 @@ MAX_LEVEL = 1024
 """The largest concurrency accepted."""
 MAX_LEVEL_ATTEMPTS = 5
 """A level interrupted by link losses this many times ends the sweep (a flapping link measures nothing)."""
-LINK_LOSS_POLICIES = ("pause", "stop")
-"""What a sweep does when the link to the server drops (`SweepConfig.on_link_loss`)."""
 
 
 def validate_levels(levels: tuple[int, ...]) -> tuple[int, ...]:

@@ -42,6 +42,7 @@ def parse_levels(text: str) -> tuple[int, ...]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the bench flags."""
     from specdash.cli._host import add_host_arguments
+    from specdash.config import LINK_LOSS_POLICIES
 
     add_host_arguments(parser, optional=True)
     parser.add_argument("--url", help="instead of HOST: a server base URL, e.g. http://127.0.0.1:30000")
@@ -69,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--level-timeout", type=float, help="hard limit per level in seconds")
     parser.add_argument(
         "--on-link-loss",
-        choices=["pause", "stop"],
+        choices=LINK_LOSS_POLICIES,
         help="HOST only: when the SSH link drops, pause and re-run the level, or stop (default: config, pause)",
     )
     parser.add_argument("--link-wait", type=float, help="HOST only: seconds a paused sweep waits (default 600)")

@@ -201,14 +201,11 @@ class ServerWatch:
 
     async def _health(self) -> None:
         async with httpx.AsyncClient(timeout=httpx.Timeout(5.0), trust_env=False) as client:
-            local_port: int | None = None
-            generation = -1
             while self.tracker.phase not in (Phase.READY, Phase.CRASHED, Phase.EXITED) and not self.state.exited:
                 try:
                     await self.host.wait_connected()
-                    if local_port is None or generation != self.host.generation:
-                        generation = self.host.generation
-                        local_port = await self.host.forward(self.record.port)
+                    # The same local port on every call, across reconnects (`SSHHost.forward`): asking is cheap.
+                    local_port = await self.host.forward(self.record.port)
                     status: int | None
                     try:
                         response = await client.get(f"http://127.0.0.1:{local_port}/health")
@@ -218,7 +215,7 @@ class ServerWatch:
                     if not self.state.exited:
                         self._handle(self.tracker.health(status, self.clock()))
                 except SSHError:
-                    local_port = None
+                    pass  # lost meanwhile: the next round waits for the reconnect
                 await asyncio.sleep(HEALTH_EVERY_S)
 
     async def _ticks(self) -> None:

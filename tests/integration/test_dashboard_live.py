@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,6 +29,17 @@ from tests.sshd import Sshd
 
 SIZE = (160, 45)
 FAST = 0.01  # 550 s x 0.01: a simulated start in about 6 s
+
+
+@contextlib.asynccontextmanager
+async def live_demo() -> AsyncIterator[tuple[RemoteSession, SpecdashApp, Pilot[None], Waker]]:
+    """`specdash demo`'s session and app, running headless and attached to the (idle) embedded host."""
+    async with demo_session(FAST) as demo:
+        app = make_app(demo.session)
+        async with app.run_test(size=SIZE) as pilot:
+            wake = Waker(demo.session, pilot)
+            await asyncio.wait_for(demo.session.attached.wait(), 30)
+            yield demo.session, app, pilot, wake
 
 
 def text(app: SpecdashApp, selector: str) -> str:
@@ -55,70 +66,60 @@ class Waker:
 
 
 async def test_start_watch_sweep_switch_over_the_real_stack() -> None:
-    async with demo_session(FAST) as demo:
-        session = demo.session
-        app = make_app(session)
-        async with app.run_test(size=SIZE) as pilot:
-            wake = Waker(session, pilot)
-            await asyncio.wait_for(session.attached.wait(), 30)
-            await wake.until(lambda: text(app, "#connection") == "● connected")
-            assert "STOPPED" in text(app, "#server-state")
+    async with live_demo() as (session, app, pilot, wake):
+        await wake.until(lambda: text(app, "#connection") == "● connected")
+        assert "STOPPED" in text(app, "#server-state")
 
-            await pilot.press("1", "s")  # baseline
-            phases_seen: set[str] = set()
+        await pilot.press("1", "s")  # baseline
+        phases_seen: set[str] = set()
 
-            def watch_phases() -> bool:
-                phases_seen.add(text(app, "#server-state"))
-                return session.status.phase is Phase.READY
+        def watch_phases() -> bool:
+            phases_seen.add(text(app, "#server-state"))
+            return session.status.phase is Phase.READY
 
-            await wake.until(watch_phases)
-            await pilot.pause()
-            assert "READY" in text(app, "#server-state")
-            assert any("LOADING WEIGHTS" in p or "CAPTURING" in p for p in phases_seen), phases_seen
-            shown = app.screen.query_one(LogView).shown
-            assert any("fired up and ready to roll" in line.text for line in shown)
+        await wake.until(watch_phases)
+        await pilot.pause()
+        assert "READY" in text(app, "#server-state")
+        assert any("LOADING WEIGHTS" in p or "CAPTURING" in p for p in phases_seen), phases_seen
+        shown = app.screen.query_one(LogView).shown
+        assert any("fired up and ready to roll" in line.text for line in shown)
 
-            await pilot.press("b")
-            await wake.until(lambda: isinstance(app.screen, LevelsScreen))
-            await pilot.press(*"\b" * 40)  # clear the default levels
-            levels = app.screen.query_one("#levels")
-            levels.value = "1,4"  # type: ignore[attr-defined]
-            await pilot.press("enter")
-            await wake.until(lambda: session.sweep_running())
-            await wake.until(lambda: not session.sweep_running(), timeout=90)
-            await pilot.pause()
-            table = app.screen.query_one(DataTable)
-            rows = [table.get_row_at(i) for i in range(table.row_count)]
-            assert len(rows) == 2 and all("baseline" in map(str, row) for row in rows)
-            assert session.results["baseline"].aborted is None
+        await pilot.press("b")
+        await wake.until(lambda: isinstance(app.screen, LevelsScreen))
+        await pilot.press(*"\b" * 40)  # clear the default levels
+        levels = app.screen.query_one("#levels")
+        levels.value = "1,4"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await wake.until(lambda: session.sweep_running())
+        await wake.until(lambda: not session.sweep_running(), timeout=90)
+        await pilot.pause()
+        table = app.screen.query_one(DataTable)
+        rows = [table.get_row_at(i) for i in range(table.row_count)]
+        assert len(rows) == 2 and all("baseline" in map(str, row) for row in rows)
+        assert session.results["baseline"].aborted is None
 
-            await pilot.press("2", "m")  # switch to eagle3: a live server, so it asks first
-            await wake.until(lambda: isinstance(app.screen, ConfirmScreen))
-            assert "and start eagle3" in text(app, "#question")
-            await pilot.press("y")
-            await wake.until(lambda: session.status.mode == "eagle3" and session.status.phase is Phase.READY)
-            assert "eagle3" in text(app, "#engine")
+        await pilot.press("2", "m")  # switch to eagle3: a live server, so it asks first
+        await wake.until(lambda: isinstance(app.screen, ConfirmScreen))
+        assert "and start eagle3" in text(app, "#question")
+        await pilot.press("y")
+        await wake.until(lambda: session.status.mode == "eagle3" and session.status.phase is Phase.READY)
+        assert "eagle3" in text(app, "#engine")
 
 
 async def test_crash_fault_is_shown_with_its_line() -> None:
-    async with demo_session(FAST) as demo:
-        session = demo.session
-        app = make_app(session)
-        async with app.run_test(size=SIZE) as pilot:
-            wake = Waker(session, pilot)
-            await asyncio.wait_for(session.attached.wait(), 30)
-            await pilot.press("3", "s")  # eagle3-dynamic: crashes once the batch passes 10
-            await wake.until(lambda: session.status.phase is Phase.READY)
-            await pilot.press("b")
-            await wake.until(lambda: isinstance(app.screen, LevelsScreen))
-            app.screen.query_one("#levels").value = "2,12"  # type: ignore[attr-defined]
-            await pilot.press("enter")
-            await wake.until(lambda: session.status.phase is Phase.CRASHED, timeout=90)
-            await pilot.pause()
-            assert "RuntimeError: The size of tensor a (160) must match the size of tensor b (2)" in text(app, "#crash")
-            await wake.until(lambda: not session.sweep_running(), timeout=30)
-            rows = {(r.concurrency, r.status) for r in session._rows.values()}
-            assert (2, "done") in rows and (12, "failed") in rows  # the level in flight failed; C=2 is kept
+    async with live_demo() as (session, app, pilot, wake):
+        await pilot.press("3", "s")  # eagle3-dynamic: crashes once the batch passes 10
+        await wake.until(lambda: session.status.phase is Phase.READY)
+        await pilot.press("b")
+        await wake.until(lambda: isinstance(app.screen, LevelsScreen))
+        app.screen.query_one("#levels").value = "2,12"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await wake.until(lambda: session.status.phase is Phase.CRASHED, timeout=90)
+        await pilot.pause()
+        assert "RuntimeError: The size of tensor a (160) must match the size of tensor b (2)" in text(app, "#crash")
+        await wake.until(lambda: not session.sweep_running(), timeout=30)
+        rows = {(r.concurrency, r.status) for r in session._rows.values()}
+        assert (2, "done") in rows and (12, "failed") in rows  # the level in flight failed; C=2 is kept
 
 
 async def test_connection_lost_and_regained_in_the_header(

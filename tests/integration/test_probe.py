@@ -3,26 +3,15 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 
-from specdash.bench.fake_server import FakeConfig, FakeServer
+from specdash.bench.fake_server import FakeServer
 from specdash.bench.probe import LevelPlan, ListSink, Probe, ProbeSettings
 from specdash.bench.samples import Failure
 from specdash.bench.sse import Endpoint
 
 PROMPTS = ("one", "two", "three")
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[FakeServer]:
-    srv = FakeServer(FakeConfig())
-    await srv.start()
-    try:
-        yield srv
-    finally:
-        await srv.stop()
 
 
 def settings(endpoint: Endpoint = Endpoint.GENERATE, n: int = 20, **kw: float) -> ProbeSettings:

@@ -24,12 +24,8 @@ from specdash.errors import UsageError
 
 @pytest.fixture
 async def server() -> AsyncIterator[FakeServer]:
-    srv = FakeServer(FakeConfig(tokens_per_chunk=3, interval_s=0.002))
-    await srv.start()
-    try:
+    async with FakeServer(FakeConfig(tokens_per_chunk=3, interval_s=0.002)) as srv:
         yield srv
-    finally:
-        await srv.stop()
 
 
 def config(levels: tuple[int, ...], **kw: object) -> SweepConfig:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 
-from specdash.bench.fake_server import FakeConfig, FakeServer
+from specdash.bench.fake_server import FakeServer
 from specdash.bench.probe import LevelPlan, ListSink, Probe, ProbeSettings
 from specdash.bench.samples import Failure
 from specdash.bench.sse import Endpoint
@@ -31,16 +31,6 @@ FAILURES = {
     "no_done": Failure.EOF,
     "error_event": Failure.STREAM_ERROR,
 }
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[FakeServer]:
-    srv = FakeServer(FakeConfig())
-    await srv.start()
-    try:
-        yield srv
-    finally:
-        await srv.stop()
 
 
 def settings(endpoint: Endpoint, n: int = 12, **kw: float) -> ProbeSettings:

@@ -71,7 +71,11 @@ CASES = [
     cfg_case("host-address-empty", '[hosts.h]\naddress = ""', "[hosts.h] address: must not be empty"),
     cfg_case("host-address-bad", '[hosts.h]\naddress = "u@"', "[hosts.h] address: bad host 'u@'"),
     cfg_case("keymap-int", "[keymap]\nquit = 1", "[keymap] quit: must be a string of keys"),
-    cfg_case("bench-policy", '[bench]\non_link_loss = "retry"', '[bench] on_link_loss: must be "pause" or "stop"'),
+    cfg_case(
+        "bench-policy",
+        '[bench]\non_link_loss = "retry"',
+        "[bench] on_link_loss: must be one of pause, stop, not 'retry'",
+    ),
     cfg_case("bench-link-wait", "[bench]\nlink_wait = 0", "[bench] link_wait: 0 is out of range"),
     cfg_case("bench-unknown", "[bench]\nlevels = [1]", "[bench] levels: unknown key"),
     # -- CLI: empty args, host strings, ports, modes, levels, URLs -------------------------------------
@@ -91,6 +95,7 @@ CASES = [
     Case("levels-text", ("bench", "box", "--levels", "a,b"), 2, ("--levels", "'a,b'")),
     Case("levels-empty", ("bench", "box", "--levels", ","), 2, ("no concurrency levels",)),
     Case("link-wait-zero", ("bench", "box", "--link-wait", "0"), 2, ("--link-wait must be positive",)),
+    Case("repeats-zero", ("bench", "box", "--repeats", "0"), 2, ("--repeats must be between 1 and 20, got 0",)),
     Case("link-policy", ("bench", "box", "--on-link-loss", "retry"), 2, ("--on-link-loss", "'retry'")),
     Case("output-len-zero", ("bench", "box", "--output-len", "0"), 2, ("--output-len must be at least 1",)),
     Case("url-port", ("bench", "--url", "http://127.0.0.1:99999"), 2, ("bad URL 'http://127.0.0.1:99999'",)),
