@@ -182,7 +182,7 @@ class SimApp:
                 f"Gracefully exiting... Remaining number of requests {len(rids)}. "
                 f"Remaining requests remaining_rids={rids}."
             )
-            if not rids:
+            if not rids and not self.server.responding:
                 break
             await asyncio.sleep(poll)
         self.tree.kill_all()

@@ -65,6 +65,9 @@ class SimServer:
         self.log = log
         self.status = Status.STARTING
         self.gracefully_exit = False
+        self.responding = 0
+        """Streamed responses still being written: the SIGTERM drain waits for them as well as for the
+        scheduler's requests, so a finished request's last bytes are not cut by the exit."""
         self.first_request_hook: Callable[[], None] | None = None
         """Called once on the first request: SGLang installs its SIGTERM handler lazily then."""
         self._rid_counter = 0
@@ -327,9 +330,10 @@ class SimServer:
                 {"text": req.text, "output_ids": req.output_ids, "meta_info": self._meta(req, True)}, dumps=_dumps
             )
         resp = web.StreamResponse(headers=SSE_HEADERS)
-        await resp.prepare(request)
-        seen = 0
+        self.responding += 1
         try:
+            await resp.prepare(request)
+            seen = 0
             while True:
                 await req.wait_progress(seen)
                 seen = req.completion_tokens
@@ -339,9 +343,12 @@ class SimServer:
                 if final:
                     break
             await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
         except (ConnectionResetError, asyncio.CancelledError):
             req.abort()
             raise
+        finally:
+            self.responding -= 1
         return resp
 
     async def openai(self, request: web.Request) -> web.StreamResponse:
@@ -373,11 +380,12 @@ class SimServer:
         include_usage = bool(options.get("include_usage"))
         continuous = bool(options.get("continuous_usage_stats"))
         resp = web.StreamResponse(headers=SSE_HEADERS)
-        await resp.prepare(request)
         base = {"id": req.rid, "object": f"{kind}.chunk" if chat else kind, "created": int(time.time()), "model": model}
         seen_chars = 0
         seen = 0
+        self.responding += 1
         try:
+            await resp.prepare(request)
             if chat:
                 first = {"role": "assistant", "content": ""}
                 await resp.write(_sse({**base, "choices": [self._choice(chat, first, None)], "usage": None}))
@@ -394,9 +402,12 @@ class SimServer:
             if include_usage:
                 await resp.write(_sse({**base, "choices": [], "usage": self._usage(req)}))
             await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
         except (ConnectionResetError, asyncio.CancelledError):
             req.abort()
             raise
+        finally:
+            self.responding -= 1
         return resp
 
     @staticmethod
