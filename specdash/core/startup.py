@@ -265,10 +265,12 @@ class StartupTracker:
         for raw in lines:
             before = self._line_no
             events += self.feed_line(raw, now)
-            if self._line_no == before or self.last_line is None:  # a rule bug cost this line: show it plain
+            last = self.last_line
+            if last is None or last.no != self._line_no or self._line_no == before:
+                # A rule bug cost this line (counted in internal_errors): show it plain.
                 self._line_no = before + 1
-                self.last_line = ClassifiedLine(self._line_no, raw, LineKind.NORMAL)
-            classified.append(self.last_line)
+                last = self.last_line = ClassifiedLine(self._line_no, raw, LineKind.NORMAL)
+            classified.append(last)
         return events, classified
 
     def finish(self, now: float | None = None) -> list[StartupEvent]:

@@ -16,7 +16,7 @@ from typing import Any
 import specdash.engines
 from specdash.engines.anyengine import AnyEngineRules
 from specdash.engines.base import EngineRules
-from specdash.engines.text import unwrap
+from specdash.engines.text import unwrap_tagged
 
 UNKNOWN = AnyEngineRules.name
 """What `detect_engine` answers for lines no engine claims; `make_rules(UNKNOWN)` reads them engine-agnostically."""
@@ -83,9 +83,9 @@ def detect_engine(lines: Iterable[str], *, default: str = UNKNOWN, max_lines: in
     for count, line in enumerate(lines):
         if count >= max_lines:
             break
-        text = unwrap(line)[0]
+        text, _, tagged = unwrap_tagged(line)  # a container's or a pod's name is not the server's word
         for name, (needles, shape) in table.items():
-            votes[name] += sum(1 for needle in needles if needle in line)
+            votes[name] += sum(1 for needle in needles if needle in tagged)
             if shape is not None and text and shape.match(text):
                 votes[name] += 1
     best = max(votes.values(), default=0)

@@ -20,7 +20,7 @@ _ANSI = re.compile(
 # - kubectl logs --timestamps: an RFC 3339 time, `2026-03-22T13:53:37.123456789Z ` (or `+00:00`);
 _RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+")
 # - docker compose v1/v2: `llm0-1  | `, `sglang_1  | `, `vllm  | ` (sglang#8186): one word, spaces, a bar;
-_CONTAINER = re.compile(r"[A-Za-z0-9][\w.-]*\s+\| ?")
+_CONTAINER = re.compile(r"[A-Za-z0-9][\w.-]*\s+\|(?: |$)")
 # - a process tag: Ray's `(SGLangEngine pid=41820) `, `(pid=7, ip=10.0.0.2) `, and vLLM's own
 #   `(EngineCore_DP0 pid=2039425) `, `(VllmWorker rank=2 pid=11) `, `(VllmWorker TP1 pid=9) ` (the same
 #   shape); a paste may have lost the opening parenthesis (vllm#25125);
@@ -75,13 +75,13 @@ def unwrap_tagged(raw: str) -> tuple[str, str, str]:
             m = _RFC3339.match(line)
             if m:
                 line = line[m.end() :]
-        if "| " in line[:80] and not line.startswith("|"):
+        if "|" in line[:80] and not line.startswith("|"):
             m = _CONTAINER.match(line)
             if m:
                 line = line[m.end() :]
-        if not tag and "pid=" in line[:120]:
+        if "pid=" in line[:120]:
             m = _PROC_TAG.match(line)
-            if m:
+            if m:  # Ray's tag around vLLM's own: the innermost names the process that printed the line
                 tag, tag_text, line = (m.group("tag") or "").strip(), m.group(0), line[m.end() :]
         if line.startswith(">"):
             m = _QUOTE.match(line)
