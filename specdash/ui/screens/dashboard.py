@@ -319,7 +319,7 @@ class DashboardScreen(Screen[None]):
             server = f"{self._server_name()} keeps running (specdash down {self._label} stops it)"
         else:
             server = "No server of ours is running"
-        return f"Quit specdash? {stops}; {kept}. {server[0].upper()}{server[1:]}."
+        return f"Quit specdash? {stops}; {kept}. {server}."
 
     def _confirm(self, question: str, yes: str, then: Callable[[], None]) -> None:
         def answered(ok: bool | None) -> None:
