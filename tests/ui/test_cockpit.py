@@ -3,6 +3,8 @@ bars, and quitting while a sweep runs."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from textual.widgets import OptionList
 
@@ -57,7 +59,7 @@ async def test_v_switches_pages_and_a_sweep_brings_its_page(build: AppFactory) -
         await pilot.press("b")  # sweep: levels dialog, enter accepts the defaults
         await pilot.press("enter")
         await pilot.pause()
-        assert screen.page == "bench" and screen.query_one("#bench").display
+        assert app.dashboard.page == "bench" and screen.query_one("#bench").display
         assert session.calls[-1][0] == "sweep"
 
 
@@ -185,7 +187,9 @@ async def test_exit_summary_says_what_still_runs(build: AppFactory) -> None:
     assert stopped.exit_summary() is None
 
 
-async def test_screenshot_goes_to_a_directory_that_exists(build: AppFactory, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+async def test_screenshot_goes_to_a_directory_that_exists(
+    build: AppFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     app, _ = build(sc.stopped())
     async with app.run_test(size=(100, 30)) as pilot:
