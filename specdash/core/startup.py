@@ -426,7 +426,7 @@ class StartupTracker:
             return LineKind.STOP
         if kind is LineKind.READY:
             return kind
-        label = bar_label(text) if "%" in text else None
+        label = bar_label(text) if progress or "%|" in text or "% Completed" in text else None
         if progress or label is not None:
             self._bar = f"{line.rank}|{label or ''}"
             return LineKind.PROGRESS

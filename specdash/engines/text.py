@@ -15,6 +15,7 @@ import re
 _ANSI = re.compile(
     r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|\^\[\[[0-9;]*[A-Za-z]|\[[0-9;]{1,12}m"
 )
+_BARE_SGR = re.compile(r"\[[0-9;]{1,12}m")
 
 # Wrappers that other programs put around a server's own line; stripped in any order, each once:
 # - kubectl logs --timestamps: an RFC 3339 time, `2026-03-22T13:53:37.123456789Z ` (or `+00:00`);
@@ -48,6 +49,10 @@ TRACEBACK = "Traceback (most recent call last)"
 """The first line of every Python traceback."""
 
 
+# First characters of a line that may carry a wrapper: indentation, a quote, a `^C`, a process tag, a time.
+_WRAPPER_STARTS = frozenset(" \t>^(0123456789")
+
+
 def unwrap(raw: str) -> tuple[str, str]:
     """`unwrap_tagged` without the tagged line."""
     text, tag, _ = unwrap_tagged(raw)
@@ -63,6 +68,8 @@ def unwrap_tagged(raw: str) -> tuple[str, str, str]:
     process tag (and a `^C` echo), as a reader would quote it.
     """
     line = strip_ansi(raw).rstrip()
+    if line[:1] not in _WRAPPER_STARTS and "|" not in line[:80] and "pid=" not in line[:120]:
+        return line, "", line  # the common case: a server's own line, nothing around it
     tag = ""
     tag_text = ""
     echo = ""
@@ -94,9 +101,11 @@ def unwrap_tagged(raw: str) -> tuple[str, str, str]:
 
 def strip_ansi(line: str) -> str:
     """Remove terminal colour codes: real, pasted as `^[[...m`, or pasted without their ESC (`[0;36m`)."""
-    if "\x1b" not in line and "[" not in line:
-        return line
-    return _ANSI.sub("", line)
+    if "\x1b" in line or "^[" in line:
+        return _ANSI.sub("", line)
+    if "m" in line and "[" in line:
+        return _BARE_SGR.sub("", line)
+    return line
 
 
 def pre_clean(raw: str) -> str:
