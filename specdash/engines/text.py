@@ -65,7 +65,7 @@ def unwrap_tagged(raw: str) -> tuple[str, str, str]:
 
     Returns `(text, tag, tagged)`: the line the server itself printed, the process tag without `pid=`
     (`EngineCore_DP0`, `VllmWorker rank=2`, `SGLangEngine`; empty when there was none), and the line with its
-    process tag (and a `^C` echo), as a reader would quote it.
+    process tag (and a `^C` echo) and its own indentation, as a reader would quote it.
     """
     line = strip_ansi(raw).rstrip()
     if line[:1] not in _WRAPPER_STARTS and "|" not in line[:80] and "pid=" not in line[:120]:
@@ -73,30 +73,33 @@ def unwrap_tagged(raw: str) -> tuple[str, str, str]:
     tag = ""
     tag_text = ""
     echo = ""
+    shown = line  # what a reader sees: wrappers off, but the line's own indentation kept (traceback frames)
     for _ in range(6):  # each wrapper at most once: bounded, whatever the input
         before = line
         line = line.lstrip()
         if line.startswith("^C"):
-            line, echo = line[2:], "^C"
+            line = shown = line[2:]
+            echo = "^C"
         if line[:1].isdigit() and line[10:11] == "T":
             m = _RFC3339.match(line)
             if m:
-                line = line[m.end() :]
+                line = shown = line[m.end() :]
         if "|" in line[:80] and not line.startswith("|"):
             m = _CONTAINER.match(line)
             if m:
-                line = line[m.end() :]
+                line = shown = line[m.end() :]
         if "pid=" in line[:120]:
             m = _PROC_TAG.match(line)
             if m:  # Ray's tag around vLLM's own: the innermost names the process that printed the line
                 tag, tag_text, line = (m.group("tag") or "").strip(), m.group(0), line[m.end() :]
+                shown = line
         if line.startswith(">"):
             m = _QUOTE.match(line)
             if m:
-                line = line[m.end() :]
+                line = shown = line[m.end() :]
         if line == before:
             break
-    return line, tag, (echo + tag_text + line if tag_text or echo else line)
+    return line, tag, echo + tag_text + shown
 
 
 def strip_ansi(line: str) -> str:
