@@ -27,6 +27,28 @@ NAME = "tune"
 HELP = "search speculative settings per load with restarts, export the policy, verify it live"
 DEMO_HOST = "demo"
 MAX_REPEATS = 10
+DEFAULT_LEVELS = "1,2,4,8,16,32"
+DEFAULT_REPEATS = 2
+
+
+def apply_tune_table(args: argparse.Namespace, cfg: Config) -> None:
+    """Fill unset flags from `[tune.NAME]` (flags given on the command line win), then the defaults."""
+    if args.tune is not None:
+        table = cfg.tunes.get(args.tune)
+        if table is None:
+            known = ", ".join(sorted(cfg.tunes)) or "none"
+            raise UsageError(f"--tune {args.tune}: no [tune.{args.tune}] in the config (known: {known})")
+        args.mode = args.mode or table.mode
+        args.baseline = args.baseline or table.baseline
+        args.space = args.space or table.space
+        args.levels = args.levels or table.levels or None
+        args.repeats = args.repeats if args.repeats is not None else (table.repeats or None)
+        args.name = args.name or table.name
+    if not args.mode:
+        raise UsageError("--mode is required (or --tune NAME with a [tune.NAME] table)")
+    args.baseline = args.baseline or "baseline"
+    args.levels = args.levels or DEFAULT_LEVELS
+    args.repeats = args.repeats if args.repeats is not None else DEFAULT_REPEATS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,14 +56,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from specdash.cli._host import add_host_arguments
 
     add_host_arguments(parser)
-    parser.add_argument("--mode", required=True, help="the speculative mode whose draft settings are tuned")
-    parser.add_argument("--baseline", default="baseline", help="the reference mode (default %(default)s)")
+    parser.add_argument("--tune", metavar="NAME", help="take mode, baseline, space, levels, repeats from [tune.NAME]")
+    parser.add_argument("--mode", help="the speculative mode whose draft settings are tuned")
+    parser.add_argument("--baseline", help="the reference mode (default baseline)")
     parser.add_argument(
         "--space",
         help="settings to try, e.g. 'steps=1,2,3,5 topk=1,4,8 draft=2,4,8,16' (SGLang) or 'k=1,2,4' (vLLM)",
     )
-    parser.add_argument("--levels", default="1,2,4,8,16,32", help="concurrency levels (default %(default)s)")
-    parser.add_argument("--repeats", type=int, default=2, help="passes; later ones only for contenders (default 2)")
+    parser.add_argument("--levels", help=f"concurrency levels (default {DEFAULT_LEVELS})")
+    parser.add_argument(
+        "--repeats", type=int, help=f"passes; later ones only for contenders (default {DEFAULT_REPEATS})"
+    )
     parser.add_argument("--noise-floor", type=float, default=0.02, help="smallest relative spread (default 0.02)")
     parser.add_argument("--name", help="the tune's name (its journal; default from host, mode and space)")
     parser.add_argument("--resume", action="store_true", help="go on from the journal: nothing measured twice")
@@ -60,12 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON (live lines go to stderr)")
 
 
-def _check_args(args: argparse.Namespace) -> tuple[int, ...]:
-    from specdash.cli.bench import parse_levels
-
-    levels = parse_levels(args.levels)
-    if not 1 <= args.repeats <= MAX_REPEATS:
-        raise UsageError(f"--repeats must be between 1 and {MAX_REPEATS}, got {args.repeats}")
+def _check_args(args: argparse.Namespace) -> None:
     if not 0 <= args.noise_floor < 1:
         raise UsageError("--noise-floor must be in [0, 1)")
     if args.duration is not None and args.duration <= 0:
@@ -78,6 +98,15 @@ def _check_args(args: argparse.Namespace) -> tuple[int, ...]:
         raise UsageError("--hold must be positive")
     if args.time_scale is not None and (args.host != DEMO_HOST or not 0 < args.time_scale <= 10):
         raise UsageError("--time-scale is for HOST demo only, in (0, 10]")
+
+
+def _check_tune(args: argparse.Namespace, cfg: Config) -> tuple[int, ...]:
+    from specdash.cli.bench import parse_levels
+
+    apply_tune_table(args, cfg)
+    levels = parse_levels(args.levels)
+    if not 1 <= args.repeats <= MAX_REPEATS:
+        raise UsageError(f"--repeats must be between 1 and {MAX_REPEATS}, got {args.repeats}")
     if args.verify is None and not args.space:
         raise UsageError("--space is required (e.g. 'steps=1,2,3 topk=1,4 draft=4,8'), unless --verify MODE")
     return levels
@@ -138,22 +167,23 @@ def run(args: argparse.Namespace) -> int:
     """Run the tune (or only the verification) and print the policy."""
     import asyncio
 
-    levels = _check_args(args)
+    _check_args(args)
     if args.host != DEMO_HOST:  # the demo's embedded SSH server launches processes: the default loop
         from specdash.bench.probe import install_uvloop
 
         install_uvloop()
-    return asyncio.run(_main(args, levels))
+    return asyncio.run(_main(args))
 
 
-async def _main(args: argparse.Namespace, levels: tuple[int, ...]) -> int:
+async def _main(args: argparse.Namespace) -> int:
     import contextlib
 
     from specdash.server.remote_session import running
 
     if args.host == DEMO_HOST:
-        from specdash.demo import TOUR_TIME_SCALE, demo_session
+        from specdash.demo import TOUR_TIME_SCALE, demo_config, demo_session
 
+        levels = _check_tune(args, demo_config(0))  # fails before the demo host starts
         async with demo_session(args.time_scale or TOUR_TIME_SCALE) as demo:
             if args.db is not None:
                 from specdash.bench.store import Store
@@ -164,6 +194,7 @@ async def _main(args: argparse.Namespace, levels: tuple[int, ...]) -> int:
     from specdash.cli._host import connected, host_config, load_config
 
     cfg = load_config(args)
+    levels = _check_tune(args, cfg)
     hc = host_config(args, cfg)
     async with contextlib.AsyncExitStack() as stack:
         session = await stack.enter_async_context(connected(args, cfg, hc))
