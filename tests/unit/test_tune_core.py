@@ -182,3 +182,21 @@ def test_exports_in_each_engines_words() -> None:
 
 def policy_k(policy: core.Policy) -> int:
     return {"k4": 4, "k2": 2}[policy.fixed or ""]
+
+
+def test_candidate_modes_replace_the_draft_settings_in_the_engines_words() -> None:
+    from specdash.bench.tune import candidate_mode
+
+    sgl = ModeConfig(
+        "e3", "sglang", "/m", args=("--tp", "8", "--speculative-num-steps", "2", "--speculative-eagle-topk=4")
+    )
+    mode = candidate_mode(sgl, SpecSetting(3, 1, 4))
+    assert mode.name == "e3@s3-k1-d4"
+    assert mode.args == ("--tp", "8", *("--speculative-num-steps", "3", "--speculative-eagle-topk", "1"),
+                         "--speculative-num-draft-tokens", "4")  # fmt: skip
+    spec = '{"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 3, "prompt_lookup_max": 5}'
+    vllm = ModeConfig("ng", "vllm", "/m", args=("--speculative-config", spec, "--max-num-seqs", "16"))
+    mode = candidate_mode(vllm, SpecSetting(k=2, lookup_max=2))
+    assert mode.args[:2] == ("--max-num-seqs", "16") and mode.args[2] == "--speculative-config"
+    assert json.loads(mode.args[3]) == {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 2,
+                                        "prompt_lookup_max": 2}  # fmt: skip
