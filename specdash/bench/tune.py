@@ -404,6 +404,10 @@ class TuneRunner:
                     if not levels:
                         return
                     continue
+                if not self._ready_seen:  # it was restarted but never became ready: still a restart
+                    record = {"type": "startup", "candidate": candidate, "repeat": repeat, "seconds": None}
+                    self.journal.write(record)
+                    self.state.apply(record)
                 crash = status.crash.reason if status.crash else exc.message
                 done = self.state.values.get(candidate, {}).get(repeat, {})
                 in_flight = next((c for c in levels if c not in done), None)
