@@ -256,7 +256,9 @@ async def _tune(
         out = _report(plan, result)
         base = session.config.mode(plan.base_mode)
         exported = _exports(plan, result.policy, base, simulated=_simulated(base))
-        out["exports"] = [{**e.to_json(), "command": e.command(base, hc)} for e in exported]
+        from specdash.server.launch import paste_command
+
+        out["exports"] = [{**e.to_json(), "command": paste_command(base, hc, e.args)} for e in exported]
         verify_mode = args.verify
         if verify_mode is None and exported and not args.no_verify and result.aborted is None:
             chosen = next(
@@ -400,6 +402,7 @@ def _write_mode(
     args: argparse.Namespace, cfg: Config, name: str, base: ModeConfig, export: Any, demo: bool
 ) -> dict[str, Any]:
     from specdash.config import load
+    from specdash.engines.registry import names
     from specdash.engines.spec_export import mode_toml
 
     if name in cfg.modes:
@@ -419,7 +422,7 @@ def _write_mode(
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(new, encoding="utf-8")
     try:
-        load(tmp)  # the file must still be a valid config before it replaces the old one
+        load(tmp, engines=names())  # the file must still be a valid config before it replaces the old one
     except UsageError:
         tmp.unlink()
         raise
