@@ -99,6 +99,24 @@ class BenchConfig:
 
 
 @dataclass(frozen=True)
+class TuneConfig:
+    """A speculation tune, `[tune.NAME]` (`specdash tune HOST --tune NAME`; flags override)."""
+
+    name: str
+    """The table name (also the tune's journal name unless `--name` is given)."""
+    mode: str
+    """The speculative mode whose draft settings are tuned."""
+    space: str
+    """The settings to try, as `--space` takes them."""
+    baseline: str = "baseline"
+    """The reference mode."""
+    levels: str = ""
+    """Concurrency levels, as `--levels` takes them (empty: the command's default)."""
+    repeats: int = 0
+    """Passes (0: the command's default)."""
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole validated configuration."""
 
@@ -114,6 +132,8 @@ class Config:
     """Sweep preferences."""
     keymap: Mapping[str, str] = field(default_factory=dict)
     """Binding id -> key(s), applied with `App.set_keymap`."""
+    tunes: Mapping[str, TuneConfig] = field(default_factory=dict)
+    """Speculation tunes by name (`[tune.NAME]`)."""
 
     def mode(self, name: str) -> ModeConfig:
         """The mode called `name`, or a UsageError that lists the known ones."""
@@ -197,7 +217,7 @@ def _kind(value: Any) -> str:
 
 _HOST_KEYS = {"address", "jump", "identity_file", "known_hosts", "workdir", "python", "state_dir", "env"}
 _MODE_KEYS = {"extends", "engine", "model", "port", "args", "env", "launcher", "description", "stop_timeout"}
-_TOP_KEYS = {"hosts", "modes", "ui", "bench", "keymap"}
+_TOP_KEYS = {"hosts", "modes", "ui", "bench", "keymap", "tune"}
 
 
 def load(path: Path | None = None, *, engines: Collection[str]) -> Config:
@@ -240,7 +260,28 @@ def parse(text: str, path: Path, *, engines: Collection[str]) -> Config:
     if on_link_loss not in LINK_LOSS_POLICIES:
         raise bench_table.error("on_link_loss", f"must be one of {', '.join(LINK_LOSS_POLICIES)}, not {on_link_loss!r}")
     bench = BenchConfig(on_link_loss, bench_table.number("link_wait", 600.0, low=1.0, high=7 * 86400.0))
-    return Config(path=path, hosts=hosts, modes=modes, ui=ui, bench=bench, keymap=_keymap(path, data))
+    tunes = {name: _tune(_Table(path, f"tune.{name}", t), name, modes) for name, t in _subtables(path, data, "tune")}
+    return Config(path=path, hosts=hosts, modes=modes, ui=ui, bench=bench, keymap=_keymap(path, data), tunes=tunes)
+
+
+def _tune(t: _Table, name: str, modes: Mapping[str, ModeConfig]) -> TuneConfig:
+    t.check_keys({"mode", "space", "baseline", "levels", "repeats"})
+    mode = t.string("mode", required=True) or ""
+    baseline = t.string("baseline", "baseline") or ""
+    for key, value in (("mode", mode), ("baseline", baseline)):
+        if value not in modes:
+            raise t.error(key, f"no mode named {value!r} (known modes: {', '.join(sorted(modes)) or 'none'})")
+    repeats = t.number("repeats", 0, low=0, high=10)
+    if not repeats.is_integer():
+        raise t.error("repeats", f"must be a whole number, not {repeats}")
+    return TuneConfig(
+        name=name,
+        mode=mode,
+        space=t.string("space", required=True) or "",
+        baseline=baseline,
+        levels=t.string("levels", "") or "",
+        repeats=int(repeats),
+    )
 
 
 def _keymap(path: Path, data: dict[str, Any]) -> dict[str, str]:
