@@ -216,6 +216,7 @@ async def _tune(
     from specdash.bench.probe import ProbeSettings
     from specdash.bench.prompts import load_prompts
     from specdash.bench.tune import Journal, TuneEvent, TuneRunner, open_journal
+    from specdash.server.launch import pasteable
 
     plan = make_plan(args, cfg, levels)
     live = sys.stderr if args.json else sys.stdout
@@ -256,7 +257,7 @@ async def _tune(
         out = _report(plan, result)
         base = session.config.mode(plan.base_mode)
         exported = _exports(plan, result.policy, base, simulated=_simulated(base))
-        out["exports"] = [{**e.to_json(), "command": e.command(base, hc)} for e in exported]
+        out["exports"] = [{**e.to_json(), "command": pasteable(replace(base, args=e.args), hc)} for e in exported]
         verify_mode = args.verify
         if verify_mode is None and exported and not args.no_verify and result.aborted is None:
             chosen = next(
@@ -400,6 +401,7 @@ def _write_mode(
     args: argparse.Namespace, cfg: Config, name: str, base: ModeConfig, export: Any, demo: bool
 ) -> dict[str, Any]:
     from specdash.config import load
+    from specdash.engines.registry import names
     from specdash.engines.spec_export import mode_toml
 
     if name in cfg.modes:
@@ -419,7 +421,7 @@ def _write_mode(
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(new, encoding="utf-8")
     try:
-        load(tmp)  # the file must still be a valid config before it replaces the old one
+        load(tmp, engines=names())  # the file must still be a valid config before it replaces the old one
     except UsageError:
         tmp.unlink()
         raise

@@ -10,6 +10,7 @@ Servers bind 127.0.0.1 only: specdash reaches them through the SSH port forward.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 
 from specdash.config import HostConfig, ModeConfig
@@ -39,6 +40,12 @@ def launch_argv(mode: ModeConfig, host: HostConfig) -> list[str]:
         str(mode.port),
         *mode.args,
     ]
+
+
+def pasteable(mode: ModeConfig, host: HostConfig) -> str:
+    """`mode`'s launch as one command line a user can paste (the mode's own environment first)."""
+    env = [f"{k}={shlex.quote(v)}" for k, v in mode.env.items()]
+    return " ".join([*env, shlex.join(launch_argv(mode, host))])
 
 
 def launch_env(mode: ModeConfig, host: HostConfig) -> dict[str, str]:
