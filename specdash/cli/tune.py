@@ -216,7 +216,6 @@ async def _tune(
     from specdash.bench.probe import ProbeSettings
     from specdash.bench.prompts import load_prompts
     from specdash.bench.tune import Journal, TuneEvent, TuneRunner, open_journal
-    from specdash.server.launch import pasteable
 
     plan = make_plan(args, cfg, levels)
     live = sys.stderr if args.json else sys.stdout
@@ -257,7 +256,9 @@ async def _tune(
         out = _report(plan, result)
         base = session.config.mode(plan.base_mode)
         exported = _exports(plan, result.policy, base, simulated=_simulated(base))
-        out["exports"] = [{**e.to_json(), "command": pasteable(replace(base, args=e.args), hc)} for e in exported]
+        from specdash.server.launch import paste_command
+
+        out["exports"] = [{**e.to_json(), "command": paste_command(base, hc, e.args)} for e in exported]
         verify_mode = args.verify
         if verify_mode is None and exported and not args.no_verify and result.aborted is None:
             chosen = next(
