@@ -149,7 +149,13 @@ def run(args: argparse.Namespace) -> int:
         meta = RunMeta(host=url.split("://", 1)[1], mode=args.mode)
         results = []
         for _ in range(args.repeats):
-            results.append(asyncio.run(run_sweep(url, config, prompts, store, on_progress, on_level_done, meta)))
+            results.append(
+                asyncio.run(
+                    run_sweep(
+                        url, config, prompts, store, on_progress=on_progress, on_level_done=on_level_done, run_meta=meta
+                    )
+                )
+            )
             if results[-1].aborted:
                 break
     if args.repeats > 1:

@@ -335,7 +335,7 @@ class RemoteSession:
             replace(config, mode=mode),
             prompts,
             self.store,
-            meta,
+            run_meta=meta,
             on_progress=progress,
             on_level_done=level_done,
             check_link=self._link_ok,
