@@ -50,7 +50,7 @@ from specdash.remote.host import RunResult
 from specdash.remote.options import SSHOptions
 from specdash.remote.ssherror import SSHError, SSHErrorKind
 from specdash.remote.tagging import PID_MARKER, reap_script, wrap_streamed
-from specdash.remote.target import Target, parse_target
+from specdash.target import Target, parse_target
 
 __all__ = ["SSHHost", "SSHOptions", "route_asyncssh_logging"]
 
