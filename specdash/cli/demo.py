@@ -13,7 +13,7 @@ HELP = "run the dashboard offline against the built-in SGLang simulator (no GPU,
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from specdash.demo import TIME_SCALE, TOUR_TIME_SCALE
+    from specdash.cli.demo_session import TIME_SCALE, TOUR_TIME_SCALE
 
     parser.add_argument(
         "--time-scale",
@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specdash.demo import TIME_SCALE, TOUR_TIME_SCALE
+    from specdash.cli.demo_session import TIME_SCALE, TOUR_TIME_SCALE
     from specdash.errors import UsageError
 
     if args.time_scale is None:
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _demo(autoplay: bool, time_scale: float) -> int:
-    from specdash.demo import demo_session
+    from specdash.cli.demo_session import demo_session
     from specdash.ui.app import make_app
 
     async with demo_session(time_scale, tour=autoplay) as demo:
