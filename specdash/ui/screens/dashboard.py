@@ -17,6 +17,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from specdash.core.events import ServerStatus
+from specdash.core.levels import DEFAULT_LEVELS
 from specdash.core.models import Phase
 from specdash.remote.events import Connected
 from specdash.server.session import Session
@@ -30,7 +31,7 @@ from specdash.ui.messages import (
     NoticePosted,
     StatusChanged,
 )
-from specdash.ui.screens.confirm import DEFAULT_LEVELS, ConfirmScreen, LevelsScreen
+from specdash.ui.screens.confirm import ConfirmScreen, LevelsScreen
 from specdash.ui.screens.keys import BENCH_BINDINGS, LOG_BINDINGS, MODE_BINDINGS, SERVER_BINDINGS
 from specdash.ui.widgets.bench import BenchPanel
 from specdash.ui.widgets.gpu import GpuPanel
