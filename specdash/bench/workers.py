@@ -269,12 +269,13 @@ class ProbePool:
                 pass
         deadline = loop.time() + timeout_s
         for w in self._workers:
+            # Joins run in a thread: this loop may be the UI's, and a blocking join would freeze it.
             await loop.run_in_executor(None, w.process.join, max(0.0, deadline - loop.time()))
             if w.process.is_alive():
                 w.process.terminate()
-                w.process.join(1.0)
+                await loop.run_in_executor(None, w.process.join, 1.0)
             if w.process.is_alive():
                 w.process.kill()
-                w.process.join(1.0)
+                await loop.run_in_executor(None, w.process.join, 1.0)
             w.conn.close()
         self._workers.clear()

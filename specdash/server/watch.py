@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -192,7 +193,7 @@ class ServerWatch:
         follower keeps advancing (a pause of `limit` s ends the wait; a flood may leave it far behind), at
         most `cap` s."""
         with contextlib.suppress(SSHError, ValueError, TimeoutError):
-            result = await self.host.run(f"stat -c %s {self.record.log_path}", timeout=limit)
+            result = await self.host.run(f"stat -c %s {shlex.quote(self.record.log_path)}", timeout=limit)
             size = int(result.stdout.strip() or 0)
             async with asyncio.timeout(cap):
                 while self.follower.offset < size:
