@@ -1,7 +1,7 @@
 """Probe worker processes: the probe runs off the caller's event loop (the UI's, or the CLI's).
 
 Each worker is a `spawn`ed process with its own event loop (uvloop when installed) and one long-lived
-`Probe` (one aiohttp session) for the whole sweep. The parent sends commands over a `multiprocessing`
+`Probe` (one `http1` connection pool) for the whole sweep. The parent sends commands over a `multiprocessing`
 pipe and receives compact messages back:
 
 | parent -> worker | worker -> parent |

@@ -132,11 +132,6 @@ class SSHHost:
         self._queues.append(queue)
         return queue
 
-    def unsubscribe(self, queue: asyncio.Queue[ConnectionEvent]) -> None:
-        """Stop feeding a queue from `subscribe()`."""
-        if queue in self._queues:
-            self._queues.remove(queue)
-
     def _emit(self, event: ConnectionEvent) -> None:
         log.info("%s: %s", self._name, event)
         if self._on_event is not None:
