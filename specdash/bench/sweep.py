@@ -48,14 +48,14 @@ from specdash.bench.levels import (
     validate_levels,
     validate_url,
 )
-from specdash.bench.probe import Headroom, LevelOutcome, LevelPlan, ListSink, Probe, ProbeSettings
+from specdash.bench.probe import Headroom, LevelOutcome, LevelPlan, Probe, ProbeSettings
 from specdash.bench.prompts import PromptSet
 from specdash.bench.samples import CONNECTION_FAILURES, RequestSample
 from specdash.bench.server_view import ServerClient, level_view, running_cap, warnings_for
 from specdash.bench.sse import Endpoint
 from specdash.bench.store import RunMeta, Store
 from specdash.bench.summary import summarize
-from specdash.bench.workers import Message, ProbePool, processes_for, split_level
+from specdash.bench.workers import LevelSink, ProbePool, processes_for, split_level
 from specdash.core.series import RateWindow
 from specdash.engines.registry import identify
 
@@ -128,6 +128,37 @@ async def _identify(server: ServerClient, info: Mapping[str, Any] | None) -> tup
     return engine, version
 
 
+class _AsWorker:
+    """The probe's `Sink` as probe `worker` of a `LevelSink`: the in-process path calls the level directly."""
+
+    def __init__(self, sink: LevelSink, worker: int) -> None:
+        self._sink = sink
+        self._worker = worker
+
+    def sample(self, sample: RequestSample) -> None:
+        self._sink.sample(self._worker, sample)
+
+    def tick(self, arrivals: list[tuple[int, int]], inflight: int, now_ns: int) -> None:
+        self._sink.tick(self._worker, arrivals, inflight, now_ns)
+
+
+class _WarmUp:
+    """The warm-up's `LevelSink`: its samples are dropped; only whether any succeeded, and the last error."""
+
+    def __init__(self) -> None:
+        self.ok = 0
+        self.last_error = ""
+
+    def sample(self, worker: int, sample: RequestSample) -> None:
+        if sample.ok:
+            self.ok += 1
+        elif sample.error is not None:
+            self.last_error = f"{sample.error.value}: {sample.detail[:120]}"
+
+    def tick(self, worker: int, arrivals: list[tuple[int, int]], inflight: int, now_ns: int) -> None:
+        pass
+
+
 class _InProcess:
     """The runner for `processes=0`: the probe in the caller's event loop (tests, embedding)."""
 
@@ -135,24 +166,14 @@ class _InProcess:
         self._probe = Probe(base_url, settings, prompts)
         self._entered = False
 
-    async def run_level(
-        self, plans: list[LevelPlan], on_message: Callable[[int, Message], None]
-    ) -> list[LevelOutcome | None]:
+    async def run_level(self, plans: list[LevelPlan], sink: LevelSink) -> list[LevelOutcome | None]:
         if not self._entered:
             await self._probe.__aenter__()
             self._entered = True
-
-        class _Sink(ListSink):
-            def sample(self, sample: RequestSample) -> None:
-                on_message(0, ("sample", sample))
-
-            def tick(self, arrivals: list[tuple[int, int]], inflight: int, now_ns: int) -> None:
-                on_message(0, ("tick", arrivals, inflight, now_ns))
-
         merged = dataclasses.replace(
             plans[0], concurrency=sum(p.concurrency for p in plans), index_step=1, first_index=0
         )
-        return [await self._probe.run_level(merged, _Sink())]
+        return [await self._probe.run_level(merged, _AsWorker(sink, 0))]
 
     def abort(self, reason: str) -> None:
         self._probe.stop(reason)
@@ -432,18 +453,7 @@ class Sweep:
         runner = self._runner
         assert runner is not None
         await _call(self.on_progress, LevelProgress(mode, c, "warmup", 0.0, 0.0, 0, 0, n_warm, 0))
-        ok = 0
-        last_error = ""
-
-        def on_warm(_wid: int, msg: Message) -> None:
-            nonlocal ok, last_error
-            if msg[0] == "sample":
-                s: RequestSample = msg[1]
-                if s.ok:
-                    ok += 1
-                elif s.error is not None:
-                    last_error = f"{s.error.value}: {s.detail[:120]}"
-
+        warm = _WarmUp()
         plans = self._plans(
             min(c, n_warm),
             n_warm,
@@ -451,13 +461,13 @@ class Sweep:
             max_seconds=self._max_seconds(),
             abort_after_connection_failures=max(3, c),
         )
-        outcomes = await runner.run_level(plans, on_warm)
-        if ok > 0:
+        outcomes = await runner.run_level(plans, warm)
+        if warm.ok > 0:
             return None
         aborted = next((o.aborted for o in outcomes if o is not None and o.aborted), None)
         if any(o is None for o in outcomes):
             aborted = aborted or "a probe process died"
-        return aborted or f"none of {n_warm} requests succeeded ({last_error or 'no answer'})"
+        return aborted or f"none of {n_warm} requests succeeded ({warm.last_error or 'no answer'})"
 
     async def _check_link_after_failure(self, losses: int) -> None:
         """Requests failed: ask whether the link still works (a cut link is declared lost only after keepalive)."""
@@ -491,7 +501,7 @@ class Sweep:
 
 
 class _LevelRun:
-    """The measured part of one level: its samples, live rate, metric polls and progress reports."""
+    """The measured part of one level (a `LevelSink`): its samples, live rate, metric polls, progress."""
 
     def __init__(
         self, sweep: Sweep, mode: str, c: int, total: int | None, run_id: int | None, level_id: int | None
@@ -531,7 +541,7 @@ class _LevelRun:
             parent.start()
         self._t0 = time.perf_counter_ns()
         try:
-            outcomes = await runner.run_level(plans, self._on_message)
+            outcomes = await runner.run_level(plans, self)
         finally:
             for h in helpers:
                 h.cancel()
@@ -543,16 +553,15 @@ class _LevelRun:
         """Whether any request failed or any probe stopped early."""
         return any(not s.ok for s in self.samples) or any(o is None or o.aborted for o in outcomes)
 
-    def _on_message(self, wid: int, msg: Message) -> None:
-        if msg[0] == "sample":
-            self._sample(msg[1])
-        elif msg[0] == "tick":
-            for t, tok in msg[1]:
-                self._rate.add(t, tok)
-            self._inflight[wid] = msg[2]
-            self._last_tick[wid] = msg[3]
+    def tick(self, worker: int, arrivals: list[tuple[int, int]], inflight: int, now_ns: int) -> None:
+        """`LevelSink`: live credits of one probe."""
+        for t, tok in arrivals:
+            self._rate.add(t, tok)
+        self._inflight[worker] = inflight
+        self._last_tick[worker] = now_ns
 
-    def _sample(self, s: RequestSample) -> None:
+    def sample(self, worker: int, s: RequestSample) -> None:
+        """`LevelSink`: a finished request, stored at once (the store's writer thread commits it)."""
         store = self.sweep.store
         self.samples.append(s)
         if store is not None and self.level_id is not None and self.run_id is not None:
