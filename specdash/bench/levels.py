@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from specdash.bench.probe import CLIENT_LIMIT_CPU_SHARE, CLIENT_LIMIT_LAG_MS, Headroom, ProbeSettings
+from specdash.bench.probe import Headroom, ProbeSettings
 from specdash.bench.server_view import ServerView
 from specdash.bench.summary import LevelStats
 from specdash.config import LINK_LOSS_POLICIES
@@ -117,18 +117,6 @@ class SweepConfig:
         return max(self.min_requests_factor * concurrency, 10)
 
 
-def parent_reasons(parent: Headroom | None) -> tuple[str, ...]:
-    """Why the sweep's own process (SSH forward, UI) may have limited a level; empty when it had headroom."""
-    if parent is None:
-        return ()
-    out = []
-    if parent.cpu_share >= CLIENT_LIMIT_CPU_SHARE:
-        out.append(f"sweep process (SSH forward, UI) CPU {parent.cpu_share:.0%} of a core")
-    if parent.loop_lag_p99_ms >= CLIENT_LIMIT_LAG_MS:
-        out.append(f"sweep process event-loop lag p99 {parent.loop_lag_p99_ms:.1f} ms")
-    return tuple(out)
-
-
 @dataclass(frozen=True)
 class LevelProgress:
     """Live state of the running level (about once a second)."""
@@ -181,11 +169,13 @@ class LevelResult:
     """Row id in the store."""
     parent: Headroom | None = None
     """The sweep's own process (it carries the SSH forward and the UI) when the probe ran in workers."""
+    client_limits: tuple[str, ...] = ()
+    """Evidence that the client distorted the level (`specdash.bench.headroom.judge`); empty when it did not."""
 
     @property
     def client_limited(self) -> bool:
-        """True when any probe process, or the sweep's own process, may have limited the level."""
-        return bool(parent_reasons(self.parent)) or any(h.client_limited for h in self.headroom)
+        """True when there is evidence that the client (probe or the process carrying the link) distorted it."""
+        return bool(self.client_limits)
 
     def to_row(self) -> LevelRow:
         """The bench table's row for this level."""

@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from specdash.bench.headroom import Load, evidence, judge
 from specdash.bench.levels import (
     DEFAULT_LEVELS,
     MAX_LEVEL,
@@ -42,7 +43,6 @@ from specdash.bench.levels import (
     LevelResult,
     SweepConfig,
     SweepResult,
-    parent_reasons,
     validate_levels,
     validate_url,
 )
@@ -106,8 +106,12 @@ class _ParentLoad:
             await asyncio.gather(self._task, return_exceptions=True)
         wall = max(1e-9, time.perf_counter() - self._t0)
         lags = sorted(self._lags) or [0.0]
-        p99 = lags[min(len(lags) - 1, int(0.99 * len(lags)))]
-        return Headroom((time.process_time() - self._cpu0) / wall, p99, lags[-1], 0.0, 0)
+        p90, p99 = (lags[min(len(lags) - 1, int(q * len(lags)))] for q in (0.90, 0.99))
+        return Headroom((time.process_time() - self._cpu0) / wall, p99, lags[-1], 0.0, 0, p90)
+
+
+def _load(h: Headroom) -> Load:
+    return Load(h.cpu_share, h.loop_lag_p90_ms, h.loop_lag_p99_ms)
 
 
 async def _call(cb: Callable[[Any], Awaitable[None] | None] | None, arg: Any) -> None:
@@ -174,6 +178,7 @@ class Sweep:
         on_progress: ProgressCallback | None = None,
         on_level_done: LevelCallback | None = None,
         check_link: Callable[[], Awaitable[bool]] | None = None,
+        link_in_process: bool = False,
     ) -> None:
         """Prepare a sweep (nothing is sent until `run`).
 
@@ -188,6 +193,8 @@ class Sweep:
             check_link: Asked, when a level's requests failed, whether the link to the server still works
                 (a cut link is declared lost only after keepalive, possibly after the level gave up);
                 False counts as a link loss.
+            link_in_process: This process carries the link to `base_url` (an SSH port forward): its own
+                event-loop lag then delays the streams (see `specdash.bench.headroom`).
         """
         self.base_url = validate_url(base_url)
         self.config = config
@@ -198,6 +205,7 @@ class Sweep:
         self.on_progress = on_progress
         self.on_level_done = on_level_done
         self.check_link = check_link
+        self.link_in_process = link_in_process
         self._stop: str | None = None
         self._stopped = asyncio.Event()
         self._link_down: str | None = None
@@ -481,7 +489,19 @@ class Sweep:
         stats = summarize(samples, c)
         view = level_view(before, after, polls, stats.wall_s, info_after, running_cap(info))
         headroom = tuple(o.headroom for o in outcomes if o is not None)
-        limited = tuple(r for h in headroom for r in h.reasons)
+        verdict = judge(
+            evidence(
+                samples,
+                c,
+                stats.window,
+                [_load(h) for h in headroom],
+                _load(parent_headroom) if parent_headroom is not None else None,
+                self.link_in_process,
+                view.max_running,
+                view.running_cap,
+            )
+        )
+        limited = verdict.reasons
         reasons = [o.aborted for o in outcomes if o is not None and o.aborted]
         if any(o is None for o in outcomes):
             reasons.append("a probe process died")
@@ -494,7 +514,7 @@ class Sweep:
             self._procs = min(cap, max(self._procs, len(plans) * 2))
         # Counter deltas cover whole requests, so compare them with the whole-level rate; gauges are decode rates.
         client_rate = stats.output_tok_s_wall if view.tok_s_source.startswith("Δ") else stats.output_tok_s
-        warnings = stats.warnings + warnings_for(c, client_rate, view, limited + parent_reasons(parent_headroom))
+        warnings = stats.warnings + warnings_for(c, client_rate, view, limited) + verdict.notes
         result = LevelResult(
             mode=mode,
             concurrency=c,
@@ -506,6 +526,7 @@ class Sweep:
             warnings=warnings,
             level_id=level_id,
             parent=parent_headroom,
+            client_limits=limited,
         )
         if self.store is not None and level_id is not None:
             self.store.finish_level(level_id, status, result.to_json(), result.abort_reason)

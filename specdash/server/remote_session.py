@@ -339,6 +339,7 @@ class RemoteSession:
             on_progress=progress,
             on_level_done=level_done,
             check_link=self._link_ok,
+            link_in_process=True,  # the port forward runs in this process (SSHHost)
         )
         if self.host.state is not ConnectionState.CONNECTED:
             runner.link_lost(f"connection {self.host.state.value}")
