@@ -8,8 +8,9 @@ exceeds `LIMIT` (1 %):
    Bound: the idle share `1 - achieved / C` (the aggregate is concave in C: C' streams give >= C'/C of it).
 2. Send delay large against the requests' duration: Σ delay / Σ (delay + E2E) over all of the level's
    requests (a share of slot time, not the p99 of a handful). Bound: that share.
-3. The probe's event loop stamped late: its tick lateness (p90) at both edges of the steady window.
-   Bound: 2 x lag p90 / window.
+3. The probe's event loop stamped late. A lateness common to every stamp cancels out of a rate; what moves
+   it is the difference between the lateness at the window's two edges, which the lag's p90 bounds.
+   Bound: lag p90 / window.
 4. The probe's core saturated (>= 90 % of a core; asyncio is single-threaded) while the server had headroom
    (it never ran C requests, below its own cap): the server was waiting on the client.
 
@@ -138,7 +139,7 @@ def evidence(
 
 
 def _stamp_bound(lag_p90_ms: float, window_s: float) -> float:
-    return 2 * lag_p90_ms / 1000 / window_s if window_s > 0 else 0.0
+    return lag_p90_ms / 1000 / window_s if window_s > 0 else 0.0
 
 
 def judge(ev: LevelEvidence) -> Verdict:

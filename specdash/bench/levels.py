@@ -212,6 +212,8 @@ class SweepResult:
     """Levels in the order they ran."""
     aborted: str | None
     """Why the sweep ended early."""
+    probe: dict[str, str] | None = None
+    """Where the probe ran and why: `{"where": "host", "python": "3.11.2"}` or `{"where": "local", "why": ...}`."""
 
     def curve(self) -> dict[int, float]:
         """Concurrency -> steady-state aggregate tok/s over finished levels (for `compute_crossover`)."""

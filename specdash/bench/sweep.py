@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from specdash.bench.agent.runner import AgentUnavailable, HostRunner
 from specdash.bench.headroom import Load, evidence, judge
 from specdash.bench.levels import (
     DEFAULT_LEVELS,
@@ -55,6 +56,7 @@ from specdash.bench.store import RunMeta, Store
 from specdash.bench.summary import summarize
 from specdash.bench.workers import Message, ProbePool, processes_for, split_level
 from specdash.core.series import RateWindow
+from specdash.remote.ssherror import SSHError
 
 __all__ = [
     "DEFAULT_LEVELS",
@@ -179,6 +181,7 @@ class Sweep:
         on_level_done: LevelCallback | None = None,
         check_link: Callable[[], Awaitable[bool]] | None = None,
         link_in_process: bool = False,
+        host_runner: Callable[[ProbeSettings, tuple[str, ...]], HostRunner] | None = None,
     ) -> None:
         """Prepare a sweep (nothing is sent until `run`).
 
@@ -195,6 +198,8 @@ class Sweep:
                 False counts as a link loss.
             link_in_process: This process carries the link to `base_url` (an SSH port forward): its own
                 event-loop lag then delays the streams (see `specdash.bench.headroom`).
+            host_runner: Makes the runner of a probe on the server's host (`specdash.bench.agent`); when
+                the host cannot run it, the sweep falls back to the local probe and records why.
         """
         self.base_url = validate_url(base_url)
         self.config = config
@@ -206,6 +211,9 @@ class Sweep:
         self.on_level_done = on_level_done
         self.check_link = check_link
         self.link_in_process = link_in_process
+        self.host_runner = host_runner
+        self.probe: dict[str, str] = {"where": "local", "why": "the server is reached directly"}
+        """Where the probe runs and why (stored with the run, in `SweepResult.probe`)."""
         self._stop: str | None = None
         self._stopped = asyncio.Event()
         self._link_down: str | None = None
@@ -214,7 +222,7 @@ class Sweep:
         self._link_back.set()
         self.interruptions: list[tuple[int, str]] = []
         """(concurrency, reason) of every level attempt a link loss interrupted."""
-        self._runner: ProbePool | _InProcess | None = None
+        self._runner: ProbePool | _InProcess | HostRunner | None = None
         self._procs = 1
         self._level_id: int | None = None
 
@@ -270,11 +278,8 @@ class Sweep:
                 settings = dataclasses.replace(settings, model=await server.model_id())
             settings = dataclasses.replace(settings, max_streams=max(settings.max_streams, max(self.levels)))
             engine, version = await _identify(server, info)
+            self._runner = await self._make_runner(settings)
             run_id = self._create_run(info, settings, engine, version)
-            if cfg.processes == 0:
-                self._runner = _InProcess(self.base_url, settings, self.prompts.prompts)
-            else:
-                self._runner = ProbePool(self.base_url, settings, self.prompts.prompts)
             results: list[LevelResult] = []
             aborted: str | None = None
             finished = False
@@ -302,7 +307,22 @@ class Sweep:
                     self.store.finish_run(run_id, status)
                     if not finished and self._level_id is not None:
                         self.store.finish_level(self._level_id, "interrupted", {}, "interrupted")
-        return SweepResult(run_id, tuple(results), aborted)
+        return SweepResult(run_id, tuple(results), aborted, dict(self.probe))
+
+    async def _make_runner(self, settings: ProbeSettings) -> ProbePool | _InProcess | HostRunner:
+        """The probe on the host when asked for and possible; else local, with the reason recorded."""
+        if self.host_runner is not None:
+            runner = self.host_runner(settings, self.prompts.prompts)
+            try:
+                python = await runner.prepare()
+            except (AgentUnavailable, SSHError) as exc:
+                self.probe = {"where": "local", "why": str(exc)}
+            else:
+                self.probe = {"where": "host", "python": python}
+                return runner
+        if self.config.processes == 0:
+            return _InProcess(self.base_url, settings, self.prompts.prompts)
+        return ProbePool(self.base_url, settings, self.prompts.prompts)
 
     async def _level_through_outages(
         self, c: int, server: ServerClient, info: Mapping[str, Any] | None, run_id: int | None
@@ -336,6 +356,7 @@ class Sweep:
         server_args = meta.server_args if meta.server_args is not None else info
         cfg = dataclasses.asdict(self.config)
         cfg["settings"] = dataclasses.asdict(settings)
+        cfg["probe"] = dict(self.probe)
         meta = dataclasses.replace(
             meta,
             mode=meta.mode or self.config.mode,
@@ -468,7 +489,7 @@ class Sweep:
             max_seconds=self._max_seconds(),
             abort_after_connection_failures=abort_after,
         )
-        parent = _ParentLoad() if isinstance(runner, ProbePool) else None
+        parent = None if isinstance(runner, _InProcess) else _ParentLoad()
         if parent is not None:
             parent.start()
         try:
@@ -504,7 +525,7 @@ class Sweep:
         limited = verdict.reasons
         reasons = [o.aborted for o in outcomes if o is not None and o.aborted]
         if any(o is None for o in outcomes):
-            reasons.append("a probe process died")
+            reasons.append(getattr(runner, "last_failure", None) or "a probe process died")
         if self._stop is not None:
             reasons.append(self._stop)
         status = "failed" if reasons else "done"
