@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from specdash.bench.probe import Headroom, ProbeSettings
 from specdash.bench.server_view import ServerView
 from specdash.bench.summary import LevelStats
-from specdash.config import LINK_LOSS_POLICIES
+from specdash.config import LINK_LOSS_POLICIES, PROBE_PLACES
 from specdash.core.events import BenchTick, LevelRow
 from specdash.errors import UsageError
 
@@ -90,12 +90,16 @@ class SweepConfig:
     interrupted level again; `stop` ends the sweep there. Either way every request sent so far is stored."""
     link_wait_s: float = 600.0
     """A pause longer than this ends the sweep."""
+    probe: str = "local"
+    """`host`: over SSH, run the probe on the server's host (`specdash.bench.agent`); `local`: here."""
     settings: ProbeSettings = field(default_factory=ProbeSettings)
     """Request shape and timeouts."""
 
     def __post_init__(self) -> None:
         if self.on_link_loss not in LINK_LOSS_POLICIES:
             raise UsageError(f"on_link_loss must be one of {', '.join(LINK_LOSS_POLICIES)}, got {self.on_link_loss!r}")
+        if self.probe not in PROBE_PLACES:
+            raise UsageError(f"probe must be one of {', '.join(PROBE_PLACES)}, got {self.probe!r}")
         if not self.link_wait_s > 0:
             raise UsageError(f"link_wait must be a positive number of seconds, got {self.link_wait_s!r}")
 
