@@ -1,15 +1,17 @@
 """Calibrate the client-limited rule (specdash/bench/headroom.py) against the simulator's ground truth.
 
-Run: .venv/bin/python benchmarks/headroom_calibration.py [--levels 2,8,32] [--repeats 4] [--output-len 64]
+Run: .venv/bin/python benchmarks/headroom_calibration.py [--levels 2,8,32] [--repeats 4] [--output-len 32]
+     [--waves 5]
 
 On a loaded 2-core box: the benchmark starts a bounded CPU hog pinned to CPU 0 (it ends by itself after
 `--hog-s`, and is killed by PID at the end), and one `specdash sim` on loopback with `--sim-request-log`.
-Then `run_sweep` (3 x C requests per level, at least 10) runs under four conditions, `--repeats` times each:
+Then `run_sweep` (`--waves` x C requests per level, at least 10) runs under four conditions, `--repeats` times each:
 
 - `clean`: the probe in a worker process, nothing else;
 - `ui-blocked`: the probe in a worker, the sweep's own event loop (the UI's) frozen 30 ms every 50 ms;
 - `probe-mild`: the probe in the sweep's loop (`processes=0`), frozen 3 ms every 50 ms;
-- `probe-heavy`: the same, frozen 25 ms every 50 ms: the client really holds load back and stamps late.
+- `probe-heavy`: the same, frozen 25 ms every 50 ms;
+- `probe-starved`: frozen 45 ms every 50 ms: the client really holds load back and stamps late.
 
 Truth per level: what the server did at C with a client that kept up. The simulator logs every request
 (receipt, decode steps, finish); `tests.wan.truth_samples` + `summarize` turn a level's records into the
@@ -50,6 +52,7 @@ CONDITIONS = {
     "ui-blocked": (1, 30.0),
     "probe-mild": (0, 3.0),
     "probe-heavy": (0, 25.0),
+    "probe-starved": (0, 45.0),
 }
 
 HOG = (
@@ -74,7 +77,9 @@ def start_sim(port: int, log: Path, out: Path) -> subprocess.Popen[bytes]:
     raise RuntimeError("simulator not healthy after 60 s")
 
 
-async def one_sweep(url: str, name: str, levels: tuple[int, ...], output_len: int) -> list[tuple[int, object, list]]:
+async def one_sweep(
+    url: str, name: str, levels: tuple[int, ...], output_len: int, waves: int
+) -> list[tuple[int, object, list]]:
     procs, freeze_ms = CONDITIONS[name]
 
     def freeze(p: LevelProgress) -> None:
@@ -86,7 +91,7 @@ async def one_sweep(url: str, name: str, levels: tuple[int, ...], output_len: in
     cfg = SweepConfig(
         mode=name,
         levels=levels,
-        min_requests_factor=3,
+        min_requests_factor=waves,
         processes=procs,
         progress_interval_s=0.05,
         settings=ProbeSettings(output_len=output_len),
@@ -101,7 +106,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--levels", default="2,8,32")
     parser.add_argument("--repeats", type=int, default=4)
-    parser.add_argument("--output-len", type=int, default=64)
+    parser.add_argument("--output-len", type=int, default=32)
+    parser.add_argument("--waves", type=int, default=5, help="requests per level = waves x C (at least 10)")
     parser.add_argument("--hog-s", type=float, default=1200.0, help="the CPU hog's own time limit")
     args = parser.parse_args()
     levels = tuple(int(x) for x in args.levels.split(","))
@@ -115,7 +121,9 @@ def main() -> None:
     try:
         for rep in range(args.repeats):
             for name in CONDITIONS:
-                for c, lv, samples in asyncio.run(one_sweep(f"http://127.0.0.1:{port}", name, levels, args.output_len)):
+                for c, lv, samples in asyncio.run(
+                    one_sweep(f"http://127.0.0.1:{port}", name, levels, args.output_len, args.waves)
+                ):
                     rows.append((rep, name, c, lv, samples))
                 print(f"[{time.strftime('%H:%M:%S')}] repeat {rep} {name} done", file=sys.stderr, flush=True)
     finally:
