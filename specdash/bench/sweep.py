@@ -517,7 +517,8 @@ class Sweep:
                 stats.window,
                 [_load(h) for h in headroom],
                 _load(parent_headroom) if parent_headroom is not None else None,
-                self.link_in_process,
+                # With the probe on the host, this process only receives records: its lag is the UI's alone.
+                self.link_in_process and not isinstance(runner, HostRunner),
                 view.max_running,
                 view.running_cap,
             )
