@@ -211,20 +211,31 @@ def read_truth(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def truth_samples(records: list[dict[str, Any]], samples: list[RequestSample]) -> list[RequestSample]:
+def truth_samples(
+    records: list[dict[str, Any]], samples: list[RequestSample], slack_s: float = 0.0
+) -> list[RequestSample]:
     """The simulator's own view of the requests of one level, as `RequestSample`s (so `summarize` gives the
     ground-truth TTFT/TPOT/ITL/tok/s by the very same definitions).
 
     A level's requests are the records created between its first send and its last end (the warmup wave is
     over before the first send; the next level's starts after the last end): the clocks agree, since both
     sides read CLOCK_MONOTONIC on one kernel. "Start" is the server's receipt, "chunks" its decode steps.
+    Samples from a probe agent sit on a clock estimated from its first record (late by up to the one-way
+    delay): `slack_s` widens the window by that much, and only records of the level's length are kept (the
+    warmups' requests are shorter).
     """
     if not samples:
         return []
-    lo = min(s.start_ns for s in samples) / 1e9
-    hi = max(s.end_ns for s in samples) / 1e9
+    lo = min(s.start_ns for s in samples) / 1e9 - slack_s
+    hi = max(s.end_ns for s in samples) / 1e9 + slack_s
+    length = max(s.requested_tokens for s in samples) if slack_s else None
+    chosen = [
+        r
+        for r in records
+        if lo <= r["created"] <= hi and r["first"] is not None and (length is None or r["tokens"] == length)
+    ]
     out = []
-    for k, rec in enumerate(r for r in records if lo <= r["created"] <= hi and r["first"] is not None):
+    for k, rec in enumerate(chosen):
         start = int(rec["created"] * 1e9)
         emitted = rec["emitted"]
         tokens = [n - (emitted[i - 1][1] if i else 0) for i, (_, n) in enumerate(emitted)]

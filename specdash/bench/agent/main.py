@@ -42,6 +42,9 @@ from specdash.bench.agent.wire import (
 from specdash.bench.probe import Probe
 from specdash.bench.samples import RequestSample
 
+TICK_BUCKET_NS = 10_000_000
+"""Live credits are summed per 10 ms in a tick record."""
+
 
 class _Out:
     """Lines to stdout from a thread; `gone` once stdout is closed (the channel went away)."""
@@ -92,7 +95,13 @@ class _Sink:
         self._out.send(line)
 
     def tick(self, arrivals: list[tuple[int, int]], inflight: int, now_ns: int) -> None:
-        self._out.send(dumps({"t": "k", "a": arrivals, "i": inflight, "now": now_ns}))
+        # The live chart needs a rate, not every chunk (the samples carry those): credits summed per
+        # TICK_BUCKET_NS keep a tick's size bounded whatever the event rate.
+        buckets: dict[int, int] = {}
+        for t, n in arrivals:
+            key = t - t % TICK_BUCKET_NS
+            buckets[key] = buckets.get(key, 0) + n
+        self._out.send(dumps({"t": "k", "a": sorted(buckets.items()), "i": inflight, "now": now_ns}))
 
 
 async def _run(job: dict[str, Any], plan_json: str, out: _Out, records: IO[str]) -> int:

@@ -6,7 +6,7 @@ Stdlib only (it runs on the host). Every line is an object with a type `t`:
 |---|---|---|
 | `hello` | `v` protocol, `py` Python version, `pid`, `now` host perf_counter_ns | at start |
 | `s` | `n` sequence number, `d` the sample as a list (`sample_to_list`) | a request finished or failed |
-| `k` | `a` [[arrival ns, tokens], ...], `i` in flight, `now` | every tick (live chart) |
+| `k` | `a` [[10 ms bucket start ns, tokens], ...], `i` in flight, `now` | every tick (live chart) |
 | `done` | `o` the outcome (sent, failed, aborted, headroom) | the level ended |
 | `crash` | `tb` the traceback | the agent failed |
 
