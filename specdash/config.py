@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specdash.core.stuck import DEFAULT_STUCK_TIMEOUTS, StuckPolicy, phase_named
 from specdash.errors import UsageError
 
 ENGINES = ("sglang", "vllm")
@@ -72,6 +73,9 @@ class ModeConfig:
     """One line shown in the mode list."""
     stop_timeout: float = 30.0
     """Seconds to wait after SIGTERM before SIGKILL of the process group."""
+    stuck: StuckPolicy = field(default_factory=StuckPolicy)
+    """When a startup phase counts as stuck, `[modes.NAME.stuck]`: `factor` x the slowest recorded
+    duration of the phase for this mode and host, at least `floor` seconds; or a fixed limit per phase."""
 
 
 @dataclass(frozen=True)
@@ -196,7 +200,7 @@ def _kind(value: Any) -> str:
 
 
 _HOST_KEYS = {"address", "jump", "identity_file", "known_hosts", "workdir", "python", "state_dir", "env"}
-_MODE_KEYS = {"extends", "engine", "model", "port", "args", "env", "launcher", "description", "stop_timeout"}
+_MODE_KEYS = {"extends", "engine", "model", "port", "args", "env", "launcher", "description", "stop_timeout", "stuck"}
 _TOP_KEYS = {"hosts", "modes", "ui", "bench", "keymap"}
 
 
@@ -315,4 +319,23 @@ def _mode(path: Path, name: str, raw: dict[str, Any], chain: tuple[str, ...]) ->
         launcher=t.strings("launcher") or (parent.launcher if parent else ()),
         description=t.string("description", parent.description if parent else "") or "",
         stop_timeout=t.number("stop_timeout", parent.stop_timeout if parent else 30.0, low=0, high=3600),
+        stuck=_stuck(_Table(path, f"modes.{name}.stuck", t.data.get("stuck", {})), parent.stuck if parent else None),
+    )
+
+
+def _stuck(t: _Table, parent: StuckPolicy | None) -> StuckPolicy:
+    base = parent or StuckPolicy()
+    fixed = dict(base.fixed)
+    for key in t.data:
+        if key in ("factor", "floor"):
+            continue
+        phase = phase_named(key)
+        if phase is None:
+            names = ", ".join(f'"{p.value}"' for p in DEFAULT_STUCK_TIMEOUTS)
+            raise t.error(key, f"neither factor, floor nor a startup phase ({names})")
+        fixed[phase] = t.number(key, 0.0, low=1.0, high=7 * 86400.0)
+    return StuckPolicy(
+        factor=t.number("factor", base.factor, low=1.0, high=100.0),
+        floor=t.number("floor", base.floor, low=1.0, high=7 * 86400.0),
+        fixed=fixed,
     )

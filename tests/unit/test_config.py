@@ -10,6 +10,7 @@ import pytest
 
 from specdash import config
 from specdash.cli.config import example_text
+from specdash.core.models import Phase
 from specdash.errors import UsageError
 
 P = Path("/cfg/config.toml")
@@ -76,6 +77,10 @@ BAD = [
     ("ui bell", "[ui]\nbell = 'yes'\n", "[ui] bell: must be true or false"),
     ("keymap", "[keymap]\nstart = 1\n", "[keymap] start: must be a string of keys"),
     ("stop_timeout", BASE + '[modes.c]\nextends = "base"\nstop_timeout = -1\n', "[modes.c] stop_timeout: -1"),
+    ("stuck phase", BASE + "[modes.base.stuck]\ncompiling = 60\n", "[modes.base.stuck] compiling: neither factor"),
+    ("stuck factor", BASE + "[modes.base.stuck]\nfactor = 0.5\n", "[modes.base.stuck] factor: 0.5 is out of range"),
+    ("stuck type", BASE + '[modes.base.stuck]\nwarming_up = "1m"\n', "[modes.base.stuck] warming_up: must be a number"),
+    ("stuck table", BASE + "[modes.c]\nextends = 'base'\nstuck = 3\n", "[modes.c.stuck] must be a table"),
 ]
 
 
@@ -86,6 +91,15 @@ def test_bad_config_names_file_table_and_key(case: str, text: str, message: str)
     assert str(P) in info.value.message
     assert message in info.value.message
     assert info.value.exit_code == 2
+
+
+def test_stuck_rules_per_mode_are_inherited_and_overridden() -> None:
+    text = BASE.replace("[modes.base]", '[modes.base]\nstuck = { factor = 4, "capturing CUDA graphs" = 900 }')
+    cfg = config.parse(text + '[modes.c]\nextends = "base"\n[modes.c.stuck]\nfloor = 30\ndist-init = 45\n', P)
+    child = cfg.mode("c").stuck
+    assert (child.factor, child.floor) == (4.0, 30.0)
+    assert dict(child.fixed) == {Phase.CAPTURING_GRAPHS: 900.0, Phase.DIST_INIT: 45.0}
+    assert cfg.mode("base").stuck.floor == 120.0
 
 
 def test_unknown_mode_lists_known_modes() -> None:
