@@ -126,3 +126,23 @@ def test_config_init_then_check(tmp_path: Path) -> None:
     assert again.returncode == 2 and "already exists" in again.stderr
     ok = subprocess.run([*run, "check", "--config", str(path)], capture_output=True, text=True)
     assert ok.returncode == 0 and "7 mode(s)" in ok.stdout
+
+
+def test_the_commented_simulator_block_is_a_working_config() -> None:
+    # `config init` writes it commented out; uncommented it must be valid and launch the simulator.
+    from specdash.engines.launch import launch_argv
+
+    lines = example_text().splitlines()
+    start = lines.index("# [hosts.mybox]")
+    end = lines.index("# [keymap]")
+    block = "\n".join(line[2:] if line.startswith("# ") else line.lstrip("#") for line in lines[start:end])
+    cfg = config.parse(block, P)
+    crash = cfg.mode("sim-crash")
+    argv = launch_argv(crash, cfg.hosts["mybox"])
+    assert argv[:5] == ["specdash-venv/bin/python", "-m", "specdash", "sim", "--model-path"]
+    assert "--sim-fault" in argv and "EAGLE3" in argv and "--enable-metrics" in argv
+    assert {m.launcher for m in cfg.modes.values()} == {("specdash-venv/bin/python", "-m", "specdash", "sim")}
+    from specdash.cli import build_parser
+
+    parsed = build_parser().parse_args(argv[3:])  # what the simulator on the host will parse
+    assert parsed.sim_fault == ["crash-at-batch=10"] and parsed.speculative_algorithm == "EAGLE3"
