@@ -11,9 +11,11 @@ import pytest
 from specdash import config
 from specdash.cli.config import example_text
 from specdash.core.models import Phase
+from specdash.engines.registry import names
 from specdash.errors import UsageError
 
 P = Path("/cfg/config.toml")
+ENGINES = names()
 
 BASE = """
 [modes.base]
@@ -25,7 +27,7 @@ env = { A = "1" }
 
 
 def test_example_config_is_valid() -> None:
-    cfg = config.parse(example_text(), P)
+    cfg = config.parse(example_text(), P, engines=ENGINES)
     eagle = cfg.mode("eagle3")
     assert eagle.engine == "sglang"
     assert eagle.args[:3] == ("--tp", "8", "--enable-metrics")
@@ -36,7 +38,9 @@ def test_example_config_is_valid() -> None:
 
 
 def test_extends_appends_args_and_merges_env() -> None:
-    cfg = config.parse(BASE + '[modes.child]\nextends = "base"\nargs = ["--x"]\nenv = { B = "2" }\nport = 31000\n', P)
+    cfg = config.parse(
+        BASE + '[modes.child]\nextends = "base"\nargs = ["--x"]\nenv = { B = "2" }\nport = 31000\n', P, engines=ENGINES
+    )
     child = cfg.mode("child")
     assert child.args == ("--tp", "8", "--x")
     assert dict(child.env) == {"A": "1", "B": "2"}
@@ -44,12 +48,14 @@ def test_extends_appends_args_and_merges_env() -> None:
 
 
 def test_shell_metacharacters_stay_literal() -> None:
-    cfg = config.parse(BASE + '[modes.evil]\nextends = "base"\nargs = ["--x", "a; rm -rf /", "$(id)"]\n', P)
+    cfg = config.parse(
+        BASE + '[modes.evil]\nextends = "base"\nargs = ["--x", "a; rm -rf /", "$(id)"]\n', P, engines=ENGINES
+    )
     assert cfg.mode("evil").args[-2:] == ("a; rm -rf /", "$(id)")
 
 
 def test_missing_file_is_empty_config(tmp_path: Path) -> None:
-    cfg = config.load(tmp_path / "none.toml")
+    cfg = config.load(tmp_path / "none.toml", engines=ENGINES)
     assert not cfg.hosts and not cfg.modes
 
 
@@ -87,7 +93,7 @@ BAD = [
 @pytest.mark.parametrize(("case", "text", "message"), BAD, ids=[b[0] for b in BAD])
 def test_bad_config_names_file_table_and_key(case: str, text: str, message: str) -> None:
     with pytest.raises(UsageError) as info:
-        config.parse(text, P)
+        config.parse(text, P, engines=ENGINES)
     assert str(P) in info.value.message
     assert message in info.value.message
     assert info.value.exit_code == 2
@@ -95,7 +101,9 @@ def test_bad_config_names_file_table_and_key(case: str, text: str, message: str)
 
 def test_stuck_rules_per_mode_are_inherited_and_overridden() -> None:
     text = BASE.replace("[modes.base]", '[modes.base]\nstuck = { factor = 4, "capturing CUDA graphs" = 900 }')
-    cfg = config.parse(text + '[modes.c]\nextends = "base"\n[modes.c.stuck]\nfloor = 30\ndist-init = 45\n', P)
+    cfg = config.parse(
+        text + '[modes.c]\nextends = "base"\n[modes.c.stuck]\nfloor = 30\ndist-init = 45\n', P, engines=ENGINES
+    )
     child = cfg.mode("c").stuck
     assert (child.factor, child.floor) == (4.0, 30.0)
     assert dict(child.fixed) == {Phase.CAPTURING_GRAPHS: 900.0, Phase.DIST_INIT: 45.0}
@@ -103,7 +111,7 @@ def test_stuck_rules_per_mode_are_inherited_and_overridden() -> None:
 
 
 def test_unknown_mode_lists_known_modes() -> None:
-    cfg = config.parse(BASE, P)
+    cfg = config.parse(BASE, P, engines=ENGINES)
     with pytest.raises(UsageError, match=r"unknown mode 'eagle' .* \(known modes: base\)"):
         cfg.mode("eagle")
 
@@ -130,13 +138,13 @@ def test_config_init_then_check(tmp_path: Path) -> None:
 
 def test_the_commented_simulator_block_is_a_working_config() -> None:
     # `config init` writes it commented out; uncommented it must be valid and launch the simulator.
-    from specdash.engines.launch import launch_argv
+    from specdash.server.launch import launch_argv
 
     lines = example_text().splitlines()
     start = lines.index("# [hosts.mybox]")
     end = lines.index("# [keymap]")
     block = "\n".join(line[2:] if line.startswith("# ") else line.lstrip("#") for line in lines[start:end])
-    cfg = config.parse(block, P)
+    cfg = config.parse(block, P, engines=ENGINES)
     crash = cfg.mode("sim-crash")
     argv = launch_argv(crash, cfg.hosts["mybox"])
     assert argv[:5] == ["specdash-venv/bin/python", "-m", "specdash", "sim", "--model-path"]
