@@ -257,6 +257,7 @@ class RemoteSession:
             record,
             self._emit_watch,
             history=history,
+            stuck=mode.stuck if (mode := self.config.modes.get(record.mode)) is not None else None,
             on_ready=self._save_startup,
             clock=self.clock,
             state_dir=self.host_config.state_dir,
