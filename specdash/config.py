@@ -96,6 +96,8 @@ class BenchConfig:
     """When the SSH link drops mid-sweep: `pause` (wait, then run the interrupted level again) or `stop`."""
     link_wait: float = 600.0
     """Seconds a paused sweep waits for the link before it stops."""
+    slo: str = ""
+    """An SLO every sweep is judged against, e.g. `ttft_p90=500ms,tpot_p90=50ms` (`--slo` overrides)."""
 
 
 @dataclass(frozen=True)
@@ -230,11 +232,19 @@ def parse(text: str, path: Path) -> Config:
     ui_table.check_keys({"bell", "theme"})
     ui = UIConfig(bell=ui_table.boolean("bell", True), theme=ui_table.string("theme", "textual-dark") or "")
     bench_table = _Table(path, "bench", data.get("bench", {}))
-    bench_table.check_keys({"on_link_loss", "link_wait"})
+    bench_table.check_keys({"on_link_loss", "link_wait", "slo"})
     on_link_loss = bench_table.string("on_link_loss", "pause") or ""
     if on_link_loss not in LINK_LOSS_POLICIES:
         raise bench_table.error("on_link_loss", f"must be one of {', '.join(LINK_LOSS_POLICIES)}, not {on_link_loss!r}")
-    bench = BenchConfig(on_link_loss, bench_table.number("link_wait", 600.0, low=1.0, high=7 * 86400.0))
+    slo = bench_table.string("slo", "") or ""
+    if slo:
+        from specdash.core.slo import SloError, parse_slo
+
+        try:
+            parse_slo(slo)
+        except SloError as exc:
+            raise bench_table.error("slo", str(exc)) from None
+    bench = BenchConfig(on_link_loss, bench_table.number("link_wait", 600.0, low=1.0, high=7 * 86400.0), slo)
     return Config(path=path, hosts=hosts, modes=modes, ui=ui, bench=bench, keymap=_keymap(path, data))
 
 

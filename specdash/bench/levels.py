@@ -17,6 +17,7 @@ from specdash.bench.server_view import ServerView
 from specdash.bench.summary import LevelStats
 from specdash.config import LINK_LOSS_POLICIES
 from specdash.core.events import BenchTick, LevelRow
+from specdash.core.slo import LevelSlo, Slo
 from specdash.errors import UsageError
 
 DEFAULT_LEVELS: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100)
@@ -92,6 +93,8 @@ class SweepConfig:
     """A pause longer than this ends the sweep."""
     settings: ProbeSettings = field(default_factory=ProbeSettings)
     """Request shape and timeouts."""
+    slo: Slo | None = None
+    """Judge every level against this SLO (attainment, goodput); `--slo` / `[bench] slo`."""
 
     def __post_init__(self) -> None:
         if self.on_link_loss not in LINK_LOSS_POLICIES:
@@ -181,6 +184,8 @@ class LevelResult:
     """Row id in the store."""
     parent: Headroom | None = None
     """The sweep's own process (it carries the SSH forward and the UI) when the probe ran in workers."""
+    slo: LevelSlo | None = None
+    """The level against the sweep's SLO, when one was given."""
 
     @property
     def client_limited(self) -> bool:
@@ -209,6 +214,7 @@ class LevelResult:
         """A JSON-ready dict (stored in `levels.result`)."""
         d = dataclasses.asdict(self)
         d["client_limited"] = self.client_limited
+        d["slo"] = None if self.slo is None else self.slo.to_json()
         return d
 
 

@@ -7,7 +7,7 @@ transactions on an OS crash or power loss, which is an acceptable trade for ~100
 
 | table | one row per | written by |
 |---|---|---|
-| `runs` | sweep of one mode (host, mode, engine, version, server args, prompts + hash) | `create_run` |
+| `runs` | sweep of one mode (host, mode, engine, version, server args, prompts + hash, provenance) | `create_run` |
 | `levels` | level of a run (stats, server view, headroom, warnings as JSON) | `finish_level` |
 | `samples` | request (timings, counts, failure reason, per-chunk arrays) | `add_sample` |
 | `startups` | server start (host, mode, per-phase durations, total, outcome) | the lifecycle, for ETAs |
@@ -44,7 +44,8 @@ CREATE TABLE IF NOT EXISTS runs (
     base_url TEXT NOT NULL DEFAULT '',
     config TEXT NOT NULL DEFAULT '{}',
     status TEXT NOT NULL DEFAULT 'running',
-    finished TEXT
+    finished TEXT,
+    provenance TEXT NOT NULL DEFAULT '{}'
 );
 CREATE TABLE IF NOT EXISTS levels (
     id INTEGER PRIMARY KEY,
@@ -126,6 +127,15 @@ def default_path() -> Path:
     return data_dir() / "specdash.db"
 
 
+def demo_path() -> Path:
+    """`data_dir()/demo.db`: the demo's runs stay out of the user's own store."""
+    return data_dir() / "demo.db"
+
+
+_ADDED_COLUMNS = (("runs", "provenance", "TEXT NOT NULL DEFAULT '{}'"),)
+"""Columns added after the first release: a store created before them gets them on open."""
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -166,6 +176,8 @@ class RunMeta:
     """The URL the probe used."""
     config: Mapping[str, Any] | None = None
     """The sweep configuration, stored as JSON."""
+    provenance: Mapping[str, Any] | None = None
+    """Where the figures come from (`specdash.bench.provenance`): command line, GPUs, versions, workload."""
 
 
 @dataclass(frozen=True)
@@ -222,6 +234,12 @@ class StartupRecord:
     """e.g. `ready`, `crashed`, `stopped`."""
 
 
+_RUN_COLUMNS = (
+    "id, created, host, mode, engine, engine_version, server_args, prompt_set, prompt_hash, endpoint,"
+    " output_len, base_url, config, status, provenance"
+)
+
+
 class Store:
     """One SQLite connection to the store (use from one thread)."""
 
@@ -241,6 +259,10 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=5000")
         self._db.executescript(SCHEMA)
+        for table, column, decl in _ADDED_COLUMNS:
+            have = {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
+            if column not in have:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
 
     def close(self) -> None:
         """Close the connection."""
@@ -264,7 +286,7 @@ class Store:
         """Record a new run; returns its id."""
         return self._insert(
             "INSERT INTO runs (created, host, mode, engine, engine_version, server_args, prompt_set, prompt_hash,"
-            " endpoint, output_len, base_url, config) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            " endpoint, output_len, base_url, config, provenance) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 _now(),
                 meta.host,
@@ -278,6 +300,7 @@ class Store:
                 meta.output_len,
                 meta.base_url,
                 json.dumps(redact(dict(meta.config or {})), default=str),
+                json.dumps(redact(dict(meta.provenance or {})), default=str),
             ),
         )
 
@@ -294,12 +317,12 @@ class Store:
 
     def runs(self) -> list[RunRecord]:
         """All runs, newest first."""
-        rows = self._db.execute("SELECT * FROM runs ORDER BY id DESC").fetchall()
+        rows = self._db.execute(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY id DESC").fetchall()
         return [self._run(r) for r in rows]
 
     def run(self, run_id: int) -> RunRecord | None:
         """One run, or None."""
-        row = self._db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+        row = self._db.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id=?", (run_id,)).fetchone()
         return None if row is None else self._run(row)
 
     def _run(self, r: tuple[Any, ...]) -> RunRecord:
@@ -315,6 +338,7 @@ class Store:
             output_len=r[10],
             base_url=r[11],
             config=json.loads(r[12]),
+            provenance=json.loads(r[14]),
         )
         return RunRecord(id=r[0], created=r[1], meta=meta, status=r[13])
 

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from specdash.bench.samples import RequestSample
+from specdash.core.slo import Outcome
 from specdash.core.series import (
     NS_PER_S,
     Percentiles,
@@ -158,3 +159,8 @@ def summarize(samples: Sequence[RequestSample], concurrency: int) -> LevelStats:
         tokens_per_chunk=total / chunks if chunks else None,
         warnings=tuple(warnings),
     )
+
+
+def outcomes(samples: Sequence[RequestSample]) -> list[Outcome]:
+    """What an SLO judges of each request (`core.slo.evaluate_level`); failed requests included."""
+    return [Outcome(s.ok, s.ttft_ms, s.tpot_ms, s.e2e_ms, s.output_tokens if s.ok else 0) for s in samples]

@@ -48,11 +48,14 @@ from specdash.bench.levels import (
 )
 from specdash.bench.probe import Headroom, LevelOutcome, LevelPlan, ListSink, Probe, ProbeSettings
 from specdash.bench.prompts import PromptSet
+from specdash.bench.provenance import build as build_provenance
 from specdash.bench.samples import CONNECTION_FAILURES, RequestSample
 from specdash.bench.server_view import ServerClient, level_view, running_cap, warnings_for
 from specdash.bench.sse import Endpoint
 from specdash.bench.store import RunMeta, Store
+from specdash.bench.summary import outcomes as slo_outcomes
 from specdash.bench.summary import summarize
+from specdash.core.slo import evaluate_level
 from specdash.bench.workers import Message, ProbePool, processes_for, split_level
 from specdash.core.series import RateWindow
 
@@ -328,6 +331,14 @@ class Sweep:
         server_args = meta.server_args if meta.server_args is not None else info
         cfg = dataclasses.asdict(self.config)
         cfg["settings"] = dataclasses.asdict(settings)
+        cfg["slo"] = None if self.config.slo is None else self.config.slo.spec()
+        load = {k: cfg[k] for k in ("requests_per_level", "duration_s", "warmup_requests")}
+        provenance = build_provenance(
+            self.prompts,
+            settings,
+            load={"levels": list(self.levels), **load},
+            extra={**dict(meta.provenance or {}), "engine": engine, "engine_version": version, "slo": cfg["slo"]},
+        )
         meta = dataclasses.replace(
             meta,
             mode=meta.mode or self.config.mode,
@@ -340,6 +351,7 @@ class Sweep:
             output_len=settings.output_len,
             base_url=self.base_url,
             config=cfg,
+            provenance=provenance,
         )
         return self.store.create_run(meta)
 
@@ -506,6 +518,7 @@ class Sweep:
             warnings=warnings,
             level_id=level_id,
             parent=parent_headroom,
+            slo=None if cfg.slo is None else evaluate_level(slo_outcomes(samples), c, stats.wall_s, cfg.slo),
         )
         if self.store is not None and level_id is not None:
             self.store.finish_level(level_id, status, result.to_json(), result.abort_reason)

@@ -80,6 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1,
         help="run the whole sweep N times (A/B in A-B-B-A order) and report median ± MAD per level (default 1)",
     )
+    from specdash.cli._slo import add_slo_argument
+
+    add_slo_argument(parser)
     parser.add_argument("--db", type=Path, help="store file (default: the data dir's specdash.db)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (live lines go to stderr)")
 
@@ -101,12 +104,15 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--link-wait must be positive")
     if not 1 <= args.repeats <= MAX_REPEATS:
         raise UsageError(f"--repeats must be between 1 and {MAX_REPEATS}, got {args.repeats}")
+    from specdash.cli._slo import slo_from
+
+    slo = slo_from(args.slo)
 
     import asyncio
 
     from specdash.bench.probe import ProbeSettings, install_uvloop
     from specdash.bench.prompts import load_prompts
-    from specdash.bench.report import level_table, progress_line
+    from specdash.bench.report import level_table, progress_line, sweep_verdict
     from specdash.bench.sse import Endpoint
     from specdash.bench.store import RunMeta, Store
     from specdash.bench.sweep import LevelProgress, LevelResult, SweepConfig, run_sweep
@@ -122,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         level_timeout_s=args.level_timeout,
         flush_cache=args.flush_cache,
         processes=args.processes,
+        slo=slo,
         settings=ProbeSettings(
             endpoint=Endpoint(args.endpoint),
             output_len=args.output_len,
@@ -157,11 +164,13 @@ def run(args: argparse.Namespace) -> int:
     result = results[0]
     levels_json = [lv.to_json() for lv in result.levels]
     if args.json:
-        print(json.dumps({"run_id": result.run_id, "aborted": result.aborted, "levels": levels_json}, default=str))
+        print(json.dumps({"run_id": result.run_id, "aborted": result.aborted, "levels": levels_json,
+                          "verdict": sweep_verdict({args.mode: result}, slo)}, default=str))  # fmt: skip
     else:
         print()
         print(f"run {result.run_id} ({args.mode}, {prompts.name} prompts, {args.endpoint}, {args.output_len} tokens)")
         print(level_table(levels_json))
+        print(sweep_verdict({args.mode: result}, slo))
         if result.aborted:
             print(f"sweep stopped: {result.aborted}")
     return 0 if result.aborted is None else 1
@@ -171,8 +180,9 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
     """The HOST form: start or switch each mode through the lifecycle, sweep it, compare."""
     from dataclasses import replace
 
-    from specdash.bench.report import level_table
+    from specdash.bench.report import level_table, sweep_verdict
     from specdash.cli._host import connected, host_config, load_config
+    from specdash.cli._slo import slo_from
     from specdash.cli._live import StatusPrinter
     from specdash.core.compare import compute_crossover
     from specdash.core.events import BenchTick, BenchUpdate
@@ -204,6 +214,7 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
 
     config = replace(
         config,
+        slo=config.slo or slo_from(cfg.bench.slo, f"{cfg.path or 'config'}: [bench] slo"),
         progress_interval_s=1.0,
         on_link_loss=args.on_link_loss or cfg.bench.on_link_loss,
         link_wait_s=args.link_wait or cfg.bench.link_wait,
@@ -232,14 +243,15 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
         if crossover is not None:
             out["crossover"] = {"kind": crossover.kind.value, "concurrency": crossover.concurrency,
                                 "disable_above": crossover.disable_above}  # fmt: skip
+        out["verdict"] = sweep_verdict({m: results[m] for m in modes if m in results}, config.slo)
         print(json.dumps(out, default=str))
     else:
+        reference = curves[modes[0]] if len(results) >= 2 and modes[0] in curves else None
         for mode, r in results.items():
             print(f"\nrun {r.run_id} ({mode} on {args.host})")
-            print(level_table([lv.to_json() for lv in r.levels]))
-        if crossover is not None:
-            where = f"C = {crossover.concurrency:.1f}" if crossover.concurrency else crossover.kind.value
-            print(f"\ncrossover {modes[1]} vs {modes[0]}: {where}; disable speculation above {crossover.disable_above}")
+            print(level_table([lv.to_json() for lv in r.levels], None if mode == modes[0] else reference))
+        print()
+        print(sweep_verdict({m: results[m] for m in modes if m in results}, config.slo))
     return 0 if all(r.aborted is None for r in results.values()) else 1
 
 

@@ -1,0 +1,155 @@
+"""The pure logic of results: SLO arithmetic, the Pareto frontier, speedups and the verdict."""
+
+from __future__ import annotations
+
+import pytest
+
+from specdash.core.pareto import ParetoPoint, frontier, gpu_count, points_for, staircase
+from specdash.core.slo import Outcome, SloError, evaluate_level, goodput_curve, max_concurrency_meeting, parse_slo
+from specdash.core.verdict import speedups, verdict
+
+# -- SLO ---------------------------------------------------------------------------------------------------
+
+
+def test_parse_slo_units_and_labels() -> None:
+    slo = parse_slo("ttft_p90=500ms, tpot_p99=0.05s,e2e_p50=2000")
+    assert [(t.metric, t.percentile, t.limit_ms) for t in slo.targets] == [
+        ("ttft", 90, 500),
+        ("tpot", 99, 50),
+        ("e2e", 50, 2000),
+    ]
+    assert slo.text == "ttft_p90≤500ms, tpot_p99≤50ms, e2e_p50≤2000ms"
+    assert parse_slo(slo.spec()) == slo
+
+
+@pytest.mark.parametrize(
+    ("text", "part"),
+    [
+        ("", "empty"),
+        ("ttft=500ms", "METRIC_pNN"),
+        ("foo_p90=5ms", "unknown metric"),
+        ("ttft_p0=5ms", "percentile"),
+        ("ttft_p90=-5ms", "positive duration"),
+        ("ttft_p90=fast", "positive duration"),
+        ("ttft_p90=0ms", "positive"),
+        ("ttft_p90=5ms,ttft_p90=6ms", "twice"),
+        ("ttft_p90=5ms,,", "empty target"),
+    ],
+)
+def test_parse_slo_rejects(text: str, part: str) -> None:
+    with pytest.raises(SloError, match=part):
+        parse_slo(text)
+
+
+def _ok(ttft: float, tpot: float | None, tokens: int = 100) -> Outcome:
+    return Outcome(True, ttft, tpot, ttft + (tpot or 0) * tokens, tokens)
+
+
+def test_level_attainment_counts_errors_as_misses() -> None:
+    slo = parse_slo("ttft_p90=500ms,tpot_p90=50ms")
+    outcomes = [_ok(100, 20)] * 8 + [_ok(900, 20)] + [Outcome(False)]
+    lv = evaluate_level(outcomes, 4, wall_s=10.0, slo=slo)
+    assert lv.sent == 10 and lv.good == 8
+    assert lv.attainment == pytest.approx(0.8)
+    # ttft: 8/10 within 500 ms < 90 %: the level misses the SLO although every successful TPOT is fine.
+    shares = {t.target.metric: t.share for t in lv.targets}
+    assert shares == {"ttft": pytest.approx(0.8), "tpot": pytest.approx(0.9)}
+    assert not lv.meets
+    assert lv.request_goodput == pytest.approx(0.8)
+    assert lv.token_goodput == pytest.approx(80.0)
+
+
+def test_level_meets_at_exactly_the_percentile_and_single_token_requests_meet_tpot() -> None:
+    slo = parse_slo("ttft_p90=500ms,tpot_p90=50ms")
+    outcomes = [_ok(100, None, 1)] * 9 + [_ok(600, 80)]
+    lv = evaluate_level(outcomes, 1, wall_s=1.0, slo=slo)
+    assert lv.meets and lv.good == 9
+
+
+def test_max_concurrency_meeting_is_contiguous_from_the_lowest_level() -> None:
+    slo = parse_slo("ttft_p50=100ms")
+    good = [_ok(50, 10)] * 4
+    bad = [_ok(500, 10)] * 4
+    levels = [evaluate_level(o, c, 1.0, slo) for c, o in ((1, good), (2, good), (5, bad), (10, good))]
+    assert max_concurrency_meeting(levels) == 2
+    assert max_concurrency_meeting(levels[2:]) is None
+    assert goodput_curve(levels)[5] == 0.0
+
+
+# -- Pareto ------------------------------------------------------------------------------------------------
+
+
+def test_frontier_drops_dominated_points_across_modes() -> None:
+    pts = [
+        ParetoPoint("base", 1, 100, 50),
+        ParetoPoint("base", 8, 600, 30),
+        ParetoPoint("base", 32, 1000, 10),
+        ParetoPoint("spec", 1, 180, 90),
+        ParetoPoint("spec", 8, 550, 28),  # dominated by base C=8
+        ParetoPoint("spec", 32, 700, 9),  # dominated by base C=32
+    ]
+    front = frontier(pts)
+    assert [(p.mode, p.concurrency) for p in front] == [("base", 32), ("base", 8), ("spec", 1)]
+    corners = staircase(front)
+    assert corners[0] == (0.0, 1000) and corners[1] == (10, 1000)
+    assert corners[-1] == (90, 0.0)
+    # A step function: y never rises left to right.
+    assert all(b[1] <= a[1] for a, b in zip(corners, corners[1:], strict=False))
+
+
+def test_frontier_per_gpu_changes_the_winner() -> None:
+    a = ParetoPoint("tp1", 1, 100, 50, gpus=1)
+    b = ParetoPoint("tp8", 1, 400, 50, gpus=8)
+    assert frontier([a, b]) == [b]
+    assert frontier([a, b], per_gpu=True) == [a]
+
+
+def test_points_and_gpu_count() -> None:
+    pts = points_for("m", [(2, 300.0, 20.0), (1, 100.0, None), (4, 500.0, 25.0)], gpus=2)
+    assert [(p.concurrency, p.per_user_tok_s, p.per_gpu_tok_s) for p in pts] == [(2, 50.0, 150.0), (4, 40.0, 250.0)]
+    assert gpu_count({"tp_size": 4, "dp_size": 2}) == 8
+    assert gpu_count({"tensor_parallel_size": 2}) == 2
+    assert gpu_count(None, ["python", "-m", "sglang.launch_server", "--tp", "8"]) == 8
+    assert gpu_count(None, ["vllm", "serve", "m", "--tensor-parallel-size=2", "--data-parallel-size", "2"]) == 4
+    assert gpu_count({"tp_size": True}, []) == 1
+
+
+# -- verdict -----------------------------------------------------------------------------------------------
+
+
+def test_speedups_and_verdict_crossing() -> None:
+    base = {1: 100.0, 2: 190.0, 5: 400.0, 10: 700.0}
+    spec = {1: 180.0, 2: 250.0, 5: 380.0, 10: 560.0}
+    assert speedups(base, spec) == {1: 1.8, 2: pytest.approx(250 / 190), 5: 0.95, 10: 0.8}
+    text = verdict({"baseline": base, "eagle3": spec})
+    assert text.startswith("eagle3 beats baseline up to C≈")
+    assert "best 1.80x at C=1" in text and "disable speculation above 4 running requests" in text
+
+
+def test_verdict_single_mode_never_and_slo() -> None:
+    assert verdict({}) == ""
+    assert verdict({"baseline": {1: 10.0, 4: 30.0}}).startswith("baseline: peak 30 tok/s at C=4")
+    never = verdict({"b": {1: 100.0, 2: 200.0}, "s": {1: 90.0, 2: 150.0}})
+    assert "s never beats b: 0.90x at C=1, down to 0.75x" in never
+    slo = verdict(
+        {"b": {1: 100.0, 2: 200.0}, "s": {1: 150.0, 2: 220.0}},
+        slo_text="ttft_p90≤500ms",
+        capacity={"b": 2, "s": None},
+        goodput={"b": {1: 100.0, 2: 200.0}, "s": {1: 150.0, 2: 100.0}},
+    )
+    assert "Under the SLO (ttft_p90≤500ms): b up to C=2, s at no level" in slo
+    assert "s beats b in goodput up to C≈" in slo
+
+
+# -- acceptance --------------------------------------------------------------------------------------------
+
+
+def test_accept_alarm() -> None:
+    from specdash.core.acceptance import accept_alarm, is_speculative
+
+    assert accept_alarm("eagle3", [1.0, 1.02, None]) is not None
+    assert accept_alarm("eagle3", [1.0, 2.4]) is None
+    assert accept_alarm("baseline", [None]) is None
+    assert is_speculative({"speculative_algorithm": "EAGLE3"})
+    assert not is_speculative({"speculative_algorithm": None})
+    assert is_speculative(None, ["vllm", "serve", "--speculative-config", "{}"])
