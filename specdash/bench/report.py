@@ -157,7 +157,9 @@ def sweep_verdict(results: Mapping[str, SweepResult], slo: Slo | None = None) ->
     if slo is None:
         text = verdict(curves)
     else:
-        judged = {m: [lv.slo for lv in r.levels if lv.slo is not None and lv.status == "done"] for m, r in results.items()}
+        judged = {
+            m: [lv.slo for lv in r.levels if lv.slo is not None and lv.status == "done"] for m, r in results.items()
+        }
         text = verdict(
             curves,
             slo_text=slo.text,

@@ -10,11 +10,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from specdash.bench.provenance import differences
 from specdash.bench.store import RunRecord, Store
 from specdash.bench.summary import outcomes
-from specdash.core.pareto import ParetoPoint, gpu_count, points_for
-from specdash.bench.provenance import differences
 from specdash.core.acceptance import accept_alarm, is_speculative
+from specdash.core.pareto import ParetoPoint, gpu_count, points_for
 from specdash.core.slo import LevelSlo, Slo, evaluate_level, goodput_curve, max_concurrency_meeting
 from specdash.core.verdict import verdict
 from specdash.errors import UsageError

@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from specdash.bench.samples import RequestSample
-from specdash.core.slo import Outcome
 from specdash.core.series import (
     NS_PER_S,
     Percentiles,
@@ -36,6 +35,7 @@ from specdash.core.series import (
     steady_state_window,
     tokens_in_window,
 )
+from specdash.core.slo import Outcome
 
 MIN_STEADY_FRACTION = 0.2
 """A steady window shorter than this fraction of the level is too short to trust; use the whole level."""

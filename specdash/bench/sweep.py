@@ -55,9 +55,9 @@ from specdash.bench.sse import Endpoint
 from specdash.bench.store import RunMeta, Store
 from specdash.bench.summary import outcomes as slo_outcomes
 from specdash.bench.summary import summarize
-from specdash.core.slo import evaluate_level
 from specdash.bench.workers import Message, ProbePool, processes_for, split_level
 from specdash.core.series import RateWindow
+from specdash.core.slo import evaluate_level
 
 __all__ = [
     "DEFAULT_LEVELS",

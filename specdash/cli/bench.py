@@ -182,8 +182,8 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
 
     from specdash.bench.report import level_table, sweep_verdict
     from specdash.cli._host import connected, host_config, load_config
-    from specdash.cli._slo import slo_from
     from specdash.cli._live import StatusPrinter
+    from specdash.cli._slo import slo_from
     from specdash.core.compare import compute_crossover
     from specdash.core.events import BenchTick, BenchUpdate
 

@@ -62,7 +62,10 @@ def run(args: argparse.Namespace) -> int:
     if slo is not None:
         for r, n in zip(runs, names, strict=True):
             print(f"\n{n} under {slo.text}")
-            rows = [{"concurrency": lv.concurrency, "status": lv.status, "stats": dict(lv.stats),
-                     "server": dict(lv.server), "slo": lv.slo.to_json() if lv.slo else None} for lv in r.levels]  # fmt: skip
+            rows = [
+                {"concurrency": lv.concurrency, "status": lv.status, "stats": dict(lv.stats),
+                 "server": dict(lv.server), "slo": lv.slo.to_json() if lv.slo else None}
+                for lv in r.levels
+            ]  # fmt: skip
             print(level_table(rows, None if r is runs[0] else runs[0].curve()))
     return 0

@@ -19,8 +19,12 @@ HELP = "write stored runs as one self-contained HTML report (verdict, tables, ch
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the report flags."""
-    parser.add_argument("runs", nargs="+", type=int, metavar="RUN", help="run ids, reference first (see 'specdash runs')")
-    parser.add_argument("-o", "--output", type=Path, default=Path("report.html"), help="HTML file (default %(default)s)")
+    parser.add_argument(
+        "runs", nargs="+", type=int, metavar="RUN", help="run ids, reference first (see 'specdash runs')"
+    )
+    parser.add_argument(
+        "-o", "--output", type=Path, default=Path("report.html"), help="HTML file (default %(default)s)"
+    )
     parser.add_argument("--png", type=Path, metavar="DIR", help="also write each chart as DIR/NAME.png")
     add_slo_argument(parser)
     parser.add_argument("--tpot", choices=["p50", "p90"], default="p50", help="TPOT percentile of the Pareto x axis")

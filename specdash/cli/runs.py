@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from specdash.errors import UsageError
 
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
             ids = sorted(groups.get(str(sid), [rec.id])) if sid else [rec.id]
             runs = [data[i] if i in data else load_run(store, i) for i in ids]
             verdicts[rec.id] = runs_verdict(runs)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for rec in records:
         d = data[rec.id]
         rows.append(

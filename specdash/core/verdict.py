@@ -75,9 +75,7 @@ def verdict(
     for mode in modes[1:]:
         parts.append(crossover_sentence(mode, ref, compute_crossover(curves[ref], curves[mode])))
     if slo_text and capacity is not None:
-        within = ", ".join(
-            f"{m} up to C={c}" if c is not None else f"{m} at no level" for m, c in capacity.items()
-        )
+        within = ", ".join(f"{m} up to C={c}" if c is not None else f"{m} at no level" for m, c in capacity.items())
         sentence = f"Under the SLO ({slo_text}): {within}"
         if goodput is not None:
             g_modes = [m for m in modes if goodput.get(m)]

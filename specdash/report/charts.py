@@ -16,6 +16,7 @@ import matplotlib
 matplotlib.use("Agg")  # before pyplot: never a display, never a GUI toolkit
 
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
 
@@ -44,7 +45,7 @@ def colour(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
 
 
-def _log_c_axis(ax: plt.Axes, levels: Sequence[int]) -> None:
+def _log_c_axis(ax: Axes, levels: Sequence[int]) -> None:
     """A log concurrency axis labelled at exactly the measured levels."""
     ax.set_xscale("log")
     if levels:
@@ -60,7 +61,7 @@ def _levels(series: Sequence[Series]) -> list[int]:
     return sorted({c for s in series for c in s.points})
 
 
-def _new(width: float = 6.4, height: float = 3.6) -> tuple[Figure, plt.Axes]:
+def _new(width: float = 6.4, height: float = 3.6) -> tuple[Figure, Axes]:
     fig = Figure(figsize=(width, height), layout="constrained")
     return fig, fig.add_subplot()
 

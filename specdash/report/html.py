@@ -95,8 +95,8 @@ def build_figures(runs: Sequence[RunData], slo: Slo | None = None, tpot_pct: str
     if any(v is not None for s in series for v in s.extra["accept"].values()):
         figs["acceptance"] = charts.acceptance_chart(series)
     if slo is not None:
-        figs["goodput"] = charts.goodput_chart([charts.Series(n, r.goodput()) for n, r in zip(names, runs, strict=True)],
-                                               slo.text)  # fmt: skip
+        goodput = [charts.Series(n, r.goodput()) for n, r in zip(names, runs, strict=True)]
+        figs["goodput"] = charts.goodput_chart(goodput, slo.text)
     return figs
 
 
