@@ -7,6 +7,7 @@ import asyncio
 import os
 import signal
 from collections.abc import Callable
+from pathlib import Path
 
 NAME = "demo"
 HELP = "run the dashboard offline against the built-in SGLang simulator (no GPU, no sshd needed)"
@@ -26,6 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="a one-minute tour for presenters: baseline, sweep, EAGLE-3, sweep, crossover (any key stops it)",
     )
+    parser.add_argument(
+        "--db", type=Path, help="store file (default: the demo's own, data dir's demo.db; see 'specdash runs --demo')"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,14 +40,14 @@ def run(args: argparse.Namespace) -> int:
         args.time_scale = TOUR_TIME_SCALE if args.autoplay else TIME_SCALE
     if not 0 < args.time_scale <= 10:
         raise UsageError(f"--time-scale must be in (0, 10], not {args.time_scale}")
-    return asyncio.run(_demo(args.autoplay, args.time_scale))
+    return asyncio.run(_demo(args.autoplay, args.time_scale, args.db))
 
 
-async def _demo(autoplay: bool, time_scale: float) -> int:
+async def _demo(autoplay: bool, time_scale: float, db: Path | None) -> int:
     from specdash.demo import demo_session
     from specdash.ui.app import make_app
 
-    async with demo_session(time_scale, tour=autoplay) as demo:
+    async with demo_session(time_scale, tour=autoplay, db=db) as demo:
         app = make_app(demo.session, autoplay=autoplay)
         loop = asyncio.get_running_loop()
         # SIGTERM: quit as with `q`; the demo's cleanup then stops its simulator.

@@ -56,3 +56,14 @@ async def poll_gpus(host: Host, emit: Callable[[SessionEvent], None]) -> None:
         except SSHError:
             pass
         await asyncio.sleep(GPU_EVERY_S)
+
+
+async def gpu_inventory(host: Host) -> dict[str, object] | None:
+    """The host's GPUs (`{count, models, driver, memory_mib}`) for a run's provenance; None without nvidia-smi."""
+    from specdash.bench.provenance import GPU_QUERY, parse_gpu_inventory
+
+    try:
+        result = await host.run(f"command -v nvidia-smi >/dev/null 2>&1 && {GPU_QUERY}", timeout=15.0)
+    except SSHError:
+        return None
+    return parse_gpu_inventory(result.stdout) if result.ok else None
