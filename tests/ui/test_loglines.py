@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from specdash.ui.widgets.loglines import Classifier, Kind, level_spans, match_spans, prefix_span, rank_spans
+from specdash.ui.widgets.loglines import (
+    Classifier,
+    Kind,
+    level_spans,
+    match_spans,
+    prefix_span,
+    rank_spans,
+    timestamp_span,
+)
 from tests.ui import scenarios as sc
 from tests.ui.conftest import AppFactory
 
@@ -68,3 +76,24 @@ async def test_log_view_keeps_a_bounded_ring_under_a_flood(build: AppFactory) ->
             session.emit(batch)
             await pilot.pause()
         assert len(view.shown) == 5_000 and view.scroll_offset.y == view.max_scroll_y
+
+
+def test_timestamp_span_keeps_ranks_and_messages() -> None:
+    def without(line: str) -> str:
+        span = timestamp_span(line)
+        return line if span is None else line[: span[0]] + line[span[1] :]
+
+    assert without("[2025-04-16 14:23:30 TP0] Capture cuda graph end.") == "[TP0] Capture cuda graph end."
+    assert without("[2025-04-16 14:23:31] INFO:     Uvicorn running") == "INFO:     Uvicorn running"
+    assert without("INFO 04-16 14:22:53 [core.py:1] Waiting") == "INFO [core.py:1] Waiting"
+    assert (
+        without("(EngineCore_DP0 pid=1) INFO 04-16 14:22:53 [core.py:1] x")
+        == "(EngineCore_DP0 pid=1) INFO [core.py:1] x"
+    )
+    # No timestamp: a tqdm time, a time in the message, a line that only looks like one.
+    for line in (
+        "Loading safetensors checkpoint shards:  29% Completed | 5/17 [00:03<00:09,  1.30it/s]",
+        '  File "/sglang/srt/managers/scheduler.py", line 1999',
+        f"{'x' * 90} at 2025-04-16 14:23:30",
+    ):
+        assert without(line) == line

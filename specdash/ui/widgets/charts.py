@@ -198,7 +198,7 @@ class LiveChart(ThrottledPlot):
 
 
 CHART_VIEWS = ("tok/s by concurrency", "speedup", "Pareto")
-"""What the curves chart can show (`v` cycles through them)."""
+"""What the curves chart can show (`p` cycles through them)."""
 
 
 class CurvesChart(ThrottledPlot):
@@ -227,7 +227,7 @@ class CurvesChart(ThrottledPlot):
     def cycle_view(self) -> str:
         """Show the next view; returns its name."""
         self.view = (self.view + 1) % len(CHART_VIEWS)
-        self.border_title = f"{CHART_VIEWS[self.view]} (v: next view)"
+        self.border_title = f"{CHART_VIEWS[self.view]} (p: next view)"
         self._version += 1
         self.refresh()
         return CHART_VIEWS[self.view]

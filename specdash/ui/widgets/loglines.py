@@ -32,6 +32,12 @@ _PREFIX = re.compile(r"^\[[^\]]{0,60}\]")
 _RANK_WORD = re.compile(r"\b(?:DP|TP|PP|EP)\d+\b")
 _VLLM_TAG = re.compile(r"^\((?:EngineCore|VllmWorker|Worker|APIServer)[^)]*\)")
 _LEVEL = re.compile(r"\b(ERROR|CRITICAL|FATAL|WARNING|WARN)\b")
+# A bracket holding only a timestamp (`[2025-04-16 14:23:31] `), or a timestamp among other words
+# (`[2025-04-16 14:23:30 TP0]`, vLLM's `INFO 04-16 14:22:53 [x.py:1]`), within a line's first 80 characters.
+_TIMESTAMP = re.compile(
+    r"\[(?:\d{4}-\d\d-\d\d[ T])?\d\d:\d\d:\d\d(?:[.,]\d+)?\] ?"
+    r"|(?:\d{4}-\d\d-\d\d[ T]|\b\d\d-\d\d )\d\d:\d\d:\d\d(?:[.,]\d+)? ?"
+)
 
 
 @dataclass(slots=True)
@@ -117,3 +123,16 @@ def match_spans(text: str, needle: str) -> list[tuple[int, int]]:
         spans.append((start, start + len(n)))
         start = low.find(n, start + len(n))
     return spans
+
+
+def timestamp_span(text: str) -> tuple[int, int] | None:
+    """Where the line's timestamp is (with its trailing space), for the view's timestamps-off mode.
+
+    A bracket that holds nothing else goes whole (`[2025-04-16 14:23:31] `); in `[2025-04-16 14:23:30 TP0]`
+    only the time goes, so the rank stays. Only the first 80 characters are searched: a time later in the
+    line is part of the message.
+    """
+    if ":" not in text[:80]:
+        return None
+    m = _TIMESTAMP.search(text, 0, 80)
+    return m.span() if m else None
