@@ -56,6 +56,8 @@ from specdash.bench.store import RunMeta, Store
 from specdash.bench.summary import outcomes as slo_outcomes
 from specdash.bench.summary import summarize
 from specdash.bench.workers import Message, ProbePool, processes_for, split_level
+from specdash.core.acceptance import is_speculative
+from specdash.core.guards import sweep_guards
 from specdash.core.series import RateWindow
 from specdash.core.slo import evaluate_level
 
@@ -177,6 +179,7 @@ class Sweep:
         on_progress: ProgressCallback | None = None,
         on_level_done: LevelCallback | None = None,
         check_link: Callable[[], Awaitable[bool]] | None = None,
+        on_warning: Callable[[str], None] | None = None,
     ) -> None:
         """Prepare a sweep (nothing is sent until `run`).
 
@@ -191,6 +194,7 @@ class Sweep:
             check_link: Asked, when a level's requests failed, whether the link to the server still works
                 (a cut link is declared lost only after keepalive, possibly after the level gave up);
                 False counts as a link loss.
+            on_warning: Called before the first level with each guard warning (`core.guards`).
         """
         self.base_url = validate_url(base_url)
         self.config = config
@@ -201,6 +205,9 @@ class Sweep:
         self.on_progress = on_progress
         self.on_level_done = on_level_done
         self.check_link = check_link
+        self.on_warning = on_warning
+        self.guards: list[str] = []
+        """Warnings from the checks before the sweep (`core.guards`), also stored in the run's provenance."""
         self._stop: str | None = None
         self._stopped = asyncio.Event()
         self._link_down: str | None = None
@@ -265,6 +272,10 @@ class Sweep:
                 settings = dataclasses.replace(settings, model=await server.model_id())
             settings = dataclasses.replace(settings, max_streams=max(settings.max_streams, max(self.levels)))
             engine, version = await _identify(server, info)
+            self.guards = self._guards(info)
+            for warning in self.guards:
+                if self.on_warning is not None:
+                    self.on_warning(warning)
             run_id = self._create_run(info, settings, engine, version)
             if cfg.processes == 0:
                 self._runner = _InProcess(self.base_url, settings, self.prompts.prompts)
@@ -320,6 +331,20 @@ class Sweep:
         self._stop = f"level {c} interrupted by link losses {MAX_LEVEL_ATTEMPTS} times"
         return None
 
+    def _guards(self, info: Mapping[str, Any] | None) -> list[str]:
+        """The checks before the first level, from `/server_info` and the launch command (`core.guards`)."""
+        prov = dict((self.run_meta.provenance if self.run_meta else None) or {})
+        argv = [str(a) for a in prov.get("command") or ()]
+        args = (self.run_meta.server_args if self.run_meta else None) or info
+        return sweep_guards(
+            self.levels,
+            args,
+            argv,
+            speculative=is_speculative(args, argv),
+            prompts=self.prompts.prompts,
+            draft_architectures=[str(a) for a in prov.get("draft_architectures") or ()],
+        )
+
     def _create_run(
         self, info: Mapping[str, Any] | None, settings: ProbeSettings, engine: str, version: str
     ) -> int | None:
@@ -337,7 +362,13 @@ class Sweep:
             self.prompts,
             settings,
             load={"levels": list(self.levels), **load},
-            extra={**dict(meta.provenance or {}), "engine": engine, "engine_version": version, "slo": cfg["slo"]},
+            extra={
+                **dict(meta.provenance or {}),
+                "engine": engine,
+                "engine_version": version,
+                "slo": cfg["slo"],
+                "guards": self.guards,
+            },  # fmt: skip
         )
         meta = dataclasses.replace(
             meta,
@@ -546,7 +577,8 @@ async def run_sweep(
     on_progress: ProgressCallback | None = None,
     on_level_done: LevelCallback | None = None,
     run_meta: RunMeta | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> SweepResult:
     """Run one mode's sweep against `base_url` (see `Sweep`)."""
-    sweep = Sweep(base_url, config, prompts, store, run_meta, on_progress, on_level_done)
+    sweep = Sweep(base_url, config, prompts, store, run_meta, on_progress, on_level_done, on_warning=on_warning)
     return await sweep.run()

@@ -149,6 +149,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"[{r.mode} C={r.concurrency}] {r.status}: {s.output_tok_s:.1f} tok/s steady, "
               f"{s.completed} ok, {s.failed} failed", file=live, flush=True)  # fmt: skip
 
+    def on_warning(text: str) -> None:
+        print(f"warning: {text}", file=live, flush=True)
+
     install_uvloop()
     if args.host:
         return asyncio.run(_over_ssh(args, config, prompts, on_progress, on_level_done))
@@ -156,7 +159,9 @@ def run(args: argparse.Namespace) -> int:
         meta = RunMeta(host=url.split("://", 1)[1], mode=args.mode)
         results = []
         for _ in range(args.repeats):
-            results.append(asyncio.run(run_sweep(url, config, prompts, store, on_progress, on_level_done, meta)))
+            results.append(
+                asyncio.run(run_sweep(url, config, prompts, store, on_progress, on_level_done, meta, on_warning))
+            )
             if results[-1].aborted:
                 break
     if args.repeats > 1:

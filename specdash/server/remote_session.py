@@ -36,7 +36,7 @@ from specdash.errors import SpecdashError
 from specdash.remote.events import Connected, ConnectionEvent, ConnectionState, Failed, Lost
 from specdash.remote.ssh import SSHHost
 from specdash.remote.ssherror import SSHError
-from specdash.server.gpu import gpu_inventory, poll_gpus
+from specdash.server.gpu import draft_architectures, gpu_inventory, poll_gpus
 from specdash.server.lifecycle import Lifecycle, RunRecord
 from specdash.server.session import Listener
 from specdash.server.watch import ServerWatch
@@ -322,6 +322,7 @@ class RemoteSession:
             "command": list(record.command) if record is not None and record.mode == mode else [],
             "gpus": await gpu_inventory(self.host),
             "sweep_id": self._sweep_id,
+            "draft_architectures": await draft_architectures(self.host, cfg),
         }
         meta = RunMeta(host=self.label, mode=mode, engine=cfg.engine, provenance=provenance)
 
@@ -349,6 +350,7 @@ class RemoteSession:
             on_progress=progress,
             on_level_done=level_done,
             check_link=self._link_ok,
+            on_warning=lambda text: self._emit(Notice(f"{mode}: {text}", "warning")),
         )
         if self.host.state is not ConnectionState.CONNECTED:
             runner.link_lost(f"connection {self.host.state.value}")

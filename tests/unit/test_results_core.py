@@ -153,3 +153,49 @@ def test_accept_alarm() -> None:
     assert is_speculative({"speculative_algorithm": "EAGLE3"})
     assert not is_speculative({"speculative_algorithm": None})
     assert is_speculative(None, ["vllm", "serve", "--speculative-config", "{}"])
+
+
+# -- guards ------------------------------------------------------------------------------------------------
+
+
+def test_guard_levels_above_the_graph_and_running_caps_name_both_numbers() -> None:
+    from specdash.core.guards import sweep_guards
+
+    out = sweep_guards([1, 10, 64, 128], {"cuda_graph_max_bs": 48, "max_running_requests": 100})
+    assert len(out) == 2
+    assert "levels 64, 128 above the server's --cuda-graph-max-bs 48" in out[0]
+    assert "level 128 above the server's --max-running-requests 100" in out[1]
+    # vLLM names, from the command line when the server does not report them.
+    argv = ["vllm", "serve", "m", "--max-num-seqs=8", "--max-cudagraph-capture-size", "16"]
+    out = sweep_guards([4, 8, 16, 32], None, argv)
+    assert "levels 32 above" not in out[0] and "level 32 above the server's --max-cudagraph-capture-size 16" in out[0]
+    assert "levels 16, 32 above the server's --max-num-seqs 8" in out[1]
+    assert sweep_guards([1, 2], {"cuda_graph_max_bs": 48}) == []
+
+
+def test_guard_random_prompts_only_for_speculative_modes() -> None:
+    import random
+
+    from specdash.bench.prompts import load_prompts
+    from specdash.core.guards import looks_random, sweep_guards
+
+    rng = random.Random(0)
+    vocab = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 8))) for _ in range(20000)]
+    soup = [" ".join(rng.choice(vocab) for _ in range(200)) for _ in range(10)]
+    assert looks_random(soup)
+    for name in ("chat", "code"):
+        assert not looks_random(load_prompts(name).prompts)
+    assert not looks_random(soup[:1][0].split()[:50])  # too little text to tell
+    assert "random tokens" in sweep_guards([1], None, speculative=True, prompts=soup)[0]
+    assert sweep_guards([1], None, speculative=False, prompts=soup) == []
+
+
+def test_guard_eagle_eagle3_mismatch() -> None:
+    from specdash.core.guards import draft_mismatch, sweep_guards
+
+    out = sweep_guards([1], {"speculative_algorithm": "EAGLE"}, draft_architectures=["LlamaForCausalLMEagle3"])
+    assert out and "--speculative-algorithm EAGLE3" in out[0]
+    argv = ["python", "-m", "sglang.launch_server", "--speculative-algorithm", "EAGLE3"]
+    assert "not EAGLE-3" in sweep_guards([1], None, argv, draft_architectures=["LlamaForCausalLMEagle"])[0]
+    assert draft_mismatch("EAGLE3", ["LlamaForCausalLMEagle3"]) is None
+    assert draft_mismatch("EAGLE", []) is None
