@@ -15,10 +15,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specdash.errors import UsageError
+from specdash.errors import SpecdashError, UsageError
 
 if TYPE_CHECKING:
     from specdash.bench.levels import SweepResult
+    from specdash.config import Config
+    from specdash.core.greedy import GreedyCheck
+    from specdash.server.remote_session import RemoteSession
 
 NAME = "bench"
 HELP = "sweep concurrency levels against a server and measure tok/s, TTFT, TPOT, ITL"
@@ -26,6 +29,8 @@ HELP = "sweep concurrency levels against a server and measure tok/s, TTFT, TPOT,
 
 MAX_REPEATS = 20
 """Upper bound on `--repeats` (every load loop is bounded)."""
+MAX_GREEDY = 1000
+"""Upper bound on `--check-greedy`."""
 
 
 def parse_levels(text: str) -> tuple[int, ...]:
@@ -83,6 +88,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from specdash.cli._slo import add_slo_argument
 
     add_slo_argument(parser)
+    parser.add_argument(
+        "--check-greedy",
+        type=int,
+        metavar="N",
+        help="after the sweep, send N prompts at temperature 0 to the reference and the speculative mode and "
+        "report how many outputs are identical (HOST with two modes, or --url with --greedy-reference)",
+    )
+    parser.add_argument(
+        "--greedy-reference", metavar="URL", help="with --url and --check-greedy: the reference mode's server"
+    )
     parser.add_argument("--db", type=Path, help="store file (default: the data dir's specdash.db)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (live lines go to stderr)")
 
@@ -107,6 +122,15 @@ def run(args: argparse.Namespace) -> int:
     from specdash.cli._slo import slo_from
 
     slo = slo_from(args.slo)
+    if args.check_greedy is not None and not 1 <= args.check_greedy <= MAX_GREEDY:
+        raise UsageError(f"--check-greedy must be between 1 and {MAX_GREEDY}, got {args.check_greedy}")
+    if args.greedy_reference is not None and not (args.url and args.check_greedy):
+        raise UsageError("--greedy-reference goes with --url and --check-greedy")
+    if args.check_greedy and args.url and not args.greedy_reference:
+        raise UsageError("--check-greedy with --url needs --greedy-reference URL (the reference mode's server)")
+    if args.check_greedy and args.host and len([m for m in args.mode.split(",") if m.strip()]) < 2:
+        raise UsageError("--check-greedy over SSH needs two modes (--mode REFERENCE,SPECULATIVE)")
+    greedy_ref = validate_url(args.greedy_reference) if args.greedy_reference else ""
 
     import asyncio
 
@@ -164,13 +188,19 @@ def run(args: argparse.Namespace) -> int:
             )
             if results[-1].aborted:
                 break
+    greedy = None
+    if args.check_greedy:
+        greedy = asyncio.run(_greedy_check(args, {"reference": greedy_ref, args.mode: url}, prompts.prompts))
     if args.repeats > 1:
         return _print_repeats(args, {args.mode: results})
     result = results[0]
     levels_json = [lv.to_json() for lv in result.levels]
     if args.json:
-        print(json.dumps({"run_id": result.run_id, "aborted": result.aborted, "levels": levels_json,
-                          "verdict": sweep_verdict({args.mode: result}, slo)}, default=str))  # fmt: skip
+        out: dict[str, object] = {"run_id": result.run_id, "aborted": result.aborted, "levels": levels_json,
+               "verdict": sweep_verdict({args.mode: result}, slo)}  # fmt: skip
+        if greedy is not None:
+            out["greedy"] = dataclasses.asdict(greedy)
+        print(json.dumps(out, default=str))
     else:
         print()
         print(f"run {result.run_id} ({args.mode}, {prompts.name} prompts, {args.endpoint}, {args.output_len} tokens)")
@@ -178,6 +208,8 @@ def run(args: argparse.Namespace) -> int:
         print(sweep_verdict({args.mode: result}, slo))
         if result.aborted:
             print(f"sweep stopped: {result.aborted}")
+    if greedy is not None and not args.json:
+        print(greedy.text)
     return 0 if result.aborted is None else 1
 
 
@@ -236,6 +268,7 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
             if any(res.aborted for res in session.results.values()):
                 break
         results = dict(session.results)
+        greedy = await _greedy_over_ssh(args, session, cfg, modes, prompts.prompts) if args.check_greedy else None
     if args.repeats > 1:
         return _print_repeats(args, repeats)
     curves = {mode: r.curve() for mode, r in results.items()}
@@ -249,6 +282,8 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
             out["crossover"] = {"kind": crossover.kind.value, "concurrency": crossover.concurrency,
                                 "disable_above": crossover.disable_above}  # fmt: skip
         out["verdict"] = sweep_verdict({m: results[m] for m in modes if m in results}, config.slo)
+        if greedy is not None:
+            out["greedy"] = dataclasses.asdict(greedy)
         print(json.dumps(out, default=str))
     else:
         reference = curves[modes[0]] if len(results) >= 2 and modes[0] in curves else None
@@ -257,6 +292,8 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
             print(level_table([lv.to_json() for lv in r.levels], None if mode == modes[0] else reference))
         print()
         print(sweep_verdict({m: results[m] for m in modes if m in results}, config.slo))
+        if greedy is not None:
+            print(greedy.text)
     return 0 if all(r.aborted is None for r in results.values()) else 1
 
 
@@ -290,3 +327,43 @@ def _print_repeats(args: argparse.Namespace, repeats: dict[str, list[SweepResult
         for reason in aborted:
             print(f"sweep stopped: {reason}")
     return 0 if not aborted else 1
+
+
+async def _greedy_texts(args: argparse.Namespace, url: str, prompts: tuple[str, ...]) -> list[str]:
+    """The first `--check-greedy` prompts' outputs at temperature 0 from the server at `url`."""
+    from specdash.bench.greedy import greedy_outputs
+    from specdash.bench.sse import Endpoint
+
+    chosen = [prompts[i % len(prompts)] for i in range(args.check_greedy)]
+    return await greedy_outputs(
+        url, chosen, endpoint=Endpoint(args.endpoint), output_len=args.output_len, model=args.model
+    )
+
+
+async def _greedy_check(args: argparse.Namespace, urls: dict[str, str], prompts: tuple[str, ...]) -> GreedyCheck:
+    """`--check-greedy N` against two reachable servers: `urls` is {reference name: URL, other name: URL}."""
+    from specdash.core.greedy import compare_outputs
+
+    (ref, ref_url), (other, other_url) = list(urls.items())
+    ref_texts = await _greedy_texts(args, ref_url, prompts)
+    return compare_outputs(ref, other, ref_texts, await _greedy_texts(args, other_url, prompts))
+
+
+async def _greedy_over_ssh(
+    args: argparse.Namespace, session: RemoteSession, cfg: Config, modes: list[str], prompts: tuple[str, ...]
+) -> GreedyCheck:
+    """`--check-greedy N` over SSH: the last swept mode first (it is live, no restart), then the reference mode
+    (started again through the lifecycle)."""
+    from specdash.core.greedy import compare_outputs
+    from specdash.core.models import Phase
+
+    texts: dict[str, list[str]] = {}
+    for mode in (modes[-1], modes[0]):
+        if session.status.mode != mode or session.status.phase is not Phase.READY:
+            await session.switch(mode)
+            status = await session.wait_status([Phase.READY, Phase.CRASHED, Phase.EXITED], timeout=3600)
+            if status.phase is not Phase.READY:
+                raise SpecdashError(f"greedy check: {mode} did not become ready ({status.phase.value})")
+        port = await session.host.forward(cfg.mode(mode).port)
+        texts[mode] = await _greedy_texts(args, f"http://127.0.0.1:{port}", prompts)
+    return compare_outputs(modes[0], modes[-1], texts[modes[0]], texts[modes[-1]])

@@ -54,6 +54,8 @@ class Faults:
     """Fail the warmup request with a 502."""
     slow_health: float | None = None
     """Seconds every health probe takes."""
+    spec_diverge: int | None = None
+    """Speculative modes only: greedy output differs from the target's at this token (a lossy verify bug)."""
 
 
 def parse_faults(specs: list[str]) -> Faults:
@@ -76,6 +78,10 @@ def parse_faults(specs: list[str]) -> Faults:
                 kw["port_in_use"] = True
             elif name == "warmup-fail" and not value:
                 kw["warmup_fail"] = True
+            elif name == "spec-diverge":
+                kw["spec_diverge"] = int(value)
+                if kw["spec_diverge"] < 0:  # type: ignore[operator]
+                    raise ValueError(spec)
             elif name == "slow-health":
                 kw["slow_health"] = float(value) if value else 25.0
             else:
@@ -83,7 +89,7 @@ def parse_faults(specs: list[str]) -> Faults:
         except ValueError:
             raise UsageError(
                 f"--sim-fault {spec!r}: expected crash-at-batch=N, oom-at-capture, hang-at=PHASE "
-                f"({', '.join(HANG_PHASES)}), port-in-use, warmup-fail or slow-health[=SECONDS]"
+                f"({', '.join(HANG_PHASES)}), port-in-use, warmup-fail, slow-health[=SECONDS] or spec-diverge=N"
             ) from None
     return Faults(**kw)  # type: ignore[arg-type]
 

@@ -199,3 +199,35 @@ def test_guard_eagle_eagle3_mismatch() -> None:
     assert "not EAGLE-3" in sweep_guards([1], None, argv, draft_architectures=["LlamaForCausalLMEagle"])[0]
     assert draft_mismatch("EAGLE3", ["LlamaForCausalLMEagle3"]) is None
     assert draft_mismatch("EAGLE", []) is None
+
+
+# -- greedy check ------------------------------------------------------------------------------------------
+
+
+def test_greedy_compare_reports_the_first_difference() -> None:
+    from specdash.core.greedy import compare_outputs, first_difference
+
+    same = compare_outputs("base", "spec", ["a b c", "x y"], ["a b c", "x y"])
+    assert (same.identical, same.total, same.first) == (2, 2, None)
+    assert same.text == "greedy check spec vs base: 2/2 outputs identical"
+    diff = compare_outputs("base", "spec", ["a b c", "the cat sat", "q"], ["a b c", "the cat sit", "r"])
+    assert diff.identical == 1 and diff.first is not None
+    assert (diff.first.prompt_index, diff.first.offset) == (1, 9)
+    assert "first difference: prompt 1, character 9" in diff.text and "'the cat sit'" in diff.text
+    assert first_difference("abc", "abcd") == 3 and first_difference("", "") is None
+
+
+def test_sim_greedy_text_depends_on_the_prompt_only_and_the_fault_diverges() -> None:
+    from specdash.sim.scheduler import SimRequest
+
+    def text(rid: str, seed: str | None, diverge: int | None = None) -> tuple[int, ...]:
+        r = SimRequest(rid=rid, prompt_tokens=4, max_new_tokens=20, word_seed=seed, diverge_at=diverge)
+        r.advance(7, 0.0)
+        r.advance(13, 0.1)  # in two steps, as verify steps deliver them
+        return tuple(r.output_ids)
+
+    assert text("r1", "p") == text("r2", "p") != text("r1", "q")
+    assert text("r1", None) != text("r2", None)
+    bad = text("r1", "p", diverge=9)
+    good = text("r1", "p")
+    assert bad[:9] == good[:9] and bad[9] != good[9] and bad[10:] == good[10:]
