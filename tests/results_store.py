@@ -85,7 +85,10 @@ def add_run(store: Store, mode: str, levels: list[tuple[int, float, float]], *, 
         for s in samples:
             store.add_sample(run_id, level_id, s)
         stats = summarize(samples, c)
-        result = {"stats": dataclasses.asdict(stats), "server": {"accept_length": accept}, "warnings": []}
+        server: dict[str, object] = {"accept_length": accept}
+        if accept is not None:
+            server |= {"draft_share": 1 - 1 / accept, "accept_per_position": [0.8, 0.5, 0.3][: int(accept)]}
+        result = {"stats": dataclasses.asdict(stats), "server": server, "warnings": []}
         store.finish_level(level_id, "done", result, None)
     store.finish_run(run_id, "done")
     return run_id

@@ -32,8 +32,15 @@ DISAGREE_FRACTION = 0.10
 """Client and server throughput differing by more than this fraction produce a warning."""
 
 
+_POSITION = re.compile(r'position="(\d+)"')
+
+
 def parse_prometheus(text: str) -> dict[str, float]:
-    """Prometheus text exposition -> metric name -> value summed over label sets (NaN and comments skipped)."""
+    """Prometheus text exposition -> metric name -> value summed over label sets (NaN and comments skipped).
+
+    A series with a `position` label (vLLM's per-position acceptance counter) is also kept on its own as
+    `name{position=N}` (summed over its other labels, e.g. engines).
+    """
     out: dict[str, float] = {}
     for line in text.splitlines():
         if not line or line.startswith("#"):
@@ -48,6 +55,10 @@ def parse_prometheus(text: str) -> dict[str, float]:
         if math.isnan(value):
             continue
         out[m.group(1)] = out.get(m.group(1), 0.0) + value
+        pos = _POSITION.search(m.group(2) or "")
+        if pos is not None:
+            key = f"{m.group(1)}{{position={pos.group(1)}}}"
+            out[key] = out.get(key, 0.0) + value
     return out
 
 
@@ -69,6 +80,11 @@ class ServerView:
     """Most queued requests seen while polling."""
     running_cap: int | None = None
     """The server's cap on running requests (`max_running_requests`), when known."""
+    accept_per_position: tuple[float, ...] = ()
+    """vLLM: share of drafts whose token at position i was accepted (Δ per-position accepted / Δdrafts)."""
+    draft_share: float | None = None
+    """Share of the level's output tokens that came from accepted drafts (vLLM Δaccepted / Δgenerated;
+    SGLang 1 - Δverify calls / Δgenerated: every verify step also yields one token of the target's own)."""
 
 
 def _delta(before: Mapping[str, float], after: Mapping[str, float], name: str) -> float | None:
@@ -117,6 +133,19 @@ def level_view(
                 accept, acc_src = float(v), "/server_info avg_spec_accept_length"
         if accept is None and a.get("sglang:spec_accept_length", 0) > 0:
             accept, acc_src = a["sglang:spec_accept_length"], "sglang:spec_accept_length gauge"
+    per_position: list[float] = []
+    if d_drafts:
+        for i in range(64):
+            d = _delta(b, a, f"vllm:spec_decode_num_accepted_tokens_per_pos_total{{position={i}}}")
+            if d is None:
+                break
+            per_position.append(d / d_drafts)
+    share = None
+    d_vgen = _delta(b, a, "vllm:generation_tokens_total")
+    if d_acc is not None and d_vgen:
+        share = d_acc / d_vgen
+    elif d_gen and d_verify is not None:
+        share = max(0.0, 1.0 - d_verify / d_gen)
     running = [p[n] for p in polls for n in ("sglang:num_running_reqs", "vllm:num_requests_running") if n in p]
     queued = [p[n] for p in polls for n in ("sglang:num_queue_reqs", "vllm:num_requests_waiting") if n in p]
     return ServerView(
@@ -127,6 +156,8 @@ def level_view(
         max_running=max(running) if running else None,
         max_queued=max(queued) if queued else None,
         running_cap=running_cap,
+        accept_per_position=tuple(per_position),
+        draft_share=share,
     )
 
 

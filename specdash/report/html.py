@@ -172,6 +172,28 @@ def _levels_table(r: RunData, reference: Mapping[int, float] | None) -> str:
     return _table(header, rows) + (f"<ul class='meta'>{notes}</ul>" if notes else "")
 
 
+def _acceptance(r: RunData) -> str:
+    """Per level: mean accept length, share of output tokens from drafts, per-position acceptance (where the
+    engine exposes them); empty for a run that reported no acceptance."""
+    rows = []
+    for lv in r.levels:
+        share = lv.server.get("draft_share")
+        positions = lv.server.get("accept_per_position") or []
+        if lv.accept_length is None and share is None and not positions:
+            continue
+        rows.append([
+            str(lv.concurrency),
+            _f(lv.accept_length, ".2f"),
+            "–" if share is None else f"{share * 100:.0f} %",
+            " · ".join(f"{p * 100:.0f} %" for p in positions) or "–",
+            _e(lv.server.get("accept_source") or ""),
+        ])  # fmt: skip
+    if not rows:
+        return ""
+    return _table(["C", "accept length", "output from drafts", "accepted by position (1st, 2nd, ...)", "source"],
+                  rows)  # fmt: skip
+
+
 def _provenance(r: RunData) -> str:
     m = r.record.meta
     p = r.provenance
@@ -224,6 +246,12 @@ def build_report(runs: Sequence[RunData], *, slo: Slo | None = None, tpot_pct: s
     for name, r in zip(names, runs, strict=True):
         parts.append(f"<h2>{_e(name)}: levels</h2>")
         parts.append(_levels_table(r, runs[0].curve() if r is not runs[0] else None))
+    panels = [(name, _acceptance(r)) for name, r in zip(names, runs, strict=True)]
+    if any(p for _, p in panels):
+        parts.append("<h2>Acceptance</h2>")
+        for name, panel in panels:
+            if panel:
+                parts.append(f"<h3>{_e(name)}</h3>{panel}")
     parts.append("<h2>Provenance</h2>")
     for name, r in zip(names, runs, strict=True):
         parts.append(f"<h3>{_e(name)}</h3>{_provenance(r)}")

@@ -234,3 +234,17 @@ async def test_p_cycles_the_curves_chart(build: AppFactory) -> None:
             await pilot.pause()
             assert str(chart.border_title).startswith(expected)
             assert "chart unavailable" not in str(chart.render())
+
+
+def test_notes_raise_the_acceptance_alarm_for_a_mode_stuck_near_one() -> None:
+    from specdash.core.events import LevelRow
+    from specdash.ui.widgets.bench import notes_text
+
+    rows = (
+        LevelRow("baseline", 1, "done", tok_s=100.0),
+        LevelRow("eagle", 1, "done", tok_s=90.0, accept_length=1.0),
+        LevelRow("eagle", 2, "done", tok_s=150.0, accept_length=1.02),
+        LevelRow("eagle3", 1, "done", tok_s=180.0, accept_length=2.9),
+    )
+    text = notes_text(rows)
+    assert text.count("⚠") == 1 and "eagle: mean accept length stays at 1.02" in text

@@ -84,6 +84,9 @@ def test_report_is_self_contained_and_writes_pngs(db: Path, tmp_path: Path) -> N
         assert f"id='chart-{name}'" in page
         assert (tmp_path / "png" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "NVIDIA H100 80GB HBM3" in page and "--speculative-algorithm EAGLE3" in page
+    accept = page[page.index("<h2>Acceptance</h2>") : page.index("<h2>Provenance</h2>")]
+    assert "<h3>eagle3</h3>" in accept and "<h3>baseline</h3>" not in accept
+    assert "<td>62 %</td>" in accept and "80 % · 50 %" in accept  # 1 - 1/2.6 from drafts; positions 1, 2
 
 
 def test_old_store_gets_the_provenance_column(tmp_path: Path) -> None:

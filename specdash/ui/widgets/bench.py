@@ -10,6 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.widgets import DataTable, Label
 
+from specdash.core.acceptance import accept_alarm
 from specdash.core.events import BenchTick, BenchUpdate, LevelRow
 from specdash.ui.format import rate
 from specdash.ui.widgets.charts import CurvesChart, LiveChart
@@ -42,8 +43,14 @@ def row_cells(row: LevelRow, reference: Mapping[int, float] | None = None) -> tu
 
 
 def notes_text(rows: tuple[LevelRow, ...]) -> str:
-    """The levels' warnings, one line each (under the table, where they are never cut off)."""
-    return "\n".join(f"⚠ {row.mode} C={row.concurrency}: {row.warning}" for row in rows if row.warning)
+    """The levels' warnings, one line each (under the table, where they are never cut off), and the alarm for
+    a mode whose drafts are almost never accepted (`core.acceptance`)."""
+    lines = [f"⚠ {row.mode} C={row.concurrency}: {row.warning}" for row in rows if row.warning]
+    for mode in dict.fromkeys(row.mode for row in rows):
+        alarm = accept_alarm(mode, [r.accept_length for r in rows if r.mode == mode and r.status == "done"])
+        if alarm is not None:
+            lines.append(f"⚠ {alarm}")
+    return "\n".join(lines)
 
 
 class BenchTable(DataTable[str]):
@@ -109,7 +116,7 @@ class BenchPanel(Horizontal):
         self.query_one(BenchTable).border_subtitle = f"{state} · {done}/{len(update.rows)} levels"
         notes = self.query_one("#bench-notes", Label)
         notes.update(notes_text(update.rows))
-        notes.display = any(row.warning for row in update.rows)
+        notes.display = bool(notes_text(update.rows))
 
     def add_tick(self, tick: BenchTick) -> None:
         """A live throughput point."""
