@@ -31,6 +31,7 @@ COMMANDS: tuple[str, ...] = (
     "runs",
     "compare",
     "report",
+    "tune",
     "export",
     "replay",
     "sim",
