@@ -3,8 +3,9 @@
 An embedded SSH server on loopback (ephemeral keys, 127.0.0.1 only) stands in for the GPU host, and the
 session connects to it through the normal SSH code path (`SSHHost`, known_hosts check, exec channels, port
 forward). The demo's modes are real SGLang command lines whose launcher is `specdash sim`, at a time scale
-that makes a full start take about 30 s. Run records go to a private temporary directory; startup history
-(for the ETA) goes to the normal local store under the host name `demo`.
+that makes a full start take about 30 s. Run records go to a private temporary directory; bench runs and
+startup history (for the ETA) go to the demo's own store (`data_dir()/demo.db`, `specdash runs --demo`),
+never into the user's real one, unless `--db` names another.
 """
 
 from __future__ import annotations
@@ -123,14 +124,16 @@ class Demo:
 
 
 @contextlib.asynccontextmanager
-async def demo_session(time_scale: float = TIME_SCALE, *, tour: bool = False) -> AsyncIterator[Demo]:
+async def demo_session(
+    time_scale: float = TIME_SCALE, *, tour: bool = False, db: Path | None = None
+) -> AsyncIterator[Demo]:
     """An embedded SSH server and a `RemoteSession` on it (not running yet); `tour` shortens the levels.
 
     On exit the demo's server is stopped (through the same lifecycle code), the SSH server closed, and the
     temporary run records removed: the demo leaves nothing running.
     """
     from specdash.bench.probe import ProbeSettings
-    from specdash.bench.store import Store
+    from specdash.bench.store import Store, demo_path
     from specdash.bench.sweep import SweepConfig
     from specdash.remote.embedded import EmbeddedSSHServer
     from specdash.remote.options import SSHOptions
@@ -166,7 +169,7 @@ async def demo_session(time_scale: float = TIME_SCALE, *, tour: bool = False) ->
         SSHHost(endpoint.target, options),
         host_config,
         demo_config(free_port(), time_scale),
-        store=Store(),
+        store=Store(db or demo_path()),
         sweep_defaults=demo_sweep,
     )
     try:

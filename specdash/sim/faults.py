@@ -41,6 +41,7 @@ FAULT_HELP: tuple[tuple[str, str], ...] = (
     ("port-in-use", "uvicorn's bind fails after the whole load ([Errno 98]), exit 1"),
     ("warmup-fail", "the warmup request fails with a 502, exit status -9"),
     ("slow-health[=S]", "every health probe answers after S seconds (default 25; from 20 s: 503)"),
+    ("spec-diverge=N", "greedy output differs from the target's at token N (a lossy verify step)"),
 )
 """Every `--sim-fault`, one line each (for `specdash sim --help` and the error for an unknown one)."""
 
@@ -73,6 +74,8 @@ class Faults:
     """Fail the warmup request with a 502."""
     slow_health: float | None = None
     """Seconds every health probe takes."""
+    spec_diverge: int | None = None
+    """Speculative modes only: greedy output differs from the target's at this token (a lossy verify bug)."""
 
 
 def parse_faults(specs: list[str]) -> Faults:
@@ -95,6 +98,10 @@ def parse_faults(specs: list[str]) -> Faults:
                 kw["port_in_use"] = True
             elif name == "warmup-fail" and not value:
                 kw["warmup_fail"] = True
+            elif name == "spec-diverge":
+                kw["spec_diverge"] = int(value)
+                if kw["spec_diverge"] < 0:  # type: ignore[operator]
+                    raise ValueError(spec)
             elif name == "slow-health":
                 kw["slow_health"] = float(value) if value else 25.0
             else:

@@ -43,6 +43,7 @@ BENCH_BINDINGS = [
     _b("b", "sweep", "Sweep", "sweep", "Run a concurrency sweep on the live mode (levels editable)"),
     _b("a", "ab", "A/B", "ab", "Sweep every marked mode in turn (restarts the server between them)"),
     _b("escape", "cancel_sweep", "Cancel sweep", "cancel-sweep", "Stop the running sweep; finished levels are kept"),
+    _b("p", "chart_view", "Chart", "chart-view", "Switch the curves chart: tok/s by C, speedup, Pareto"),
 ]
 LOG_BINDINGS = [
     _b("f", "follow", "Follow", "follow", "Keep the newest log line in view, or stop scrolling", show=False),
