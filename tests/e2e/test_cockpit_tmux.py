@@ -55,35 +55,35 @@ def test_80x24_start_read_zoom_sweep_and_quit_with_confirmation(tmp_path: Path) 
         (uvicorn,) = [row for row in log_rows(screen) if "Uvicorn running on" in row]
         assert len(uvicorn) >= 70 and re.search(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] INFO: ", uvicorn), uvicorn
         term.send("t")  # without the timestamp the whole line fits
-        screen = term.wait_for("(Press CTRL+C to quit)", timeout=10)
+        screen = term.wait_for("(Press CTRL+C to quit)", timeout=30)
         assert "INFO:     Uvicorn running on http://127.0.0.1:" in screen
 
         term.send("Tab", "z")  # focus the log, zoom it
         # The log's border moves right under the header: the log has the screen.
-        screen = wait_screen(term, lambda s: s.splitlines()[1].startswith("╭─ Log"), "the zoomed log")
+        screen = wait_screen(term, lambda s: s.splitlines()[1].startswith("╭─ Log"), "the zoomed log", timeout=30)
         assert "Modes" not in screen and "Server + log" not in screen
         term.send("w")
-        term.wait_for("wrapped", timeout=10)
+        term.wait_for("wrapped", timeout=30)
         term.send("Escape")
-        term.wait_for("Modes", timeout=10)
+        term.wait_for("Modes", timeout=30)
 
         term.send("b")
-        term.wait_for("concurrency levels", timeout=10)
+        term.wait_for("concurrency levels", timeout=30)
         term.send("Enter")  # the default levels: the sweep is quit long before its end anyway
         screen = term.wait_for("tok/s", timeout=30)  # the sweep's page came up with its table
         assert "accept" in screen and "Uvicorn" not in screen
         assert sims_alive()
 
         term.send("q")
-        screen = term.wait_for("Quit specdash?", timeout=10)
+        screen = term.wait_for("Quit specdash?", timeout=30)
         assert "The running sweep stops" in screen
         term.send("n")  # nothing happens: the dialog goes, the sweep and the dashboard stay
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while "Quit specdash?" in term.screen() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert term.alive() and "Quit specdash?" not in term.screen() and sims_alive()
         term.send("q")
-        term.wait_for("Quit specdash?", timeout=10)
+        term.wait_for("Quit specdash?", timeout=30)
         term.send("y")
         term.wait_gone(timeout=30)
     finally:
