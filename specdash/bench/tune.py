@@ -86,6 +86,7 @@ class TunePlan:
             "levels": list(self.levels),
             "repeats": self.repeats,
             "noise_floor": self.noise_floor,
+            "settings": [s.label for s in self.order],
         }
 
     @property
