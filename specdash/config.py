@@ -7,8 +7,10 @@ Who reads which file:
 | `user_config_path("specdash")/config.toml` | every command | `--config PATH`, `SPECDASH_CONFIG` |
 | `~/.ssh/config`, `~/.ssh/known_hosts` | the SSH layer (asyncssh) | a host's `ssh_config` / `known_hosts` keys |
 
-Every error names the file, the table and the key, and is a `UsageError` (exit 2). A mode may `extends`
-another: arguments are appended to the parent's, `env` tables are merged, other keys override.
+The known engine names come from the caller (`engines.registry.names()`: the config sits below the
+engines and does not list them). Every error names the file, the table and the key, and is a `UsageError`
+(exit 2). A mode may `extends` another: arguments are appended to the parent's, `env` tables are merged,
+other keys override.
 Values are kept as lists of literal arguments; they are quoted with `shlex` only when a command line is
 built, so `;` or `$(...)` in a value reaches the engine as text, never as shell.
 """
@@ -16,14 +18,12 @@ built, so `;` or `$(...)` in a value reaches the engine as text, never as shell.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from specdash.errors import UsageError
-
-ENGINES = ("sglang", "vllm")
 
 
 @dataclass(frozen=True)
@@ -220,8 +220,13 @@ _MODE_KEYS = {"extends", "engine", "model", "port", "args", "env", "launcher", "
 _TOP_KEYS = {"hosts", "modes", "ui", "bench", "keymap", "tune"}
 
 
-def load(path: Path | None = None) -> Config:
-    """Read and validate the config file. A missing file gives an empty config (no hosts, no modes)."""
+def load(path: Path | None = None, *, engines: Collection[str]) -> Config:
+    """Read and validate the config file. A missing file gives an empty config (no hosts, no modes).
+
+    Args:
+        path: The file (default: `paths.config_file()`).
+        engines: The engine names a mode may use (`engines.registry.names()`).
+    """
     from specdash import paths
 
     path = path or paths.config_file()
@@ -231,11 +236,11 @@ def load(path: Path | None = None) -> Config:
         return Config(path=path, hosts={}, modes={})
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read config {path}: {exc}") from None
-    return parse(text, path)
+    return parse(text, path, engines=engines)
 
 
-def parse(text: str, path: Path) -> Config:
-    """Validate a config's TOML text; `path` is used in messages."""
+def parse(text: str, path: Path, *, engines: Collection[str]) -> Config:
+    """Validate a config's TOML text; `path` is used in messages, `engines` are the known engine names."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -245,7 +250,7 @@ def parse(text: str, path: Path) -> Config:
             raise UsageError(f"{path}: unknown top-level key {key!r} (expected one of: {', '.join(sorted(_TOP_KEYS))})")
     hosts = {name: _host(_Table(path, f"hosts.{name}", t), name) for name, t in _subtables(path, data, "hosts")}
     raw_modes = dict(_subtables(path, data, "modes"))
-    modes = {name: _mode(path, name, raw_modes, ()) for name in raw_modes}
+    modes = {name: _mode(path, name, raw_modes, (), tuple(engines)) for name in raw_modes}
     ui_table = _Table(path, "ui", data.get("ui", {}))
     ui_table.check_keys({"bell", "theme"})
     ui = UIConfig(bell=ui_table.boolean("bell", True), theme=ui_table.string("theme", "textual-dark") or "")
@@ -326,7 +331,7 @@ def _port(t: _Table, default: int) -> int:
     return int(value)
 
 
-def _mode(path: Path, name: str, raw: dict[str, Any], chain: tuple[str, ...]) -> ModeConfig:
+def _mode(path: Path, name: str, raw: dict[str, Any], chain: tuple[str, ...], engines: tuple[str, ...]) -> ModeConfig:
     if name in chain:
         cycle = " -> ".join((*chain, name))
         raise UsageError(f"{path}: [modes.{chain[-1]}] extends: cycle {cycle}")
@@ -337,10 +342,10 @@ def _mode(path: Path, name: str, raw: dict[str, Any], chain: tuple[str, ...]) ->
     if parent_name is not None:
         if parent_name not in raw:
             raise t.error("extends", f"no mode named {parent_name!r} (known modes: {', '.join(sorted(raw))})")
-        parent = _mode(path, parent_name, raw, (*chain, name))
+        parent = _mode(path, parent_name, raw, (*chain, name), engines)
     engine = t.string("engine", parent.engine if parent else None, required=True) or ""
-    if engine not in ENGINES:
-        raise t.error("engine", f"{engine!r} is not one of {', '.join(ENGINES)}")
+    if engine not in engines:
+        raise t.error("engine", f"{engine!r} is not one of {', '.join(engines)}")
     model = t.string("model", parent.model if parent else None, required=True) or ""
     args = t.strings("args")
     for arg in args:
