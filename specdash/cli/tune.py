@@ -371,6 +371,7 @@ def _write_mode(
     args: argparse.Namespace, cfg: Config, name: str, base: ModeConfig, export: Any, demo: bool
 ) -> dict[str, Any]:
     from specdash.config import load
+    from specdash.engines.registry import names
     from specdash.engines.spec_export import mode_toml
 
     if name in cfg.modes:
@@ -390,7 +391,7 @@ def _write_mode(
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(new, encoding="utf-8")
     try:
-        load(tmp)  # the file must still be a valid config before it replaces the old one
+        load(tmp, engines=names())  # the file must still be a valid config before it replaces the old one
     except UsageError:
         tmp.unlink()
         raise

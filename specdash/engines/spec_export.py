@@ -137,7 +137,7 @@ class Export:
         """A command line the user can paste (environment first, as the launch sets it)."""
         from dataclasses import replace
 
-        from specdash.engines.launch import launch_argv
+        from specdash.server.launch import launch_argv
 
         run = replace(mode, args=self.args)
         env = [f"{k}={shlex.quote(v)}" for k, v in run.env.items()]
