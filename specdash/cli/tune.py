@@ -258,7 +258,9 @@ async def _tune(
         out = report(plan, result)
         base = session.config.mode(plan.base_mode)
         exported = _exports(plan, result.policy, base, simulated=_simulated(base))
-        out["exports"] = [{**e.to_json(), "command": e.command(base, hc)} for e in exported]
+        from specdash.server.launch import paste_command
+
+        out["exports"] = [{**e.to_json(), "command": paste_command(base, hc, e.args)} for e in exported]
         verify_mode = args.verify
         if verify_mode is None and exported and not args.no_verify and result.aborted is None:
             chosen = next(
