@@ -227,28 +227,33 @@ async def _probe(url: str, endpoint: str, streams: int, requests: int, n: int) -
 
 async def _probe_pool(url: str, endpoint: str, streams: int, requests: int, n: int) -> tuple[int, float, float]:
     from specdash.bench.probe import LevelPlan, ProbeSettings
+    from specdash.bench.samples import RequestSample
     from specdash.bench.sse import Endpoint
-    from specdash.bench.workers import Message, ProbePool
+    from specdash.bench.workers import ProbePool
 
     pool = ProbePool(url, ProbeSettings(endpoint=Endpoint(endpoint), output_len=n), ("hi",))
-    events = 0
 
-    def on_message(_wid: int, msg: Message) -> None:
-        nonlocal events
-        if msg[0] == "sample":
-            events += len(msg[1].chunk_tokens)
+    class Count:
+        events = 0
 
+        def sample(self, worker: int, sample: RequestSample) -> None:
+            self.events += len(sample.chunk_tokens)
+
+        def tick(self, worker: int, arrivals: list[tuple[int, int]], inflight: int, now_ns: int) -> None:
+            pass
+
+    counter = Count()
     try:
-        await pool.run_level([LevelPlan(concurrency=streams, total_requests=streams)], lambda w, m: None)
+        await pool.run_level([LevelPlan(concurrency=streams, total_requests=streams)], Count())
         cpu0, t0 = time.process_time(), time.perf_counter()
-        outcomes = await pool.run_level([LevelPlan(concurrency=streams, total_requests=requests)], on_message)
+        outcomes = await pool.run_level([LevelPlan(concurrency=streams, total_requests=requests)], counter)
         parent_cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
     finally:
         await pool.close()
     out = outcomes[0]
     assert out is not None
     # The worker measures its own CPU share over the level (process_time / wall inside run_level).
-    return events, parent_cpu + out.headroom.cpu_share * wall, wall
+    return counter.events, parent_cpu + out.headroom.cpu_share * wall, wall
 
 
 def parse_only_us(n: int = 128, repeats: int = 200) -> float:

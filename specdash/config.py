@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from specdash.errors import UsageError
+from specdash.target import parse_target
 
 
 @dataclass(frozen=True)
@@ -303,8 +304,6 @@ def _subtables(path: Path, data: dict[str, Any], key: str) -> list[tuple[str, An
 
 
 def _host(t: _Table, name: str) -> HostConfig:
-    from specdash.remote.target import parse_target
-
     t.check_keys(_HOST_KEYS)
     address = t.string("address", required=True) or ""
     try:

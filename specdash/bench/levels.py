@@ -17,24 +17,13 @@ from specdash.bench.server_view import ServerView
 from specdash.bench.summary import LevelStats
 from specdash.config import LINK_LOSS_POLICIES
 from specdash.core.events import BenchTick, LevelRow
+from specdash.core.levels import DEFAULT_LEVELS, MAX_LEVEL, validate_levels
 from specdash.errors import UsageError
 
-DEFAULT_LEVELS: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100)
-"""Concurrency levels swept by default."""
-MAX_LEVEL = 1024
-"""The largest concurrency accepted."""
+__all__ = ["DEFAULT_LEVELS", "MAX_LEVEL", "validate_levels"]  # the one grammar lives in specdash.core.levels
+
 MAX_LEVEL_ATTEMPTS = 5
 """A level interrupted by link losses this many times ends the sweep (a flapping link measures nothing)."""
-
-
-def validate_levels(levels: tuple[int, ...]) -> tuple[int, ...]:
-    """Sorted, de-duplicated levels; a `UsageError` for any level outside 1..1024."""
-    if not levels:
-        raise UsageError("no concurrency levels given")
-    bad = [c for c in levels if c < 1 or c > MAX_LEVEL]
-    if bad:
-        raise UsageError(f"concurrency levels must be between 1 and {MAX_LEVEL}, got {bad[0]}")
-    return tuple(sorted(set(levels)))
 
 
 def validate_url(url: str) -> str:

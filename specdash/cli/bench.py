@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from specdash.core.levels import DEFAULT_LEVELS, LEVELS_GRAMMAR, MAX_LEVEL, format_levels, parse_levels
 from specdash.errors import UsageError
 
 if TYPE_CHECKING:
@@ -26,17 +27,6 @@ HELP = "sweep concurrency levels against a server and measure tok/s, TTFT, TPOT,
 
 MAX_REPEATS = 20
 """Upper bound on `--repeats` (every load loop is bounded)."""
-
-
-def parse_levels(text: str) -> tuple[int, ...]:
-    """`1,2,5,10` -> (1, 2, 5, 10); a `UsageError` for anything else or a level outside 1..1024."""
-    from specdash.bench.sweep import validate_levels
-
-    try:
-        levels = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError as exc:
-        raise UsageError(f"--levels: expected comma-separated integers, got {text!r}") from exc
-    return validate_levels(levels)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="default",
         help="mode(s) to measure; with HOST, a comma-separated list runs an A/B (e.g. baseline,eagle3)",
     )
-    parser.add_argument("--levels", default="1,2,5,10,20,50,100", help="concurrency levels (default %(default)s)")
+    parser.add_argument(
+        "--levels",
+        default=format_levels(DEFAULT_LEVELS),
+        help=f"concurrency levels: {LEVELS_GRAMMAR}; 1 to {MAX_LEVEL} (default %(default)s)",
+    )
     parser.add_argument("--max-concurrency", type=int, help="drop levels above this")
     amount = parser.add_mutually_exclusive_group()
     amount.add_argument("--requests-per-level", type=int, help="requests per level (default max(5 x C, 10))")
@@ -91,7 +85,10 @@ def run(args: argparse.Namespace) -> int:
     if bool(args.url) == bool(args.host):
         raise UsageError("give either HOST (measure over SSH) or --url (a server you can reach), not both or neither")
     url = validate_url(args.url) if args.url else ""
-    levels = parse_levels(args.levels)
+    try:
+        levels = parse_levels(args.levels)
+    except UsageError as exc:
+        raise UsageError(f"--levels: {exc.message}") from exc
     for flag, value in (("--requests-per-level", args.requests_per_level), ("--output-len", args.output_len)):
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be at least 1")
@@ -149,7 +146,13 @@ def run(args: argparse.Namespace) -> int:
         meta = RunMeta(host=url.split("://", 1)[1], mode=args.mode)
         results = []
         for _ in range(args.repeats):
-            results.append(asyncio.run(run_sweep(url, config, prompts, store, on_progress, on_level_done, meta)))
+            results.append(
+                asyncio.run(
+                    run_sweep(
+                        url, config, prompts, store, on_progress=on_progress, on_level_done=on_level_done, run_meta=meta
+                    )
+                )
+            )
             if results[-1].aborted:
                 break
     if args.repeats > 1:

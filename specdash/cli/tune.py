@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from specdash.core.levels import LEVELS_GRAMMAR
 from specdash.errors import UsageError
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ NAME = "tune"
 HELP = "search speculative settings per load with restarts, export the policy, verify it live"
 DEMO_HOST = "demo"
 MAX_REPEATS = 10
-DEFAULT_LEVELS = "1,2,4,8,16,32"
+DEFAULT_LEVELS = "1-32x2"
 DEFAULT_REPEATS = 2
 
 
@@ -63,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--space",
         help="settings to try, e.g. 'steps=1,2,3,5 topk=1,4,8 draft=2,4,8,16' (SGLang) or 'k=1,2,4' (vLLM)",
     )
-    parser.add_argument("--levels", help=f"concurrency levels (default {DEFAULT_LEVELS})")
+    parser.add_argument("--levels", help=f"concurrency levels: {LEVELS_GRAMMAR} (default {DEFAULT_LEVELS})")
     parser.add_argument(
         "--repeats", type=int, help=f"passes; later ones only for contenders (default {DEFAULT_REPEATS})"
     )
@@ -101,10 +102,13 @@ def _check_args(args: argparse.Namespace) -> None:
 
 
 def _check_tune(args: argparse.Namespace, cfg: Config) -> tuple[int, ...]:
-    from specdash.cli.bench import parse_levels
+    from specdash.core.levels import parse_levels
 
     apply_tune_table(args, cfg)
-    levels = parse_levels(args.levels)
+    try:
+        levels = parse_levels(args.levels)
+    except UsageError as exc:
+        raise UsageError(f"--levels: {exc.message}") from exc
     if not 1 <= args.repeats <= MAX_REPEATS:
         raise UsageError(f"--repeats must be between 1 and {MAX_REPEATS}, got {args.repeats}")
     if args.verify is None and not args.space:
@@ -181,7 +185,7 @@ async def _main(args: argparse.Namespace) -> int:
     from specdash.server.remote_session import running
 
     if args.host == DEMO_HOST:
-        from specdash.demo import TOUR_TIME_SCALE, demo_config, demo_session
+        from specdash.cli.demo_session import TOUR_TIME_SCALE, demo_config, demo_session
 
         levels = _check_tune(args, demo_config(0))  # fails before the demo host starts
         async with demo_session(args.time_scale or TOUR_TIME_SCALE) as demo:

@@ -107,6 +107,7 @@ class RemoteSession:
         finally:
             for task in (relay, gpus):
                 task.cancel()
+            await asyncio.gather(relay, gpus, return_exceptions=True)
             await self._stop_watching()
 
     def server_live(self) -> bool:
@@ -335,7 +336,7 @@ class RemoteSession:
             replace(config, mode=mode),
             prompts,
             self.store,
-            meta,
+            run_meta=meta,
             on_progress=progress,
             on_level_done=level_done,
             check_link=self._link_ok,
@@ -354,6 +355,7 @@ class RemoteSession:
                 if sweep.done() and not sweep.cancelled() and sweep.exception() is None:
                     self.results[mode] = sweep.result()
                 sweep.cancel()
+                await asyncio.gather(sweep, return_exceptions=True)
                 # Levels run in order: the first unfinished one was in flight (even before its first progress).
                 for key, row in self._rows.items():
                     if key[0] == mode and row.status not in ("done", "failed"):
@@ -366,6 +368,7 @@ class RemoteSession:
                 self._emit(Notice(f"{mode}: sweep stopped: {result.aborted}", "warning"))
         finally:
             crash.cancel()
+            await asyncio.gather(crash, return_exceptions=True)
             self._sweep = None
             for c, why in runner.interruptions:
                 self._emit(Notice(f"{mode} C={c}: {why}; the level ran again after the link came back", "warning"))
@@ -469,6 +472,7 @@ async def running(session: RemoteSession, listener: Listener | None = None) -> A
         yield session
     finally:
         attached.cancel()
+        await asyncio.gather(attached, return_exceptions=True)
         await session.close()
         runner.cancel()
         await asyncio.gather(runner, return_exceptions=True)

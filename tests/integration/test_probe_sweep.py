@@ -93,6 +93,22 @@ async def test_server_death_fails_the_level_and_keeps_finished_ones(server: Fake
         assert len(store.samples(res.run_id, stored[0].id)) == 10
 
 
+async def test_a_dead_server_fails_the_level_at_its_warmup(server: FakeServer, tmp_path: Path) -> None:
+    # Level 1: 1 warmup + 10 requests, then the server is gone. Level 2's warmup finds it dead: the level fails
+    # there, without sending its measured requests to a server that is not there.
+    server.config.die_after_requests = 1 + 10
+    with Store(tmp_path / "s.db") as store:
+        res = await run_sweep(server.url, config((1, 2, 4)), load_prompts("chat"), store)
+        assert [lv.status for lv in res.levels] == ["done", "failed"]
+        failed = res.levels[1]
+        assert failed.abort_reason is not None and "warm-up" in failed.abort_reason, failed.abort_reason
+        assert failed.stats.sent == 0
+        assert res.run_id is not None
+        stored = store.levels(res.run_id)
+        assert [lv.status for lv in stored] == ["done", "failed"]
+        assert store.samples(res.run_id, stored[1].id) == []
+
+
 async def test_server_cap_and_client_view_warnings(server: FakeServer) -> None:
     server.config.max_running_requests = 2
     res = await run_sweep(server.url, config((4,), requests_per_level=8), load_prompts("chat"))
@@ -174,7 +190,9 @@ async def test_cancelled_sweep_is_marked_interrupted_and_keeps_samples(server: F
                 holder[0].cancel()
 
         cfg = config((2,), requests_per_level=200, progress_interval_s=0.02)
-        holder.append(asyncio.create_task(run_sweep(server.url, cfg, load_prompts("chat"), store, on_progress)))
+        holder.append(
+            asyncio.create_task(run_sweep(server.url, cfg, load_prompts("chat"), store, on_progress=on_progress))
+        )
         with pytest.raises(asyncio.CancelledError):
             await holder[0]
         run = store.runs()[0]
