@@ -23,8 +23,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specdash.core.models import STARTUP_ORDER, Phase
 from specdash.errors import UsageError
 from specdash.target import parse_target
+
+# The stuck-phase rules a mode may set; `core.stuck` applies them (its docstring states the rules).
+HISTORY_FACTOR = 3.0
+"""The history rule's multiple of the slowest recorded duration."""
+HISTORY_FLOOR_S = 120.0
+"""The history rule's lowest limit: a phase that once took 2 s may still pause for a minute."""
+
+
+@dataclass(frozen=True)
+class StuckPolicy:
+    """A mode's stuck rules, `[modes.NAME.stuck]`."""
+
+    factor: float = HISTORY_FACTOR
+    """The limit from history is this many times the slowest recorded duration of the phase."""
+    floor: float = HISTORY_FLOOR_S
+    """The limit from history is never below this many seconds."""
+    fixed: Mapping[Phase, float] = field(default_factory=dict)
+    """Phases with a fixed limit in seconds, history or not."""
+
+
+def phase_named(name: str) -> Phase | None:
+    """The startup phase a config key names: `capturing CUDA graphs`, `capturing-cuda-graphs`, `dist_init`."""
+    wanted = name.strip().lower().replace("_", " ").replace("-", " ")
+    for phase in STARTUP_ORDER:
+        if phase.value.lower().replace("-", " ") == wanted and phase is not Phase.READY:
+            return phase
+    return None
 
 
 @dataclass(frozen=True)
@@ -73,6 +101,9 @@ class ModeConfig:
     """One line shown in the mode list."""
     stop_timeout: float = 30.0
     """Seconds to wait after SIGTERM before SIGKILL of the process group."""
+    stuck: StuckPolicy = field(default_factory=StuckPolicy)
+    """When a startup phase counts as stuck, `[modes.NAME.stuck]`: `factor` x the slowest recorded
+    duration of the phase for this mode and host, at least `floor` seconds; or a fixed limit per phase."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +118,8 @@ class UIConfig:
 
 LINK_LOSS_POLICIES = ("pause", "stop")
 """What a sweep does when the SSH link drops (`[bench] on_link_loss`, `bench --on-link-loss`)."""
+PROBE_PLACES = ("host", "local")
+"""Where a sweep's probe runs (`[bench] probe`, `bench --probe`): next to the server, or here."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +130,9 @@ class BenchConfig:
     """When the SSH link drops mid-sweep: `pause` (wait, then run the interrupted level again) or `stop`."""
     link_wait: float = 600.0
     """Seconds a paused sweep waits for the link before it stops."""
+    probe: str = "host"
+    """`host`: the probe runs on the server's host (only records cross the link; falls back to `local`, with a
+    warning in the run's record, when the host has no Python >= 3.11); `local`: here, through the forward."""
 
 
 @dataclass(frozen=True)
@@ -217,7 +253,7 @@ def _kind(value: Any) -> str:
 
 
 _HOST_KEYS = {"address", "jump", "identity_file", "known_hosts", "workdir", "python", "state_dir", "env"}
-_MODE_KEYS = {"extends", "engine", "model", "port", "args", "env", "launcher", "description", "stop_timeout"}
+_MODE_KEYS = {"extends", "engine", "model", "port", "args", "env", "launcher", "description", "stop_timeout", "stuck"}
 _TOP_KEYS = {"hosts", "modes", "ui", "bench", "keymap", "tune"}
 
 
@@ -256,11 +292,14 @@ def parse(text: str, path: Path, *, engines: Collection[str]) -> Config:
     ui_table.check_keys({"bell", "theme"})
     ui = UIConfig(bell=ui_table.boolean("bell", True), theme=ui_table.string("theme", "textual-dark") or "")
     bench_table = _Table(path, "bench", data.get("bench", {}))
-    bench_table.check_keys({"on_link_loss", "link_wait"})
+    bench_table.check_keys({"on_link_loss", "link_wait", "probe"})
     on_link_loss = bench_table.string("on_link_loss", "pause") or ""
     if on_link_loss not in LINK_LOSS_POLICIES:
         raise bench_table.error("on_link_loss", f"must be one of {', '.join(LINK_LOSS_POLICIES)}, not {on_link_loss!r}")
-    bench = BenchConfig(on_link_loss, bench_table.number("link_wait", 600.0, low=1.0, high=7 * 86400.0))
+    probe = bench_table.string("probe", "host") or ""
+    if probe not in PROBE_PLACES:
+        raise bench_table.error("probe", f"must be one of {', '.join(PROBE_PLACES)}, not {probe!r}")
+    bench = BenchConfig(on_link_loss, bench_table.number("link_wait", 600.0, low=1.0, high=7 * 86400.0), probe)
     tunes = {name: _tune(_Table(path, f"tune.{name}", t), name, modes) for name, t in _subtables(path, data, "tune")}
     return Config(path=path, hosts=hosts, modes=modes, ui=ui, bench=bench, keymap=_keymap(path, data), tunes=tunes)
 
@@ -360,4 +399,23 @@ def _mode(path: Path, name: str, raw: dict[str, Any], chain: tuple[str, ...], en
         launcher=t.strings("launcher") or (parent.launcher if parent else ()),
         description=t.string("description", parent.description if parent else "") or "",
         stop_timeout=t.number("stop_timeout", parent.stop_timeout if parent else 30.0, low=0, high=3600),
+        stuck=_stuck(_Table(path, f"modes.{name}.stuck", t.data.get("stuck", {})), parent.stuck if parent else None),
+    )
+
+
+def _stuck(t: _Table, parent: StuckPolicy | None) -> StuckPolicy:
+    base = parent or StuckPolicy()
+    fixed = dict(base.fixed)
+    for key in t.data:
+        if key in ("factor", "floor"):
+            continue
+        phase = phase_named(key)
+        if phase is None:
+            names = ", ".join(f'"{p.value}"' for p in STARTUP_ORDER if p is not Phase.READY)
+            raise t.error(key, f"neither factor, floor nor a startup phase ({names})")
+        fixed[phase] = t.number(key, 0.0, low=1.0, high=7 * 86400.0)
+    return StuckPolicy(
+        factor=t.number("factor", base.factor, low=1.0, high=100.0),
+        floor=t.number("floor", base.floor, low=1.0, high=7 * 86400.0),
+        fixed=fixed,
     )

@@ -63,7 +63,9 @@ async def _demo(autoplay: bool, time_scale: float, screenshot_dir: Path | None =
         # simulator runs with --sim-exit-with our PID and follows us out.
         loop.add_signal_handler(signal.SIGHUP, lambda: _hard_exit(demo.abandon))
         await app.run_async()
-        return app.return_code or 0
+    # After the demo's cleanup: its simulator and SSH host are gone.
+    print("The demo stopped its simulator and its SSH host: nothing of it keeps running.")
+    return app.return_code or 0
 
 
 def _hard_exit(abandon: Callable[[], None]) -> None:

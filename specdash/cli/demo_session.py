@@ -88,6 +88,17 @@ def demo_config(port: int, time_scale: float = TIME_SCALE) -> Config:
     return Config(path=None, hosts={}, modes={m.name: m for m in modes})
 
 
+def gpu_host_env(base: Path) -> dict[str, str]:
+    """The demo host's login environment: the simulator's `nvidia-smi` first on PATH, its 8 GPUs, and a GPU
+    state directory of the demo's own (another simulator on this machine must not show up in it)."""
+    from specdash.sim.gpus import COUNT_ENV, DIR_ENV, install
+
+    bin_dir = base / "bin"
+    install(bin_dir)
+    path = os.environ.get("PATH", "/usr/bin:/bin")
+    return {"PATH": f"{bin_dir}:{path}", DIR_ENV: str(base / "gpus"), COUNT_ENV: "8"}
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now (the simulator binds it shortly after)."""
     with socket.socket() as probe:
@@ -133,9 +144,9 @@ async def demo_session(time_scale: float = TIME_SCALE, *, tour: bool = False) ->
         duration_s=TOUR_LEVEL_S if tour else 5.0,
         settings=ProbeSettings(output_len=128),
     )
-    server = EmbeddedSSHServer()
-    endpoint = await server.start()
     state = tempfile.TemporaryDirectory(prefix="specdash-demo-runs-")
+    server = EmbeddedSSHServer(gpu_host_env(Path(state.name)))
+    endpoint = await server.start()
     ssh_config = Path(state.name) / "ssh_config"
     ssh_config.write_text("")  # the user's ~/.ssh/config has nothing to say about the demo host
     host_config = HostConfig(

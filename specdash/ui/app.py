@@ -261,8 +261,8 @@ class SpecdashApp(App[None]):
 
     @work(thread=True, exclusive=True, group="tune-view", exit_on_error=False)
     def _load_tune(self) -> None:
-        from specdash.bench.tune import Journal
-        from specdash.bench.tune_report import load_latest
+        from specdash.server.tune import Journal
+        from specdash.server.tune_report import load_latest
         from specdash.ui.screens.tune import TuneScreen
 
         report = load_latest(Journal.default_dir())  # a small local file, but still off the event loop

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Static
 
-from specdash.bench.tune import Journal
+from specdash.server.tune import Journal
 from specdash.ui.app import SpecdashApp
 from specdash.ui.screens.tune import TuneScreen
 from tests.ui import scenarios as sc

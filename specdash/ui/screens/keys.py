@@ -58,6 +58,8 @@ VIEW_BINDINGS = [
     _b("k", "move('up')", "Up", "up", "Move up in the focused panel (the log when none is)", group=_MOVE),
     _b("g", "move('top')", "Top", "top", "Go to the first line of the focused panel", show=False),
     _b("G", "move('bottom')", "Bottom", "bottom", "Go to the last line (in the log: follow again)", show=False),
-    _b("z", "zoom", "Zoom", "zoom", "Show the focused panel on the whole screen (again or esc: back)"),
+    _b(
+        "z", "zoom", "Zoom", "zoom", "The focused panel on the whole screen (in the log also enter); again or esc: back"
+    ),
     _b("v", "page", "Page", "page", "Small terminals: switch between server + log and sweep + charts"),
 ]

@@ -2,7 +2,7 @@
 
 Read-only: the per-range table (setting or "no speculation", speedup ± spread), the threshold, the
 restarts the drop rule saved, the verification's outcome and the speedup-vs-C chart with the 1.0 line.
-The data comes from the tune's journal (`specdash.bench.tune_report.load_latest`), read in a worker.
+The data comes from the tune's journal (`specdash.server.tune_report.load_latest`), read in a worker.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class TuneScreen(ModalScreen[None]):
         return Text("\n".join(lines))
 
     def _table(self) -> Text:
-        from specdash.bench.tune_report import policy_rows
+        from specdash.server.tune_report import policy_rows
 
         lines = [f"{'C range':>9}  {'setting':<16} {'speedup':>8}  {'spread':>8}"]
         lines += [f"{a:>9}  {b:<16} {c:>8}  {d:>8}" for a, b, c, d in policy_rows(self._report or {})]
@@ -78,7 +78,7 @@ class TuneScreen(ModalScreen[None]):
         return text
 
     def _chart(self) -> str:
-        from specdash.bench.tune_report import speedup_chart
+        from specdash.server.tune_report import speedup_chart
 
         # The dialog is min(110, 95 %) wide; border, padding and the scrollbar take 8 columns of it.
         width = max(40, min(110, int(self.app.size.width * 0.95)) - 10)

@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from specdash.bench.tune import Journal, TunePlan, TuneResult, TuneState
 from specdash.core import tune as core
+from specdash.server.tune import Journal, TunePlan, TuneResult, TuneState
 
 
 def report(plan: TunePlan, result: TuneResult) -> dict[str, Any]:
