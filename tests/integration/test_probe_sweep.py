@@ -209,7 +209,7 @@ async def test_results_map_to_session_events(server: FakeServer) -> None:
     row = res.levels[0].to_row()
     assert (row.mode, row.concurrency, row.status, row.ok, row.failed) == ("eagle3", 2, "done", 10, 0)
     assert row.tok_s == res.levels[0].stats.output_tok_s
-    tick = ticks[-1].to_event()
+    tick = ticks[-1]
     assert (tick.mode, tick.concurrency) == ("eagle3", 2)
 
 

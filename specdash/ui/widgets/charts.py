@@ -148,7 +148,7 @@ class LiveChart(ThrottledPlot):
                 self._series.popitem(last=False)
         series.append((tick.t, tick.tok_s))
         self.border_title = f"live tok/s · {tick.mode} C={tick.concurrency}"
-        self.border_subtitle = f"{tick.done}/{tick.total} requests"
+        self.border_subtitle = f"{tick.done}/{tick.total} requests" if tick.total else f"{tick.done} requests"
         self.request_redraw()
 
     def draw(self) -> None:
