@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from specdash.bench.export import export_csv, export_json
-from specdash.bench.fake_server import FakeConfig, FakeServer
 from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import load_prompts
 from specdash.bench.sse import Endpoint
 from specdash.bench.store import Store
 from specdash.bench.sweep import LevelProgress, LevelResult, Sweep, SweepConfig, run_sweep
 from specdash.errors import UsageError
+from tests.support.fake_server import FakeConfig, FakeServer
 
 
 @pytest.fixture
