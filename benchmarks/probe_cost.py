@@ -85,7 +85,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 OWN = ("floor", "plain", "plain-uvloop", "probe", "probe-pool")
 PEERS = ("bench_serving", "vllm-bench")
-CLIENTS = OWN + PEERS
+AGENT = ("agent",)
+CLIENTS = OWN + PEERS + AGENT
 PATHS = {"generate": "/generate", "completions": "/v1/completions"}
 LABELS = {
     "floor": "floor: bare asyncio protocol on uvloop, counts bytes only",
@@ -93,6 +94,7 @@ LABELS = {
     "plain-uvloop": "plain aiohttp + uvloop",
     "probe": "**specdash probe** (`Probe.run_level`, uvloop)",
     "probe-pool": "specdash probe in a worker process + parent (`ProbePool`)",
+    "agent": "specdash probe agent (the zipapp a host runs; stdlib asyncio, records to a file and stdout)",
 }
 
 SGLANG_LAUNCHER = """
@@ -492,8 +494,30 @@ def command(name: str, args: argparse.Namespace, peers: Peers, url: str, request
                 "--random-input-len", str(args.input_len), "--random-output-len", n, "--random-range-ratio", "0",
                 "--num-prompts", str(requests), "--max-concurrency", c, "--request-rate", "inf", "--ignore-eos",
                 "--temperature", "0", "--disable-tqdm", "--seed", "1"]  # fmt: skip
+    if name == "agent":
+        return agent_command(args, url, requests, out_dir)
     return [sys.executable, __file__, "--client", name, "--url", url, "--endpoint", args.endpoint, "--streams", c,
             "--requests", str(requests), "--output-len", n]  # fmt: skip
+
+
+def agent_command(args: argparse.Namespace, url: str, requests: int, out_dir: str) -> list[str]:
+    """The probe agent as a host runs it: the content-hashed zipapp, the host's Python (no uvloop there)."""
+    from specdash.bench.agent.bundle import build
+    from specdash.bench.agent.wire import PROTOCOL, job_to_dict, plan_to_dict
+    from specdash.bench.probe import LevelPlan, ProbeSettings
+    from specdash.bench.sse import Endpoint
+
+    bundle = build()
+    pyz = Path(out_dir) / bundle.name
+    pyz.write_bytes(bundle.data)
+    endpoint = Endpoint.GENERATE if args.endpoint == "generate" else Endpoint.COMPLETIONS
+    settings = ProbeSettings(endpoint=endpoint, output_len=args.output_len, model="fake-model")
+    job = Path(out_dir) / "agent-job.json"
+    job.write_text(json.dumps(job_to_dict(url, settings, ("x " * args.input_len,))))
+    plan = LevelPlan(concurrency=args.streams, total_requests=requests)
+    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+    return [python, str(pyz), "--job", str(job), "--records", str(Path(out_dir) / f"agent-{requests}.jsonl"),
+            "--expect", PROTOCOL, "--plan", json.dumps(plan_to_dict(plan))]  # fmt: skip
 
 
 def differential(name: str, a: Run, b: Run, extra: int, n: int) -> dict[str, Any]:

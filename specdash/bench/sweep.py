@@ -36,6 +36,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from specdash.bench.headroom import Load, evidence, judge
+from specdash.bench.hostprobe import AgentUnavailable, HostProbe
 from specdash.bench.levels import (
     DEFAULT_LEVELS,
     MAX_LEVEL,
@@ -44,7 +46,6 @@ from specdash.bench.levels import (
     LevelResult,
     SweepConfig,
     SweepResult,
-    parent_reasons,
     validate_levels,
     validate_url,
 )
@@ -109,8 +110,12 @@ class _ParentLoad:
             await asyncio.gather(self._task, return_exceptions=True)
         wall = max(1e-9, time.perf_counter() - self._t0)
         lags = sorted(self._lags) or [0.0]
-        p99 = lags[min(len(lags) - 1, int(0.99 * len(lags)))]
-        return Headroom((time.process_time() - self._cpu0) / wall, p99, lags[-1], 0.0, 0)
+        p90, p99 = (lags[min(len(lags) - 1, int(q * len(lags)))] for q in (0.90, 0.99))
+        return Headroom((time.process_time() - self._cpu0) / wall, p99, lags[-1], 0.0, 0, p90)
+
+
+def _load(h: Headroom) -> Load:
+    return Load(h.cpu_share, h.loop_lag_p90_ms, h.loop_lag_p99_ms)
 
 
 async def _call(cb: Callable[[Any], Awaitable[None] | None] | None, arg: Any) -> None:
@@ -197,6 +202,8 @@ class Sweep:
         on_progress: ProgressCallback | None = None,
         on_level_done: LevelCallback | None = None,
         check_link: Callable[[], Awaitable[bool]] | None = None,
+        link_in_process: bool = False,
+        host_runner: Callable[[ProbeSettings, tuple[str, ...]], HostProbe] | None = None,
     ) -> None:
         """Prepare a sweep (nothing is sent until `run`).
 
@@ -211,6 +218,10 @@ class Sweep:
             check_link: Asked, when a level's requests failed, whether the link to the server still works
                 (a cut link is declared lost only after keepalive, possibly after the level gave up);
                 False counts as a link loss.
+            link_in_process: This process carries the link to `base_url` (an SSH port forward): its own
+                event-loop lag then delays the streams (see `specdash.bench.headroom`).
+            host_runner: Makes the runner of a probe on the server's host (`specdash.bench.agent`); when
+                the host cannot run it, the sweep falls back to the local probe and records why.
         """
         self.base_url = validate_url(base_url)
         self.config = config
@@ -221,6 +232,10 @@ class Sweep:
         self.on_progress = on_progress
         self.on_level_done = on_level_done
         self.check_link = check_link
+        self.link_in_process = link_in_process
+        self.host_runner = host_runner
+        self.probe: dict[str, str] = {"where": "local", "why": "the server is reached directly"}
+        """Where the probe runs and why (stored with the run, in `SweepResult.probe`)."""
         self._stop: str | None = None
         self._stopped = asyncio.Event()
         self._link_down: str | None = None
@@ -229,7 +244,7 @@ class Sweep:
         self._link_back.set()
         self.interruptions: list[tuple[int, str]] = []
         """(concurrency, reason) of every level attempt a link loss interrupted."""
-        self._runner: ProbePool | _InProcess | None = None
+        self._runner: ProbePool | _InProcess | HostProbe | None = None
         self._procs = 1
         self._level_id: int | None = None
 
@@ -285,11 +300,8 @@ class Sweep:
                 settings = dataclasses.replace(settings, model=await server.model_id())
             settings = dataclasses.replace(settings, max_streams=max(settings.max_streams, max(self.levels)))
             engine, version = await _identify(server, info)
+            self._runner = await self._make_runner(settings)
             run_id = self._create_run(info, settings, engine, version)
-            if cfg.processes == 0:
-                self._runner = _InProcess(self.base_url, settings, self.prompts.prompts)
-            else:
-                self._runner = ProbePool(self.base_url, settings, self.prompts.prompts)
             results: list[LevelResult] = []
             aborted: str | None = None
             finished = False
@@ -317,7 +329,22 @@ class Sweep:
                     self.store.finish_run(run_id, status)
                     if not finished and self._level_id is not None:
                         self.store.finish_level(self._level_id, "interrupted", {}, "interrupted")
-        return SweepResult(run_id, tuple(results), aborted)
+        return SweepResult(run_id, tuple(results), aborted, dict(self.probe))
+
+    async def _make_runner(self, settings: ProbeSettings) -> ProbePool | _InProcess | HostProbe:
+        """The probe on the host when asked for and possible; else local, with the reason recorded."""
+        if self.host_runner is not None:
+            runner = self.host_runner(settings, self.prompts.prompts)
+            try:
+                python = await runner.prepare()
+            except AgentUnavailable as exc:
+                self.probe = {"where": "local", "why": str(exc)}
+            else:
+                self.probe = {"where": "host", "python": python}
+                return runner
+        if self.config.processes == 0:
+            return _InProcess(self.base_url, settings, self.prompts.prompts)
+        return ProbePool(self.base_url, settings, self.prompts.prompts)
 
     async def _level_through_outages(
         self, c: int, server: ServerClient, info: Mapping[str, Any] | None, run_id: int | None
@@ -351,6 +378,7 @@ class Sweep:
         server_args = meta.server_args if meta.server_args is not None else info
         cfg = dataclasses.asdict(self.config)
         cfg["settings"] = dataclasses.asdict(settings)
+        cfg["probe"] = dict(self.probe)
         meta = dataclasses.replace(
             meta,
             mode=meta.mode or self.config.mode,
@@ -413,10 +441,23 @@ class Sweep:
         stats = summarize(run.samples, c)
         view = level_view(before, after, run.polls, stats.wall_s, info_after, running_cap(info))
         headroom = tuple(o.headroom for o in outcomes if o is not None)
-        limited = tuple(r for h in headroom for r in h.reasons)
+        verdict = judge(
+            evidence(
+                run.samples,
+                c,
+                stats.window,
+                [_load(h) for h in headroom],
+                _load(parent) if parent is not None else None,
+                # With the probe on the host, this process only receives records: its lag is the UI's alone.
+                self.link_in_process and isinstance(self._runner, (ProbePool, _InProcess)),
+                view.max_running,
+                view.running_cap,
+            )
+        )
+        limited = verdict.reasons
         reasons = [o.aborted for o in outcomes if o is not None and o.aborted]
         if any(o is None for o in outcomes):
-            reasons.append("a probe process died")
+            reasons.append(getattr(self._runner, "last_failure", None) or "a probe process died")
         if self._stop is not None:
             reasons.append(self._stop)
         if limited and cfg.processes is None:
@@ -425,7 +466,7 @@ class Sweep:
             self._procs = min(cap, max(self._procs, len(outcomes) * 2))
         # Counter deltas cover whole requests, so compare them with the whole-level rate; gauges are decode rates.
         client_rate = stats.output_tok_s_wall if view.tok_s_source.startswith("Δ") else stats.output_tok_s
-        warnings = stats.warnings + warnings_for(c, client_rate, view, limited + parent_reasons(parent))
+        warnings = stats.warnings + warnings_for(c, client_rate, view, limited) + verdict.notes
         return self._finish(
             LevelResult(
                 mode=mode,
@@ -438,6 +479,7 @@ class Sweep:
                 warnings=warnings,
                 level_id=level_id,
                 parent=parent,
+                client_limits=limited,
             )
         )
 
@@ -536,7 +578,7 @@ class _LevelRun:
             max_seconds=sweep._max_seconds(),
             abort_after_connection_failures=self.abort_after,
         )
-        parent = _ParentLoad() if isinstance(runner, ProbePool) else None
+        parent = None if isinstance(runner, _InProcess) else _ParentLoad()
         if parent is not None:
             parent.start()
         self._t0 = time.perf_counter_ns()

@@ -4,7 +4,7 @@
 sshd, no GPU), with the demo's modes (`baseline`, `eagle3`, `eagle3-dynamic`, `spec-v2`).
 
 The search, the drop rule and the policy are `specdash.core.tune`; the restarts and the journal are
-`specdash.bench.tune`; the engine's own words are `specdash.engines.spec_export`.
+`specdash.server.tune`; the engine's own words are `specdash.core.spec_export`.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from specdash.core.levels import LEVELS_GRAMMAR
 from specdash.errors import UsageError
 
 if TYPE_CHECKING:
-    from specdash.bench.tune import TunePlan, TuneResult
     from specdash.config import Config, HostConfig, ModeConfig
     from specdash.core.tune import Policy
     from specdash.server.remote_session import RemoteSession
+    from specdash.server.tune import TunePlan, TuneResult
 
 NAME = "tune"
 HELP = "search speculative settings per load with restarts, export the policy, verify it live"
@@ -120,10 +120,10 @@ def make_plan(args: argparse.Namespace, cfg: Config, levels: tuple[int, ...]) ->
     """The tune's plan from the flags and the config."""
     import hashlib
 
-    from specdash.bench.tune import TunePlan
     from specdash.core import tune as core
-    from specdash.engines.spec_export import vllm_speculative_config
+    from specdash.core.spec_export import vllm_speculative_config
     from specdash.engines.spec_settings import SpecSetting, Verdict, check_sglang, check_vllm
+    from specdash.server.tune import TunePlan
 
     base = cfg.mode(args.mode)
     cfg.mode(args.baseline)
@@ -219,7 +219,7 @@ async def _tune(
 
     from specdash.bench.probe import ProbeSettings
     from specdash.bench.prompts import load_prompts
-    from specdash.bench.tune import Journal, TuneEvent, TuneRunner, open_journal
+    from specdash.server.tune import Journal, TuneEvent, TuneRunner, open_journal
 
     plan = make_plan(args, cfg, levels)
     live = sys.stderr if args.json else sys.stdout
@@ -250,8 +250,8 @@ async def _tune(
         if args.verify is None:
             result = await runner.run()
         else:
-            from specdash.bench.tune import TuneResult
             from specdash.core import tune as core
+            from specdash.server.tune import TuneResult
 
             pts = core.points(state.measured(), plan.noise_floor)
             if core.BASELINE not in pts:
@@ -260,7 +260,9 @@ async def _tune(
         out = _report(plan, result)
         base = session.config.mode(plan.base_mode)
         exported = _exports(plan, result.policy, base, simulated=_simulated(base))
-        out["exports"] = [{**e.to_json(), "command": e.command(base, hc)} for e in exported]
+        from specdash.server.launch import paste_command
+
+        out["exports"] = [{**e.to_json(), "command": paste_command(base, hc, e.args)} for e in exported]
         verify_mode = args.verify
         if verify_mode is None and exported and not args.no_verify and result.aborted is None:
             chosen = next(
@@ -291,7 +293,7 @@ def _simulated(mode: ModeConfig) -> bool:
 
 
 def _exports(plan: TunePlan, policy: Policy, base: ModeConfig, *, simulated: bool) -> list[Any]:
-    from specdash.engines.spec_export import exports
+    from specdash.core.spec_export import exports
 
     settings = {s.label: s for s in plan.order}
     return exports(base, policy, settings, simulated)
@@ -404,7 +406,8 @@ def _write_mode(
     args: argparse.Namespace, cfg: Config, name: str, base: ModeConfig, export: Any, demo: bool
 ) -> dict[str, Any]:
     from specdash.config import load
-    from specdash.engines.spec_export import mode_toml
+    from specdash.core.spec_export import mode_toml
+    from specdash.engines.registry import names
 
     if name in cfg.modes:
         raise UsageError(f"--write-mode {name}: a mode of that name exists already")
@@ -423,7 +426,7 @@ def _write_mode(
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(new, encoding="utf-8")
     try:
-        load(tmp)  # the file must still be a valid config before it replaces the old one
+        load(tmp, engines=names())  # the file must still be a valid config before it replaces the old one
     except UsageError:
         tmp.unlink()
         raise

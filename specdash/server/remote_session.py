@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 
+from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import PromptSet, load_prompts
 from specdash.bench.store import RunMeta, Store
 from specdash.bench.sweep import LevelProgress, LevelResult, Sweep, SweepConfig, SweepResult
@@ -36,6 +37,7 @@ from specdash.remote.ssh import SSHHost
 from specdash.remote.ssherror import SSHError
 from specdash.server.gpu import poll_gpus
 from specdash.server.lifecycle import Lifecycle, RunRecord
+from specdash.server.probe_agent import HostRunner
 from specdash.server.session import Listener
 from specdash.server.watch import ServerWatch
 
@@ -311,6 +313,14 @@ class RemoteSession:
 
     # -- bench ------------------------------------------------------------------------------------------
 
+    def _host_runner(self, port: int) -> Callable[[ProbeSettings, tuple[str, ...]], HostRunner]:
+        """Runners of a probe on the host, against the server on the host's loopback."""
+
+        def make(settings: ProbeSettings, prompts: tuple[str, ...]) -> HostRunner:
+            return HostRunner(self.host, f"http://127.0.0.1:{port}", settings, prompts)
+
+        return make
+
     async def _sweep_mode(self, mode: str, config: SweepConfig, prompts: PromptSet) -> None:
         cfg = self.config.mode(mode)
         local = await self.host.forward(cfg.port)
@@ -340,7 +350,11 @@ class RemoteSession:
             on_progress=progress,
             on_level_done=level_done,
             check_link=self._link_ok,
+            link_in_process=True,  # the port forward runs in this process (SSHHost)
+            host_runner=self._host_runner(cfg.port) if config.probe == "host" else None,
         )
+        if config.probe != "host":
+            runner.probe = {"where": "local", "why": 'probe = "local" (the config\'s [bench] or --probe)'}
         if self.host.state is not ConnectionState.CONNECTED:
             runner.link_lost(f"connection {self.host.state.value}")
         self._sweep = runner
