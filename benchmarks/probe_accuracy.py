@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
+from pathlib import Path
 
 from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import load_prompts
 from specdash.bench.sweep import LevelResult, SweepConfig, run_sweep
-from specdash.sim.harness import SimProcess, free_port
 from specdash.sim.model import SPEC_MAX_RUNNING, ThroughputModel, baseline_model
 from specdash.sim.spec_space import DraftShape, step_cost
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ (the simulator harness)
+from tests.support.sim_harness import SimProcess, free_port  # noqa: E402
 
 EAGLE = [
     "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/eagle3",

@@ -1,7 +1,7 @@
 """Client CPU per SSE event: specdash's probe against plain aiohttp clients and two peer benchmark clients,
 SGLang `python -m sglang.bench_serving` and `vllm bench serve` (reference/measurement.md §9, §12).
 
-Setup: the fake SSE server (`specdash.bench.fake_server`, aiohttp + uvloop) in its own process pinned to CPU 1,
+Setup: the fake SSE server (`tests.support.fake_server`, aiohttp + uvloop) in its own process pinned to CPU 1,
 streaming 1 token per chunk every `--interval` s, `--output-len` tokens per request, the same for every client;
 each client run is a fresh process (with its whole process tree) pinned to CPU 0, at `--streams` concurrency.
 Events are counted by the server (content chunks sent in finished streams, `GET /bench/counters`), so every
@@ -637,9 +637,9 @@ def main() -> None:
     check_peers(peers, names, env)
 
     server = subprocess.Popen(
-        [sys.executable, "-m", "specdash.bench.fake_server", "--port", "0", "--k", "1", "--interval",
+        [sys.executable, "-m", "tests.support.fake_server", "--port", "0", "--k", "1", "--interval",
          str(args.interval)],
-        stdout=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=lambda: _pin_to(1),
+        stdout=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=lambda: _pin_to(1), cwd=ROOT,
     )  # fmt: skip
     results: list[dict[str, Any]] = []
     t_start = time.perf_counter()

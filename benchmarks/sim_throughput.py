@@ -31,8 +31,10 @@ from pathlib import Path
 
 import aiohttp
 
-from specdash.sim.harness import SimProcess, free_port
 from specdash.sim.model import TABLE_CONCURRENCY, ThroughputModel, baseline_model, eagle3_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ (the simulator harness)
+from tests.support.sim_harness import SimProcess, free_port  # noqa: E402
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 WINDOW_S = 5.0

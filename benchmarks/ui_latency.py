@@ -66,7 +66,7 @@ async def background_sweep(concurrency: int, seconds: float, emit: Callable[[Ben
     from specdash.bench.probe import ProbeSettings
     from specdash.bench.prompts import load_prompts
     from specdash.bench.sweep import SweepConfig, run_sweep
-    from specdash.sim.harness import SimProcess, free_port
+    from tests.support.sim_harness import SimProcess, free_port
 
     port = free_port()
     args = ["--model-path", "/models/kimi", "--tp", "2", "--port", str(port), "--sim-time-scale", "0.002"]
@@ -79,9 +79,7 @@ async def background_sweep(concurrency: int, seconds: float, emit: Callable[[Ben
             progress_interval_s=0.25,
             settings=ProbeSettings(output_len=128),
         )
-        result = await run_sweep(
-            f"http://127.0.0.1:{port}", config, load_prompts("chat"), on_progress=lambda p: emit(p.to_event())
-        )
+        result = await run_sweep(f"http://127.0.0.1:{port}", config, load_prompts("chat"), on_progress=emit)
     level = result.levels[0]
     return f"sweep C={concurrency}: {level.stats.output_tok_s:.0f} tok/s, {level.stats.completed} requests"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from specdash.bench.fake_server import FakeServer
+from tests.support.fake_server import FakeServer
 
 
 @pytest.fixture(autouse=True)

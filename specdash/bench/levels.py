@@ -1,8 +1,8 @@
 """A sweep's configuration and results: what to run per level and what came out (plain data).
 
-`SweepConfig` says which levels and how much load; `LevelProgress` is the live state of a level (about once
-a second); `LevelResult` is a finished level (client stats, server view, probe headroom, warnings);
-`SweepResult` is a whole sweep of one mode.
+`SweepConfig` says which levels and how much load; `LevelProgress` (the session's `BenchTick` itself) is
+the live state of a level; `LevelResult` is a finished level (client stats, server view, probe headroom,
+warnings); `SweepResult` is a whole sweep of one mode.
 """
 
 from __future__ import annotations
@@ -113,32 +113,8 @@ class SweepConfig:
         return max(self.min_requests_factor * concurrency, 10)
 
 
-@dataclass(frozen=True)
-class LevelProgress:
-    """Live state of the running level (about once a second)."""
-
-    mode: str
-    """The mode."""
-    concurrency: int
-    """Nominal C."""
-    phase: str
-    """`warmup`, `running`, or `paused` (waiting for the link to come back)."""
-    t_s: float
-    """Seconds since the level (not the warmup) started."""
-    tok_s: float
-    """Aggregate tok/s over the last second, credited at chunk arrival."""
-    done: int
-    """Requests finished (ok or failed)."""
-    failed: int
-    """Requests failed."""
-    total: int | None
-    """Requests planned (None in duration mode)."""
-    inflight: int
-    """Requests in flight."""
-
-    def to_event(self) -> BenchTick:
-        """The session event the dashboard and the headless CLI consume."""
-        return BenchTick(self.mode, self.concurrency, self.t_s, self.tok_s, self.done, self.total or 0)
+LevelProgress = BenchTick
+"""Live state of the running level: the session event itself (one object from the sweep to the chart)."""
 
 
 @dataclass(frozen=True)

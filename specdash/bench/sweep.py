@@ -286,7 +286,7 @@ class Sweep:
         cfg = self.config
         if cfg.on_link_loss == "stop":
             return f"link lost: {reason}"
-        await _call(self.on_progress, LevelProgress(mode, c, "paused", 0.0, 0.0, 0, 0, None, 0))
+        await _call(self.on_progress, LevelProgress(mode, c, 0.0, 0.0, 0, None, phase="paused"))
         back = asyncio.ensure_future(self._link_back.wait())
         stopped = asyncio.ensure_future(self._stopped.wait())
         try:
@@ -538,7 +538,7 @@ class Sweep:
             return None
         runner = self._runner
         assert runner is not None
-        await _call(self.on_progress, LevelProgress(mode, c, "warmup", 0.0, 0.0, 0, 0, n_warm, 0))
+        await _call(self.on_progress, LevelProgress(mode, c, 0.0, 0.0, 0, n_warm, phase="warmup"))
         warm = _WarmUp()
         plans = self._plans(
             min(c, n_warm),
@@ -668,13 +668,13 @@ class _LevelRun:
             progress = LevelProgress(
                 self.mode,
                 self.c,
-                "running",
                 (now - self._t0) / 1e9,
                 self._rate.rate(now),
                 len(self.samples),
-                failed,
                 self.total,
-                sum(self._inflight.values()),
+                phase="running",
+                failed=failed,
+                inflight=sum(self._inflight.values()),
             )
             await _call(sweep.on_progress, progress)
 

@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     live = sys.stderr if args.json else sys.stdout
 
     def on_progress(p: LevelProgress) -> None:
-        print(progress_line(p.mode, p.concurrency, p.phase, p.t_s, p.tok_s, p.done, p.total, p.failed, p.inflight),
+        print(progress_line(p.mode, p.concurrency, p.phase, p.t, p.tok_s, p.done, p.total, p.failed, p.inflight),
               file=live, flush=True)  # fmt: skip
 
     def on_level_done(r: LevelResult) -> None:

@@ -130,18 +130,28 @@ class LevelRow:
 
 @dataclass(frozen=True)
 class BenchTick:
-    """Live throughput while a level runs (about 4 per second)."""
+    """The live state of the running level (about 4 per second): the one object from the sweep to the chart.
+
+    The sweep makes it (`specdash.bench.sweep`, as `LevelProgress`), the session passes it on as it is, the
+    dashboard draws it and the headless CLI prints it.
+    """
 
     mode: str
     concurrency: int
     t: float
-    """Seconds since the level started."""
+    """Seconds since the level (not the warmup) started."""
     tok_s: float
     """Aggregate tok/s over the last second (tokens credited at chunk arrival)."""
     done: int
-    """Requests finished in this level."""
-    total: int
-    """Requests planned for this level."""
+    """Requests finished in this level (ok or failed)."""
+    total: int | None
+    """Requests planned for this level (None in duration mode)."""
+    phase: Literal["warmup", "running", "paused"] = "running"
+    """`warmup`, `running`, or `paused` (waiting for the link to come back)."""
+    failed: int = 0
+    """Requests failed."""
+    inflight: int = 0
+    """Requests in flight."""
 
 
 @dataclass(frozen=True)

@@ -345,7 +345,7 @@ class RemoteSession:
                 self._publish_bench(running=True)
                 return
             self._rows[key] = replace(self._rows[key], status="warmup" if p.phase == "warmup" else "running")
-            self._emit(p.to_event())
+            self._emit(p)
 
         def level_done(result: LevelResult) -> None:
             self._rows[(mode, result.concurrency)] = result.to_row()

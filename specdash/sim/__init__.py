@@ -20,5 +20,4 @@ Modules:
 - `logstyle`: SGLang's line formats in both wordings; `faults`: fault options and failure texts.
 - `model`: the throughput model (calibration table); `scheduler`: the discrete-step batch scheduler.
 - `server`: the aiohttp routes; `metrics`: `/metrics`; `app`: the main process (signals, warmup).
-- `harness`: run a simulator from tests and benchmarks (process group, log waiting, stream clients).
 """

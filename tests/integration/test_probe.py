@@ -1,4 +1,4 @@
-"""The probe over real loopback sockets against a controllable SSE server (specdash.bench.fake_server)."""
+"""The probe over real loopback sockets against a controllable SSE server (tests.support.fake_server)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from specdash.bench.fake_server import FakeServer
 from specdash.bench.probe import LevelPlan, ListSink, Probe, ProbeSettings
 from specdash.bench.samples import Failure
 from specdash.bench.sse import Endpoint
+from tests.support.fake_server import FakeServer
 
 PROMPTS = ("one", "two", "three")
 

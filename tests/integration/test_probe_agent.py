@@ -18,7 +18,6 @@ import pytest
 
 from specdash.bench.agent.bundle import MODULES, build
 from specdash.bench.agent.wire import PROTOCOL, sample_from_list, sample_to_list
-from specdash.bench.fake_server import FakeServer
 from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import load_prompts
 from specdash.bench.store import Store
@@ -26,6 +25,7 @@ from specdash.bench.sweep import Sweep, SweepConfig
 from specdash.remote.ssh import SSHHost
 from specdash.server.probe_agent import HostRunner, check_hello, parse_python_version
 from tests.sshd import TEST_HOME, make_dir
+from tests.support.fake_server import FakeServer
 
 
 def config(levels: tuple[int, ...] = (1, 3), **kw: object) -> SweepConfig:

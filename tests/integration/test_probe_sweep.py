@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from specdash.bench.export import export_csv, export_json
-from specdash.bench.fake_server import FakeConfig, FakeServer
 from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import load_prompts
 from specdash.bench.sse import Endpoint
 from specdash.bench.store import Store
 from specdash.bench.sweep import LevelProgress, LevelResult, Sweep, SweepConfig, run_sweep
 from specdash.errors import UsageError
+from tests.support.fake_server import FakeConfig, FakeServer
 
 
 @pytest.fixture
@@ -209,7 +209,7 @@ async def test_results_map_to_session_events(server: FakeServer) -> None:
     row = res.levels[0].to_row()
     assert (row.mode, row.concurrency, row.status, row.ok, row.failed) == ("eagle3", 2, "done", 10, 0)
     assert row.tok_s == res.levels[0].stats.output_tok_s
-    tick = ticks[-1].to_event()
+    tick = ticks[-1]
     assert (tick.mode, tick.concurrency) == ("eagle3", 2)
 
 

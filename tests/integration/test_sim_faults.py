@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import aiohttp
 import pytest
 
-from specdash.sim.harness import SimProcess, free_port, probe_health, stream_generate
+from tests.support.sim_harness import SimProcess, free_port, probe_health, stream_generate
 
 Start = Callable[..., Awaitable[tuple[SimProcess, int]]]
 READY = "The server is fired up and ready to roll!"

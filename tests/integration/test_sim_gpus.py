@@ -15,7 +15,7 @@ import aiohttp
 from specdash.core.events import GpuSample
 from specdash.server.gpu import QUERY, parse_gpus
 from specdash.sim.gpus import COUNT_ENV, DIR_ENV, install
-from specdash.sim.harness import SimProcess, free_port, stream_generate
+from tests.support.sim_harness import SimProcess, free_port, stream_generate
 
 READY = "The server is fired up and ready to roll!"
 

@@ -10,8 +10,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import aiohttp
 import pytest
 
-from specdash.sim.harness import SimProcess, StreamRecord, free_port, steady_rate, stream_completion, stream_generate
 from specdash.sim.model import baseline_model, eagle3_model
+from tests.support.sim_harness import (
+    SimProcess,
+    StreamRecord,
+    free_port,
+    steady_rate,
+    stream_completion,
+    stream_generate,
+)
 
 Start = Callable[..., Awaitable[tuple[SimProcess, int]]]
 READY = "The server is fired up and ready to roll!"

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from specdash.sim.harness import SimProcess, free_port, probe_health
+from tests.support.sim_harness import SimProcess, free_port, probe_health
 
 Start = Callable[..., Awaitable[SimProcess]]
 

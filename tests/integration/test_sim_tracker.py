@@ -13,7 +13,7 @@ import pytest
 from specdash.core.models import STARTUP_ORDER, Phase
 from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import Crashed, PhaseChanged, ProgressChanged, Ready
-from specdash.sim.harness import SimProcess, free_port
+from tests.support.sim_harness import SimProcess, free_port
 
 Start = Callable[..., Awaitable[SimProcess]]
 

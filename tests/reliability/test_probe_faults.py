@@ -16,10 +16,10 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from specdash.bench.fake_server import FakeServer
 from specdash.bench.probe import LevelPlan, ListSink, Probe, ProbeSettings
 from specdash.bench.samples import Failure
 from specdash.bench.sse import Endpoint
+from tests.support.fake_server import FakeServer
 
 PROMPTS = ("one", "two", "three")
 FAILURES = {

@@ -16,7 +16,6 @@ from typing import cast
 from aiohttp import web
 
 from specdash.bench.export import export_csv, export_json
-from specdash.bench.fake_server import FakeServer
 from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import load_prompts
 from specdash.bench.store import REDACTED, Store, redact
@@ -29,6 +28,7 @@ from tests.integration.conftest import target
 from tests.integration.remote_sim import sim_config
 from tests.reliability.conftest import state_dir
 from tests.sshd import Sshd, free_port
+from tests.support.fake_server import FakeServer
 
 SECRETS = ("sk-live-0123456789", "hf_abcdefSECRET", "hunter2-password", "admin-key-42")
 
@@ -110,7 +110,7 @@ def test_a_password_in_the_environment_stays_out_of_the_store(tmp_path: Path) ->
     the store file holds neither the environment secret nor anything but what the sweep needs."""
     server_port = free_port()
     fake = subprocess.Popen(
-        [sys.executable, "-m", "specdash.bench.fake_server", "--port", str(server_port)],
+        [sys.executable, "-m", "tests.support.fake_server", "--port", str(server_port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -11,7 +11,7 @@ during which at least one stream was open; `GET /bench/wait?requests=K&timeout=T
 than K streaming requests have arrived (or T seconds have passed), so a caller learns when a client's first
 request came in without polling.
 
-Run standalone (for benchmarks): `python -m specdash.bench.fake_server --port P --k 1 --interval 0.01`.
+Run standalone (for benchmarks): `python -m tests.support.fake_server --port P --k 1 --interval 0.01`.
 """
 
 from __future__ import annotations
