@@ -10,7 +10,12 @@ transactions on an OS crash or power loss, which is an acceptable trade for ~100
 | `runs` | sweep of one mode (host, mode, engine, version, server args, prompts + hash) | `create_run` |
 | `levels` | level of a run (stats, server view, headroom, warnings as JSON) | `finish_level` |
 | `samples` | request (timings, counts, failure reason, per-chunk arrays) | `add_sample` |
-| `startups` | server start (host, mode, per-phase durations, total, outcome) | the lifecycle, for ETAs |
+| `startups` | server start (host, mode, per-phase durations, total, outcome, kind) | the session, for ETAs |
+
+`startups.kind` says how specdash saw the server become ready: `startup` (watched from launch to ready:
+the only kind the ETA learns from), `attach` (found running) or `adoption` (started by hand, adopted).
+Columns added after a table's first release are listed in `ADDED_COLUMNS` and added to older stores on
+open, so an old store keeps working.
 """
 
 from __future__ import annotations
@@ -92,6 +97,9 @@ CREATE TABLE IF NOT EXISTS startups (
 );
 """
 
+
+ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (("startups", "kind", "TEXT NOT NULL DEFAULT 'startup'"),)
+"""(table, column, declaration) added after the table's first release; rows written before get the default."""
 
 _SECRET_KEY = re.compile(r"(^|_)(api_?key|password|passwd|secret|token|auth|credentials?)($|_)", re.IGNORECASE)
 REDACTED = "<redacted>"
@@ -220,6 +228,8 @@ class StartupRecord:
     """Launch to ready (or to failure)."""
     outcome: str
     """e.g. `ready`, `crashed`, `stopped`."""
+    kind: str = "startup"
+    """`startup` (watched from launch: the ETA learns from it), `attach` or `adoption`."""
 
 
 class Store:
@@ -241,6 +251,9 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=5000")
         self._db.executescript(SCHEMA)
+        for table, column, declaration in ADDED_COLUMNS:
+            if column not in {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
     def close(self) -> None:
         """Close the connection."""
@@ -429,17 +442,24 @@ class Store:
         total_s: float | None,
         outcome: str,
         engine: str = "",
+        kind: str = "startup",
     ) -> int:
-        """Record one server start (per-phase seconds, total, outcome); returns its id."""
+        """Record one server start (per-phase seconds, total, outcome) or an attach / adoption (`kind`)."""
         return self._insert(
-            "INSERT INTO startups (created, host, mode, engine, phases, total_s, outcome) VALUES (?,?,?,?,?,?,?)",
-            (_now(), host, mode, engine, json.dumps(dict(phases)), total_s, outcome),
+            "INSERT INTO startups (created, host, mode, engine, phases, total_s, outcome, kind)"
+            " VALUES (?,?,?,?,?,?,?,?)",
+            (_now(), host, mode, engine, json.dumps(dict(phases)), total_s, outcome, kind),
         )
 
-    def startups(self, host: str | None = None, mode: str | None = None, limit: int = 20) -> list[StartupRecord]:
-        """Recent starts, newest first, optionally for one host and/or mode (for start-up ETAs)."""
-        sql = "SELECT id, created, host, mode, engine, phases, total_s, outcome FROM startups WHERE 1=1"
+    def startups(
+        self, host: str | None = None, mode: str | None = None, limit: int = 20, kind: str | None = None
+    ) -> list[StartupRecord]:
+        """Recent starts, newest first, optionally for one host, mode and/or kind (`startup` for ETAs)."""
+        sql = "SELECT id, created, host, mode, engine, phases, total_s, outcome, kind FROM startups WHERE 1=1"
         params: list[Any] = []
+        if kind is not None:
+            sql += " AND kind=?"
+            params.append(kind)
         if host is not None:
             sql += " AND host=?"
             params.append(host)
@@ -449,6 +469,6 @@ class Store:
         sql += " ORDER BY id DESC LIMIT ?"
         params.append(limit)
         return [
-            StartupRecord(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7])
+            StartupRecord(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8])
             for r in self._db.execute(sql, params)
         ]

@@ -27,7 +27,8 @@ from specdash.core.events import (
     ServerStatus,
     SessionEvent,
 )
-from specdash.core.models import Phase
+from specdash.core.models import Origin, Phase
+from specdash.core.server_state import RECORD_KINDS, sweep_plan
 from specdash.core.timeline import Timeline
 from specdash.engines.registry import make_rules
 from specdash.errors import SpecdashError
@@ -71,7 +72,7 @@ class RemoteSession:
         self._listeners: list[Listener] = []
         self._watch: ServerWatch | None = None
         self._watch_task: asyncio.Task[None] | None = None
-        self._status = ServerStatus(Phase.STOPPED)
+        self._status = ServerStatus(Phase.STOPPED, origin=Origin.UNKNOWN)
         self._record: RunRecord | None = None
         self._sweep_task: asyncio.Task[object] | None = None
         self._sweep: Sweep | None = None  # the mode being swept now: told of link losses
@@ -119,9 +120,10 @@ class RemoteSession:
         """Find the live run recorded on the host and watch it, without launching anything."""
         record = await self.lifecycle.current()
         if record is not None and record.alive:
-            self._watch_run(record, note=f"attached to run {record.id}")
+            origin = Origin.ADOPTED if record.adopted else Origin.ATTACHED
+            self._watch_run(record, note=f"{origin.value}: run {record.id}", origin=origin)
             return record
-        self._set_status(ServerStatus(Phase.STOPPED))
+        self._set_status(ServerStatus(Phase.STOPPED, origin=Origin.NONE))
         return None
 
     async def start(self, mode: str) -> None:
@@ -139,14 +141,16 @@ class RemoteSession:
                 started_at=self.clock(),
                 eta_remaining=eta.remaining if eta else None,
                 eta_samples=eta.samples if eta else 0,
+                eta_spread=eta.spread if eta else None,
+                origin=Origin.LAUNCHED,
             )
         )
         try:
             record = await self.lifecycle.start(cfg)
         except SpecdashError:
-            self._set_status(ServerStatus(Phase.STOPPED))
+            self._set_status(ServerStatus(Phase.STOPPED, origin=Origin.NONE))
             raise
-        self._watch_run(record)
+        self._watch_run(record, origin=Origin.LAUNCHED)
 
     async def stop(self) -> None:
         record = self._record or await self.lifecycle.current()
@@ -155,6 +159,7 @@ class RemoteSession:
         if self.sweep_running():
             await self.cancel_sweep()
         grace = self._grace(record.mode)
+        before = self._status
         if self._watch is not None:
             self._watch.mark_stopping()
         report = await self.lifecycle.stop(record, grace)
@@ -163,7 +168,15 @@ class RemoteSession:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self._watch_task), 5.0)
         await self._stop_watching()
-        self._set_status(ServerStatus(Phase.STOPPED, mode=record.mode, engine=record.engine))
+        if before.phase is Phase.CRASHED:
+            # Cleaning up after a crash: it stays a crash; what was left is gone (or listed as survivors).
+            cleaned = f"cleaned up {len(report.members)} process(es) left by the crash"
+            self._set_status(replace(before, leftovers=tuple(report.survivors), note=cleaned))
+            return
+        origin = before.origin if before.origin in (Origin.LAUNCHED, Origin.ATTACHED, Origin.ADOPTED) else Origin.NONE
+        self._set_status(
+            ServerStatus(Phase.STOPPED, mode=record.mode, engine=record.engine, origin=origin, pid=record.pid)
+        )
 
     async def restart(self) -> None:
         mode = self._status.mode or (self._record.mode if self._record else "")
@@ -231,6 +244,14 @@ class RemoteSession:
                 await self._status_changed()
         return self._status
 
+    async def watch_finished(self, timeout: float) -> None:
+        """Wait (at most `timeout` s) until the watch of the current run has ended, e.g. after a crash,
+        when it has listed what the crash left in the process group."""
+        task = self._watch_task
+        if task is not None and not task.done():
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(task), timeout)
+
     async def cancel_sweep(self) -> None:
         task = self._sweep_task
         if task is not None and not task.done() and task is not asyncio.current_task():
@@ -246,7 +267,7 @@ class RemoteSession:
 
     # -- watching ---------------------------------------------------------------------------------------
 
-    def _watch_run(self, record: RunRecord, note: str = "") -> None:
+    def _watch_run(self, record: RunRecord, note: str = "", origin: Origin = Origin.LAUNCHED) -> None:
         self._record = record
         history = self._history(record.mode)
         watch = ServerWatch(
@@ -254,14 +275,19 @@ class RemoteSession:
             record,
             self._emit_watch,
             history=history,
-            on_ready=self._save_startup,
+            on_ready=self._seen_ready,
             clock=self.clock,
             state_dir=self.host_config.state_dir,
             label=self.label,
+            origin=origin,
+            members=self.lifecycle.members,
         )
         if note:
             watch.state.note = note
         self._watch = watch
+        # Published now, not when the watch task first runs: whatever decides on the status next (the
+        # sweep's plan, the dialogs) sees this run, not the state before it.
+        self._set_status(watch.status())
         self._watch_task = asyncio.create_task(watch.run(), name=f"watch-{record.id}")
 
     async def _stop_watching(self) -> None:
@@ -280,23 +306,28 @@ class RemoteSession:
     def _history(self, mode: str) -> list[dict[str, float]]:
         if self.store is None:
             return []
-        records = self.store.startups(host=self.label, mode=mode, limit=10)
+        records = self.store.startups(host=self.label, mode=mode, limit=10, kind=RECORD_KINDS[Origin.LAUNCHED])
         return [dict(r.phases) for r in reversed(records) if r.outcome == "ready"]
 
-    def _save_startup(self, timeline: Timeline) -> None:
-        record = timeline.history_record()
-        if self.store is None or record is None or self._record is None:
+    def _seen_ready(self, timeline: Timeline) -> None:
+        """Record what was seen: a startup (phase durations, for the ETA) only when watched from launch."""
+        watch, run = self._watch, self._record
+        if self.store is None or watch is None or run is None:
             return
-        self.store.add_startup(
-            self.label, self._record.mode, record, timeline.total(), "ready", engine=self._record.engine
-        )
+        kind = RECORD_KINDS.get(watch.origin, "attach")
+        if watch.origin is Origin.LAUNCHED:
+            phases = timeline.history_record()
+            if phases is None:
+                return
+            self.store.add_startup(self.label, run.mode, phases, timeline.total(), "ready", run.engine, kind)
+        else:
+            self.store.add_startup(self.label, run.mode, {}, None, "ready", run.engine, kind)
 
     async def _ensure_ready(self, mode: str) -> None:
-        # A live run of this mode that we watch (just attached: its status may still say starting, or not
-        # be published yet) is waited for, never restarted: a restart throws a long load away.
-        watch = self._watch
-        watching = watch is not None and not watch.done.is_set() and watch.record.mode == mode
-        if not watching and not (self._status.mode == mode and self._status.phase is Phase.READY):
+        # The same plan the A/B dialog told the user (`sweep_plan`): a live run of this mode is waited for,
+        # never restarted (a restart throws a long load away); anything else is (re)started.
+        step = sweep_plan(self._status, [mode])[0]
+        if step.action != "measure":
             await self.switch(mode)
         async with asyncio.timeout(READY_TIMEOUT_S):
             while self._status.phase is not Phase.READY:
@@ -307,6 +338,8 @@ class RemoteSession:
                     reason = self._status.crash.reason if self._status.crash else self._status.phase.value
                     raise SpecdashError(f"{mode} did not become ready: {reason}")
                 await self._status_changed()
+        how = {"measure": "as it runs", "start": "started", "restart": "restarted"}[step.action]
+        self._emit(Notice(f"sweep: measuring {mode}, pid {self._status.pid} ({how})"))
 
     # -- bench ------------------------------------------------------------------------------------------
 
@@ -417,7 +450,12 @@ class RemoteSession:
 
     def _modes_event(self) -> ModesChanged:
         modes = tuple(ModeInfo(m.name, m.engine, m.description) for m in self.config.modes.values())
-        return ModesChanged(modes, self._status.mode or None)
+        status = self._status
+        if status.mode and status.mode not in self.config.modes and status.origin is Origin.ADOPTED:
+            # A server started by hand that matches no configured mode: shown as unmanaged, with its flags.
+            flags = " ".join(arg for arg in status.command if arg.startswith("--"))
+            modes += (ModeInfo(status.mode, status.engine, f"unmanaged (adopted) {flags}".rstrip()),)
+        return ModesChanged(modes, status.mode or None)
 
     def _set_status(self, status: ServerStatus) -> None:
         mode_changed = status.mode != self._status.mode

@@ -53,7 +53,7 @@ async def test_capturing_shows_batch_sizes_and_eta(build: AppFactory) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert "capturing CUDA graphs  batch sizes 12/36" in text(app, "#phase")
-        assert text(app, "#eta") == "elapsed 2m 11s · ready in ~2m 05s (from 5 startups)"
+        assert text(app, "#eta") == "elapsed 2m 11s · ready in 2m 05s ± 20s, from 5 starts"
         assert app.screen.query_one("#gpus").display
 
 

@@ -20,6 +20,7 @@ from textual.widgets import DataTable, Footer, OptionList, Tab, Tabs
 
 from specdash.core.events import BenchUpdate, ServerStatus
 from specdash.core.models import Phase
+from specdash.core.server_state import server_name, stop_question, sweep_question
 from specdash.remote.events import Connected
 from specdash.ui.messages import (
     BenchTicked,
@@ -215,6 +216,7 @@ class DashboardScreen(Screen[None]):
         self._status = message.status
         self.query_one(ServerPanel).status = message.status
         self.query_one(StatusHeader).status = message.status
+        self.query_one(ModeList).status = message.status
         self.refresh_bindings()
 
     @on(ModesUpdated)
@@ -271,7 +273,9 @@ class DashboardScreen(Screen[None]):
         match action:
             case "start":
                 return not live and modes.selected is not None
-            case "stop" | "restart":
+            case "stop":  # after a crash: cleans up what is left in the run's process group
+                return live or (self._status.phase is Phase.CRASHED and bool(self._status.leftovers))
+            case "restart":
                 return live
             case "switch":
                 return live and modes.selected not in (None, self._status.mode)
@@ -294,9 +298,7 @@ class DashboardScreen(Screen[None]):
     # --------------------------------------------------------------------------------------- actions
 
     def _server_name(self) -> str:
-        status = self._status
-        pid = f" (pid {status.pid})" if status.pid is not None else ""
-        return f"{status.mode or 'the server'}{pid} on {self._label}"
+        return server_name(self._status, self._label)
 
     def _sweep_clause(self) -> str:
         return (
@@ -337,8 +339,9 @@ class DashboardScreen(Screen[None]):
             self._run(f"start {mode}", lambda: self.specdash.session.start(mode))
 
     def action_stop(self) -> None:
-        question = f"Stop {self._server_name()}?{self._sweep_clause()}"
-        self._confirm(question, "Stop", lambda: self._run("stop", self.specdash.session.stop))
+        question = stop_question(self._status, self._label) + self._sweep_clause()
+        yes = "Clean up" if self._status.phase is Phase.CRASHED else "Stop"
+        self._confirm(question, yes, lambda: self._run("stop", self.specdash.session.stop))
 
     def action_restart(self) -> None:
         question = f"Restart {self._server_name()}? It serves nothing until it is ready again.{self._sweep_clause()}"
@@ -386,12 +389,8 @@ class DashboardScreen(Screen[None]):
 
     def action_ab(self) -> None:
         modes = [name for name in self.query_one(ModeList).names if name in self.query_one(ModeList).marked]
-        warn = None
-        if self.specdash.session.server_live():
-            warn = (
-                f"A/B across {', '.join(modes)} restarts the server in each mode: {self._server_name()} "
-                "is stopped first."
-            )
+        # Says what the sweep will do from the same state the session decides on (`sweep_plan`).
+        warn = sweep_question(self._status, modes, self._label)
         self._ask_levels(f"A/B {' vs '.join(modes)}: concurrency levels", modes, warn)
 
     def _ask_levels(self, title: str, modes: list[str], warning: str | None) -> None:
