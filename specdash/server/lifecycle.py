@@ -41,9 +41,13 @@ class PortBusy(SpecdashError):
 
     def __init__(self, host: str, port: int, listener: str) -> None:
         who = _listener_process(listener)
+        m = re.search(r",pid=(\d+)", listener)
+        self.pid = int(m.group(1)) if m else None
+        """The listening process, when the SSH user can see it (then it may be adopted)."""
+        adopt = f"adopt it with 'specdash adopt {host} --port {port}', " if self.pid is not None else ""
         super().__init__(
             f"port {port} on {host} is already in use{f' by {who}' if who else ''}; "
-            "stop that process or give the mode another port (refused before launching)"
+            f"{adopt}stop that process or give the mode another port (refused before launching)"
         )
         self.port = port
         self.listener = listener

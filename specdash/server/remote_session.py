@@ -35,6 +35,8 @@ from specdash.errors import SpecdashError
 from specdash.remote.events import Connected, ConnectionEvent, ConnectionState, Failed, Lost
 from specdash.remote.ssh import SSHHost
 from specdash.remote.ssherror import SSHError
+from specdash.server import adopt as adoption
+from specdash.server.adopt import Adoptable
 from specdash.server.gpu import poll_gpus
 from specdash.server.lifecycle import Lifecycle, RunRecord
 from specdash.server.session import Listener
@@ -177,6 +179,20 @@ class RemoteSession:
         self._set_status(
             ServerStatus(Phase.STOPPED, mode=record.mode, engine=record.engine, origin=origin, pid=record.pid)
         )
+
+    async def find_adoptable(self, *, pid: int | None = None, port: int | None = None, log: str = "") -> Adoptable:
+        """Describe the server process `pid` (or the one on `port`) that specdash did not start."""
+        found = await adoption.inspect(self.host, self.host_config, pid=pid, port=port)
+        return adoption.assess(found, self.config, self.host_config, log)
+
+    async def adopt(self, target: Adoptable) -> None:
+        """Adopt `target`: record it as the host's current run and watch it from the start of its log."""
+        if self.server_live():
+            raise SpecdashError(f"{self._status.mode or 'a server'} is already running on {self.label}; stop it first")
+        record = await adoption.adopt(self.host, self.host_config, target)
+        how = f"mode {target.mode}" if target.matched else "unmanaged"
+        self._watch_run(record, note=f"adopted pid {record.pid} ({how}); log {target.log_path}", origin=Origin.ADOPTED)
+        self._emit(self._modes_event())
 
     async def restart(self) -> None:
         mode = self._status.mode or (self._record.mode if self._record else "")
@@ -344,9 +360,14 @@ class RemoteSession:
     # -- bench ------------------------------------------------------------------------------------------
 
     async def _sweep_mode(self, mode: str, config: SweepConfig, prompts: PromptSet) -> None:
-        cfg = self.config.mode(mode)
-        local = await self.host.forward(cfg.port)
-        meta = RunMeta(host=self.label, mode=mode, engine=cfg.engine)
+        cfg = self.config.modes.get(mode)
+        if cfg is None and self._status.mode == mode and self._status.port is not None:
+            port, engine = self._status.port, self._status.engine  # an adopted server in no configured mode
+        else:
+            cfg = self.config.mode(mode)
+            port, engine = cfg.port, cfg.engine
+        local = await self.host.forward(port)
+        meta = RunMeta(host=self.label, mode=mode, engine=engine)
 
         def progress(p: LevelProgress) -> None:
             key = (mode, p.concurrency)

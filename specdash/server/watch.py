@@ -116,6 +116,8 @@ class ServerWatch:
         self.timeline = Timeline(engine=record.engine, start=record.started_at)
         self.state = WatchState()
         offset = max(0, record.log_size - ATTACH_TAIL_BYTES) if record.log_size > ATTACH_TAIL_BYTES else 0
+        if origin is Origin.ADOPTED:
+            offset = 0  # the whole story of a server started by hand is in its log: read it from the start
         self.follower = LogFollower(host, record.log_path, offset)
         self._pending_lines: list[str] = []
         self._log_advanced = asyncio.Event()
