@@ -5,14 +5,19 @@ stopped by its process group; recorded as an adoption, never as a startup."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shlex
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from specdash.bench.probe import Endpoint, ProbeSettings
+from specdash.bench.probe import ProbeSettings
+from specdash.bench.sse import Endpoint
 from specdash.bench.store import Store
 from specdash.bench.sweep import SweepConfig
 from specdash.config import Config, HostConfig
@@ -25,7 +30,7 @@ from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import remote_alive, target
 from tests.integration.remote_sim import sim_config
 from tests.recorder import Recorder
-from tests.sshd import Sshd, free_port
+from tests.sshd import Keys, Sshd, free_port
 
 SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
 
@@ -141,3 +146,51 @@ async def test_a_server_that_does_not_lead_its_group_is_not_adopted(
             assert "neither SGLang" in text and "does not lead its process group" in text and "/dev/null" in text
         finally:
             await session.host.run(f"kill {pid}")
+
+
+def test_cli_adopt_then_down_asks_naming_pid_and_command(
+    sshd: Sshd,
+    ssh_options: SSHOptions,
+    ssh_keys: Keys,
+    known_hosts: Path,
+    host_cfg: HostConfig,
+    cfg: Config,
+    port: int,
+    by_hand: tuple[int, str, list[str]],
+) -> None:
+    pid, log, _ = by_hand
+    assert cfg.path is not None
+    cfg.path.write_text(
+        cfg.path.read_text()
+        + f'\n[hosts.sim]\naddress = "{target(sshd)}"\nidentity_file = "{ssh_keys.client_key}"\n'
+        + f'known_hosts = "{known_hosts}"\nstate_dir = "{host_cfg.state_dir}"\n'
+    )
+    env = {**os.environ, "SPECDASH_CONFIG": str(cfg.path)}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "specdash", *args],
+            capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    up = cli("up", "sim", "--mode", "baseline")
+    deadline = time.monotonic() + 60
+    while "already in use" not in up.stderr and time.monotonic() < deadline:  # until the simulator listens
+        up = cli("up", "sim", "--mode", "baseline")
+    assert up.returncode == 1 and f"adopt it with 'specdash adopt sim --port {port}'" in up.stderr, up.stderr
+    assert "stopped" not in up.stdout  # headless output begins with a real state, not a made-up one
+    assert up.stdout.startswith("connecting to ")
+
+    adopted = cli("adopt", "sim", "--port", str(port), "--wait")
+    assert adopted.returncode == 0, adopted.stderr
+    assert f"pid {pid} (process group {pid})" in adopted.stdout and f"log: {log} (from stdout)" in adopted.stdout
+    assert "mode baseline" in adopted.stdout and "ready (adopted" in adopted.stdout
+
+    asked = cli("down", "sim")  # no terminal to ask on: refused, naming what it would stop
+    assert asked.returncode == 2
+    assert f"Stop pid {pid} on sim, which specdash did not start: /usr/bin/" in asked.stderr
+    assert "sim --model-path /models/kimi-k2.5" in asked.stderr and "--yes" in asked.stderr
+
+    down = cli("down", "sim", "--yes", "--grace", "5")
+    assert down.returncode == 0, down.stderr
+    assert "stopped run" in down.stdout
