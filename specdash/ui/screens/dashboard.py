@@ -21,7 +21,10 @@ from textual.widgets import DataTable, Footer, OptionList, Tab, Tabs
 from specdash.core.events import BenchUpdate, ServerStatus
 from specdash.core.models import Phase
 from specdash.core.server_state import server_name, stop_question, sweep_question
+from specdash.errors import SpecdashError
 from specdash.remote.events import Connected
+from specdash.server.adopt import Adoptable
+from specdash.server.lifecycle import PortBusy
 from specdash.ui.messages import (
     BenchTicked,
     BenchUpdated,
@@ -336,7 +339,28 @@ class DashboardScreen(Screen[None]):
     def action_start(self) -> None:
         mode = self.query_one(ModeList).selected
         if mode is not None:
-            self._run(f"start {mode}", lambda: self.specdash.session.start(mode))
+            self._run(f"start {mode}", lambda: self._start_or_offer_adoption(mode))
+
+    async def _start_or_offer_adoption(self, mode: str) -> None:
+        """Start `mode`; when its port is held by a server specdash did not start, offer to adopt it."""
+        session = self.specdash.session
+        try:
+            await session.start(mode)
+        except PortBusy as busy:
+            if busy.pid is None:
+                raise
+            target = await session.find_adoptable(pid=busy.pid)
+            if not target.ok:
+                raise SpecdashError(f"{busy.message}\n{target.describe()}") from None
+            self.app.call_later(self._offer_adoption, target)
+
+    def _offer_adoption(self, target: Adoptable) -> None:
+        question = (
+            f"Port {target.port} on {self._label} is held by a server specdash did not start:\n"
+            f"{target.describe()}\nAdopt it? specdash watches its log and health and can bench it; it sends "
+            "no signal (stopping it later asks again)."
+        )
+        self._confirm(question, "Adopt", lambda: self._run("adopt", lambda: self.specdash.session.adopt(target)))
 
     def action_stop(self) -> None:
         question = stop_question(self._status, self._label) + self._sweep_clause()
