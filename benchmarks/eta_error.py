@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
 import tempfile
@@ -34,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._remote import loopback_sshd  # noqa: E402
 from specdash.bench.store import Store  # noqa: E402
 from specdash.config import Config, HostConfig  # noqa: E402
-from specdash.core.eta import estimate  # noqa: E402
+from specdash.core.eta import Estimate, estimate  # noqa: E402
 from specdash.core.events import ServerStatus  # noqa: E402
 from specdash.core.models import Phase  # noqa: E402
 from specdash.engines.registry import make_rules  # noqa: E402
@@ -90,15 +91,41 @@ def durations(boundaries: list[Boundary]) -> dict[str, float]:
     return {p.value: boundaries[i + 1][1] - at for i, (p, at, _, _) in enumerate(boundaries[:-1])}
 
 
-def leave_one_out(runs: list[list[Boundary]], order: tuple[Phase, ...]) -> list[list[Boundary]]:
-    """Each run's boundaries with the ETA `estimate` gives from the other runs' timings."""
+def ratio_rule(
+    history: list[dict[str, float]], finished: dict[Phase, float], current: Phase, order: tuple[Phase, ...]
+) -> float:
+    """The rule this replaced, for comparison only: the rest scaled by (actual / median) of the finished
+    phases, clamped to [0.5, 2] (a short noisy phase scales the whole rest)."""
+    medians = {
+        p: statistics.median(h[p.value] for h in history if p.value in h)
+        for p in order
+        if any(p.value in h for h in history)
+    }
+    expected = sum(medians.get(p, 0.0) for p in finished)
+    scale = 1.0 if expected <= 0 else max(0.5, min(2.0, sum(finished.values()) / expected))
+    rest = [p for p in order[order.index(current) :] if p is not Phase.READY]
+    return sum(medians.get(p, 0.0) for p in rest) * scale
+
+
+def leave_one_out(
+    runs: list[list[Boundary]], order: tuple[Phase, ...], *, old: bool = False, late_launch: float = 0.0
+) -> list[list[Boundary]]:
+    """Each run's boundaries with the ETA `estimate` gives from the other runs' timings (`old`: the ratio
+    rule it replaced); `late_launch` adds seconds to this run's launching phase (a noisy short phase)."""
     out = []
     for i, run in enumerate(runs):
         history = [durations(other) for j, other in enumerate(runs) if j != i]
+        if late_launch:
+            run = [run[0], *[(p, at + late_launch, eta, sp) for p, at, eta, sp in run[1:]]]
         marked: list[Boundary] = []
         finished: dict[Phase, float] = {}
         for k, (phase, at, _, _) in enumerate(run):
-            e = estimate(history, dict(finished), phase, 0.0, None, order) if phase is not Phase.READY else None
+            if phase is Phase.READY:
+                e = None
+            elif old:
+                e = Estimate(ratio_rule(history, finished, phase, order), 0.0, len(history)) if history else None
+            else:
+                e = estimate(history, dict(finished), phase, 0.0, None, order)
             marked.append((phase, at, e.remaining if e else None, e.spread if e else None))
             if k + 1 < len(run):
                 finished[phase] = run[k + 1][1] - at
@@ -136,10 +163,16 @@ async def main() -> None:
     parser.add_argument("--runs", type=int, default=6, help="starts (seeds 1..N); at least 6 for 5 estimated")
     parser.add_argument("--mode", default="eagle3", help="eagle3 (kimi-k2.5 preset, ~8 min) or small (~28 s)")
     parser.add_argument("--live", action="store_true", help="sequential, the ETA the session published")
+    parser.add_argument("--save", type=Path, help="write the starts' phase boundaries to this JSON file")
+    parser.add_argument("--load", type=Path, help="evaluate saved boundaries instead of starting anything")
     args = parser.parse_args()
+    order = make_rules("sglang").startup_order
+    if args.load:
+        runs = [[(Phase(p), at, eta, sp) for p, at, eta, sp in run] for run in json.loads(args.load.read_text())]
+        evaluate(runs, order, f"{args.load.name}: {len(runs)} starts")
+        return
     with tempfile.TemporaryDirectory() as tmp, loopback_sshd() as (server, options):
         directory = Path(tmp)
-        order = make_rules("sglang").startup_order
         began = time.time()
         if args.live:
             store = Store(directory / "store.db")
@@ -150,8 +183,18 @@ async def main() -> None:
         else:
             starts = [one_start(server, options, directory, seed, args.mode, None) for seed in range(1, args.runs + 1)]
             runs = list(await asyncio.gather(*starts))
-            report(leave_one_out(runs, order), f"leave-one-out: {args.mode}, {args.runs} parallel starts")
+            evaluate(runs, order, f"{args.mode}, {args.runs} parallel starts")
         print(f"wall time {time.time() - began:.0f} s")
+        if args.save:
+            args.save.write_text(json.dumps([[(p.value, at, eta, sp) for p, at, eta, sp in run] for run in runs]))
+
+
+def evaluate(runs: list[list[Boundary]], order: tuple[Phase, ...], what: str) -> None:
+    """Leave-one-out tables: this ETA, the ratio rule it replaced, and both with launching 2 s late."""
+    report(leave_one_out(runs, order), f"leave-one-out, weighted by share (now): {what}")
+    report(leave_one_out(runs, order, old=True), f"leave-one-out, ratio rule (before): {what}")
+    report(leave_one_out(runs, order, late_launch=2.0), f"launching 2 s late, weighted by share (now): {what}")
+    report(leave_one_out(runs, order, old=True, late_launch=2.0), f"launching 2 s late, ratio rule (before): {what}")
 
 
 if __name__ == "__main__":
