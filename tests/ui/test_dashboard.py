@@ -454,3 +454,24 @@ async def test_mode_list_marker_follows_the_server_state(build: AppFactory) -> N
         assert any("eagle3" in p and "✖ crashed" in p for p in prompts())
         assert not any("running" in p for p in prompts())
         assert "CRASHED" in text(app, "#server-state")
+
+
+async def test_after_a_crash_x_offers_to_clean_up_what_is_left_in_the_group(build: AppFactory) -> None:
+    from specdash.core.models import CrashInfo
+
+    app, session = build(sc.stopped())
+    async with app.run_test(size=SIZE) as pilot:
+        crashed = ServerStatus(Phase.CRASHED, mode="eagle3", pid=1234, crash=CrashInfo("EngineDeadError"))
+        session.emit(crashed)
+        await pilot.pause()
+        assert app.dashboard.check_action("stop", ()) is False  # nothing left: nothing to clean up
+        session.emit(ServerStatus(**{**crashed.__dict__, "leftovers": ("1240 VLLM::Worker_TP0",)}))
+        await pilot.pause()
+        assert "1 process(es) of its group still alive" in text(app, "#crash")
+        await pilot.press("x")
+        assert isinstance(app.screen, ConfirmScreen)
+        question = str(app.screen.query_one("#question", Label).render())
+        assert "1240 VLLM::Worker_TP0" in question and "Kill them" in question
+        await pilot.press("y")
+        await settle(app)
+        assert session.calls == [("stop", ())]
