@@ -30,6 +30,7 @@ COMMANDS: tuple[str, ...] = (
     "switch",
     "bench",
     "compare",
+    "tune",
     "export",
     "replay",
     "sim",

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from specdash.config import HostConfig, ModeConfig
-from specdash.engines.launch import launch_argv, launch_env
 from specdash.errors import SpecdashError
 from specdash.remote.host import Host, RunResult
+from specdash.server.launch import launch_argv, launch_env
 
 
 class ServerAlreadyRunning(SpecdashError):

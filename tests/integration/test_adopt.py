@@ -23,8 +23,8 @@ from specdash.bench.sweep import SweepConfig
 from specdash.config import Config, HostConfig
 from specdash.core.events import LogBatch
 from specdash.core.models import Origin, Phase
-from specdash.engines.launch import launch_argv, launch_env
 from specdash.remote.ssh import SSHHost, SSHOptions
+from specdash.server.launch import launch_argv, launch_env
 from specdash.server.lifecycle import PortBusy
 from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import remote_alive, target

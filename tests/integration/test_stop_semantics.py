@@ -17,6 +17,7 @@ from specdash.bench.store import Store
 from specdash.config import Config, HostConfig
 from specdash.core.events import Notice
 from specdash.core.models import Origin, Phase
+from specdash.engines.registry import names
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle
 from specdash.server.remote_session import RemoteSession, running
@@ -42,7 +43,7 @@ stop_timeout = 5
 """
     path = tmp / "config.toml"
     path.write_text(text.replace("'", '"'))
-    return config.load(path)
+    return config.load(path, engines=names())
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import pytest
 
 from specdash import config
 from specdash.config import HostConfig
+from specdash.engines.registry import names
 from specdash.server.adopt import Found, assess, engine_of, find_log, flags_of
 
 CONFIG = """
@@ -59,7 +60,7 @@ def test_flags_with_values_equals_switches_and_aliases() -> None:
 def test_matches_a_configured_mode_by_its_flags(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
     path.write_text(CONFIG)
-    cfg = config.load(path)
+    cfg = config.load(path, engines=names())
     argv = ["python3", "-m", "sglang.launch_server", "--model-path", "/models/llama", "--host", "127.0.0.1",
             "--port", "30000", "--tp", "2"]  # fmt: skip
     a = assess(found(argv), cfg, HOST)
@@ -83,7 +84,7 @@ def test_every_reason_not_to_adopt_is_said(tmp_path: Path) -> None:
     path.write_text(CONFIG)
     f = found(["python", "train.py"], pgid=90, stdout="/dev/null", stderr="/dev/null", same_user=False,
               members=("90 bash run.sh", "100 python train.py"))  # fmt: skip
-    a = assess(f, config.load(path), HOST)
+    a = assess(f, config.load(path, engines=names()), HOST)
     assert not a.ok
     text = " | ".join(a.problems)
     assert "another user" in text and "neither SGLang" in text and "90 bash run.sh" in text and "--log PATH" in text

@@ -236,7 +236,7 @@ class DashboardScreen(Screen[None]):
 
     @on(LogLines)
     def _log_lines(self, message: LogLines) -> None:
-        self.query_one(LogPanel).append(message.batch.lines, reset=message.batch.reset)
+        self.query_one(LogPanel).append(message.batch.entries, reset=message.batch.reset)
 
     @on(GpuUpdated)
     def _gpu_updated(self, message: GpuUpdated) -> None:

@@ -9,6 +9,7 @@ from textual.containers import Vertical
 from textual.markup import escape
 from textual.widgets import Input
 
+from specdash.core.startup_events import ClassifiedLine
 from specdash.ui.widgets.logview import LogView
 
 
@@ -47,7 +48,7 @@ class LogPanel(Vertical):
         """The log view."""
         return self.query_one(LogView)
 
-    def append(self, lines: tuple[str, ...], *, reset: bool = False) -> None:
+    def append(self, lines: tuple[ClassifiedLine, ...] | tuple[str, ...], *, reset: bool = False) -> None:
         """A log batch from the session; `reset` starts over (a new run)."""
         if reset:
             self.view.clear()

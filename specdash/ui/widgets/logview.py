@@ -27,6 +27,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from specdash.core.bars import bar_line
+from specdash.core.startup_events import ClassifiedLine
 from specdash.ui.widgets.loglines import (
     Classifier,
     Kind,
@@ -145,15 +146,20 @@ class LogView(ScrollView, can_focus=True):
         self.scroll_to(0, 0, animate=False, immediate=True)
         self.refresh()
 
-    def append(self, raw_lines: Iterable[str]) -> None:
-        """Add a batch of raw lines in one go (one refresh per batch, never per line)."""
+    def append(self, entries: Iterable[ClassifiedLine | str]) -> None:
+        """Add a batch in one go (one refresh per batch, never per line): lines the session's tracker read, or
+        raw lines (read by the view's own tracker)."""
         before = len(self.shown)
         width, added_all, added_errors = self._width, 0, 0
         error_kinds = (Kind.WARNING, Kind.ERROR, Kind.TRACEBACK)
-        for raw in raw_lines:
-            if len(raw) > MAX_LINE_CHARS:
-                raw = f"{raw[:MAX_LINE_CHARS]} … [{len(raw) - MAX_LINE_CHARS:,} more characters in the log on the host]"
-            line = self._classifier.feed(raw)
+        for entry in entries:
+            if isinstance(entry, ClassifiedLine):
+                line, length = self._classifier.take(entry), len(entry.text)
+            else:  # cut before reading: a 256 KiB piece of a line without a break costs no regex time
+                line, length = self._classifier.feed(entry[: MAX_LINE_CHARS + 1]), len(entry)
+            if length > MAX_LINE_CHARS:
+                cut = length - MAX_LINE_CHARS
+                line.text = f"{line.text[:MAX_LINE_CHARS]} … [{cut:,} more characters in the log on the host]"
             if self._fold(line):
                 width = max(width, len(line.text))
                 continue
