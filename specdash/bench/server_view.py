@@ -12,43 +12,53 @@ Read before and after each level (never `/health`, which injects generations int
 - vLLM: Δ`vllm:generation_tokens_total` / wall; acceptance length 1 + Δ`spec_decode_num_accepted_tokens` /
   Δ`spec_decode_num_drafts`; max of `vllm:num_requests_running` / `waiting`.
 
-The pure part (`parse_prometheus`, `level_view`) is separated from the HTTP part (`ServerClient`).
+The pure part (`parse_prometheus`, `level_view`) is separated from the HTTP part (`ServerClient`, on httpx:
+the control plane's one client; the probe's streams use `specdash.bench.http1`).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
-
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 DISAGREE_FRACTION = 0.10
 """Client and server throughput differing by more than this fraction produce a warning."""
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
-    """Prometheus text exposition -> metric name -> value summed over label sets (NaN and comments skipped)."""
+    """Prometheus text exposition -> sample name -> value summed over label sets (NaN and comments skipped).
+
+    Parsed by `prometheus_client`'s parser. One malformed line makes it reject the whole text, so then each
+    line is parsed alone and the bad ones are skipped: one odd metric must not hide the others.
+    """
     out: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = _SAMPLE.match(line)
-        if not m:
-            continue
-        try:
-            value = float(m.group(3))
-        except ValueError:
-            continue
-        if math.isnan(value):
-            continue
-        out[m.group(1)] = out.get(m.group(1), 0.0) + value
+    try:
+        _add_samples(out, text_string_to_metric_families(text))
+    except ValueError:
+        out.clear()
+        for line in text.splitlines():
+            try:
+                _add_samples(out, text_string_to_metric_families(line + "\n"))
+            except ValueError:
+                continue
     return out
+
+
+def _add_samples(out: dict[str, float], families: Iterable[Any]) -> None:
+    found: dict[str, float] = {}
+    for family in families:
+        for sample in family.samples:
+            value = float(sample.value)
+            if not math.isnan(value):
+                found[sample.name] = found.get(sample.name, 0.0) + value
+    for name, value in found.items():  # added only once the text (or line) parsed whole
+        out[name] = out.get(name, 0.0) + value
 
 
 @dataclass(frozen=True)
@@ -166,30 +176,33 @@ def warnings_for(
 
 
 class ServerClient:
-    """Control-plane reads of one server (`/metrics`, `/server_info`, `/v1/models`, `/flush_cache`)."""
+    """Control-plane reads of one server (`/metrics`, `/server_info`, `/v1/models`, `/flush_cache`) over httpx."""
 
     def __init__(self, base_url: str, timeout_s: float = 5.0) -> None:
-        """Prepare a client; the session opens in `__aenter__`."""
+        """Prepare a client; the connection pool opens in `__aenter__`."""
         self.base_url = base_url.rstrip("/")
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
-        self._session: aiohttp.ClientSession | None = None
+        self._timeout = httpx.Timeout(timeout_s)
+        self._client: httpx.AsyncClient | None = None
 
     async def __aenter__(self) -> ServerClient:
-        self._session = aiohttp.ClientSession(timeout=self._timeout)
+        self._client = httpx.AsyncClient(base_url=self.base_url, timeout=self._timeout, trust_env=False)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def _request(self, method: str, path: str) -> tuple[int, str] | None:
+        assert self._client is not None
+        try:
+            resp = await self._client.request(method, path)
+        except (httpx.HTTPError, OSError):
+            return None
+        return resp.status_code, resp.text
 
     async def _get(self, path: str) -> tuple[int, str] | None:
-        assert self._session is not None
-        try:
-            async with self._session.get(self.base_url + path) as resp:
-                return resp.status, await resp.text()
-        except (aiohttp.ClientError, TimeoutError, OSError):
-            return None
+        return await self._request("GET", path)
 
     async def metrics(self) -> dict[str, float] | None:
         """`/metrics` parsed, or None when unavailable (SGLang without `--enable-metrics`)."""
@@ -242,10 +255,5 @@ class ServerClient:
 
     async def flush_cache(self) -> bool:
         """POST SGLang `/flush_cache` (a 200 does not prove a flush: it is skipped while busy)."""
-        assert self._session is not None
-        try:
-            async with self._session.post(self.base_url + "/flush_cache") as resp:
-                await resp.read()
-                return resp.status == 200
-        except (aiohttp.ClientError, TimeoutError, OSError):
-            return False
+        got = await self._request("POST", "/flush_cache")
+        return got is not None and got[0] == 200

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from specdash.core.levels import DEFAULT_LEVELS, LEVELS_GRAMMAR, MAX_LEVEL, format_levels, parse_levels
 from specdash.errors import UsageError
 
 if TYPE_CHECKING:
@@ -28,21 +29,17 @@ MAX_REPEATS = 20
 """Upper bound on `--repeats` (every load loop is bounded)."""
 
 
-def parse_levels(text: str) -> tuple[int, ...]:
-    """`1,2,5,10` -> (1, 2, 5, 10); a `UsageError` for anything else or a level outside 1..1024."""
-    from specdash.bench.sweep import validate_levels
-
-    try:
-        levels = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError as exc:
-        raise UsageError(f"--levels: expected comma-separated integers, got {text!r}") from exc
-    return validate_levels(levels)
+def probe_line(probe: dict[str, str] | None) -> str:
+    """`probe on the host (Python 3.11.2)` or `probe here: <why>`."""
+    if probe and probe.get("where") == "host":
+        return f"probe on the host (Python {probe.get('python', '?')})"
+    return f"probe here: {(probe or {}).get('why', 'local')}"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the bench flags."""
     from specdash.cli._host import add_host_arguments
-    from specdash.config import LINK_LOSS_POLICIES
+    from specdash.config import LINK_LOSS_POLICIES, PROBE_PLACES
 
     add_host_arguments(parser, optional=True)
     parser.add_argument("--url", help="instead of HOST: a server base URL, e.g. http://127.0.0.1:30000")
@@ -53,7 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="default",
         help="mode(s) to measure; with HOST, a comma-separated list runs an A/B (e.g. baseline,eagle3)",
     )
-    parser.add_argument("--levels", default="1,2,5,10,20,50,100", help="concurrency levels (default %(default)s)")
+    parser.add_argument(
+        "--levels",
+        default=format_levels(DEFAULT_LEVELS),
+        help=f"concurrency levels: {LEVELS_GRAMMAR}; 1 to {MAX_LEVEL} (default %(default)s)",
+    )
     parser.add_argument("--max-concurrency", type=int, help="drop levels above this")
     amount = parser.add_mutually_exclusive_group()
     amount.add_argument("--requests-per-level", type=int, help="requests per level (default max(5 x C, 10))")
@@ -75,6 +76,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--link-wait", type=float, help="HOST only: seconds a paused sweep waits (default 600)")
     parser.add_argument(
+        "--probe",
+        choices=PROBE_PLACES,
+        help="HOST only: run the probe on the host next to the server, or here through the tunnel "
+        "(default: config, host)",
+    )
+    parser.add_argument(
         "--repeats",
         type=int,
         default=1,
@@ -90,8 +97,13 @@ def run(args: argparse.Namespace) -> int:
 
     if bool(args.url) == bool(args.host):
         raise UsageError("give either HOST (measure over SSH) or --url (a server you can reach), not both or neither")
+    if args.url and args.probe:
+        raise UsageError("--probe needs HOST: with --url the probe runs here")
     url = validate_url(args.url) if args.url else ""
-    levels = parse_levels(args.levels)
+    try:
+        levels = parse_levels(args.levels)
+    except UsageError as exc:
+        raise UsageError(f"--levels: {exc.message}") from exc
     for flag, value in (("--requests-per-level", args.requests_per_level), ("--output-len", args.output_len)):
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be at least 1")
@@ -149,7 +161,13 @@ def run(args: argparse.Namespace) -> int:
         meta = RunMeta(host=url.split("://", 1)[1], mode=args.mode)
         results = []
         for _ in range(args.repeats):
-            results.append(asyncio.run(run_sweep(url, config, prompts, store, on_progress, on_level_done, meta)))
+            results.append(
+                asyncio.run(
+                    run_sweep(
+                        url, config, prompts, store, on_progress=on_progress, on_level_done=on_level_done, run_meta=meta
+                    )
+                )
+            )
             if results[-1].aborted:
                 break
     if args.repeats > 1:
@@ -157,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
     result = results[0]
     levels_json = [lv.to_json() for lv in result.levels]
     if args.json:
-        print(json.dumps({"run_id": result.run_id, "aborted": result.aborted, "levels": levels_json}, default=str))
+        out = {"run_id": result.run_id, "aborted": result.aborted, "probe": result.probe, "levels": levels_json}
+        print(json.dumps(out, default=str))
     else:
         print()
         print(f"run {result.run_id} ({args.mode}, {prompts.name} prompts, {args.endpoint}, {args.output_len} tokens)")
@@ -207,6 +226,7 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
         progress_interval_s=1.0,
         on_link_loss=args.on_link_loss or cfg.bench.on_link_loss,
         link_wait_s=args.link_wait or cfg.bench.link_wait,
+        probe=args.probe or cfg.bench.probe,
     )
     repeats: dict[str, list[SweepResult]] = {mode: [] for mode in modes}
     async with connected(args, cfg, host_config(args, cfg), listen) as session:
@@ -226,7 +246,7 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
     crossover = compute_crossover(curves[modes[0]], curves[modes[1]]) if len(modes) >= 2 else None
     if args.json:
         out: dict[str, object] = {
-            m: {"run_id": r.run_id, "aborted": r.aborted, "levels": [lv.to_json() for lv in r.levels]}
+            m: {"run_id": r.run_id, "aborted": r.aborted, "probe": r.probe, "levels": [lv.to_json() for lv in r.levels]}
             for m, r in results.items()
         }
         if crossover is not None:
@@ -235,7 +255,7 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
         print(json.dumps(out, default=str))
     else:
         for mode, r in results.items():
-            print(f"\nrun {r.run_id} ({mode} on {args.host})")
+            print(f"\nrun {r.run_id} ({mode} on {args.host}; {probe_line(r.probe)})")
             print(level_table([lv.to_json() for lv in r.levels]))
         if crossover is not None:
             where = f"C = {crossover.concurrency:.1f}" if crossover.concurrency else crossover.kind.value
