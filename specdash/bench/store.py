@@ -17,7 +17,11 @@ Rows are read by column name.
 | `runs` | sweep of one mode (host, mode, engine, version, server args, prompts + hash, provenance) | `create_run` |
 | `levels` | level of a run (stats, server view, headroom, warnings as JSON) | `finish_level` |
 | `samples` | request (timings, counts, failure reason, per-chunk arrays) | `add_sample` |
-| `startups` | server start (host, mode, per-phase durations, total, outcome) | the lifecycle, for ETAs |
+| `startups` | server start (host, mode, per-phase durations, total, outcome, kind) | the session, for ETAs |
+
+`startups.kind` says how specdash saw the server become ready: `startup` (watched from launch to ready:
+the only kind the ETA learns from), `attach` (found running) or `adoption` (started by hand, adopted).
+The column came with schema version 3 (`_v3`); older stores get it on open, their rows as startups.
 """
 
 from __future__ import annotations
@@ -119,7 +123,14 @@ def _v2(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE runs ADD COLUMN provenance TEXT NOT NULL DEFAULT '{}'")
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2]
+def _v3(db: sqlite3.Connection) -> None:
+    """`startups.kind`: `startup` (watched from launch: the ETA learns from it), `attach` or `adoption`.
+    Rows written before are startups (the default), as they were counted then."""
+    if "kind" not in {row[1] for row in db.execute("PRAGMA table_info(startups)")}:
+        db.execute("ALTER TABLE startups ADD COLUMN kind TEXT NOT NULL DEFAULT 'startup'")
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3]
 """`MIGRATIONS[i]` takes the database from schema version i to i + 1 (append; never edit a released one)."""
 SCHEMA_VERSION = len(MIGRATIONS)
 """The version this code writes."""
@@ -280,6 +291,8 @@ class StartupRecord:
     """Launch to ready (or to failure)."""
     outcome: str
     """e.g. `ready`, `crashed`, `stopped`."""
+    kind: str = "startup"
+    """`startup` (watched from launch: the ETA learns from it), `attach` or `adoption`."""
 
 
 _SAMPLE_COLUMNS = (
@@ -595,17 +608,24 @@ class Store:
         total_s: float | None,
         outcome: str,
         engine: str = "",
+        kind: str = "startup",
     ) -> int:
-        """Record one server start (per-phase seconds, total, outcome); returns its id."""
+        """Record one server start (per-phase seconds, total, outcome) or an attach / adoption (`kind`)."""
         return self._insert(
-            "INSERT INTO startups (created, host, mode, engine, phases, total_s, outcome) VALUES (?,?,?,?,?,?,?)",
-            (_now(), host, mode, engine, json.dumps(dict(phases)), total_s, outcome),
+            "INSERT INTO startups (created, host, mode, engine, phases, total_s, outcome, kind)"
+            " VALUES (?,?,?,?,?,?,?,?)",
+            (_now(), host, mode, engine, json.dumps(dict(phases)), total_s, outcome, kind),
         )
 
-    def startups(self, host: str | None = None, mode: str | None = None, limit: int = 20) -> list[StartupRecord]:
-        """Recent starts, newest first, optionally for one host and/or mode (for start-up ETAs)."""
+    def startups(
+        self, host: str | None = None, mode: str | None = None, limit: int = 20, kind: str | None = None
+    ) -> list[StartupRecord]:
+        """Recent starts, newest first, optionally for one host, mode and/or kind (`startup` for ETAs)."""
         sql = "SELECT * FROM startups WHERE 1=1"
         params: list[Any] = []
+        if kind is not None:
+            sql += " AND kind=?"
+            params.append(kind)
         if host is not None:
             sql += " AND host=?"
             params.append(host)
@@ -624,6 +644,7 @@ class Store:
                 phases=json.loads(r["phases"]),
                 total_s=r["total_s"],
                 outcome=r["outcome"],
+                kind=r["kind"],
             )
             for r in self._fetchall(sql, params)
         ]

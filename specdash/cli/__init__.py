@@ -23,6 +23,7 @@ COMMANDS: tuple[str, ...] = (
     "connect",
     "demo",
     "up",
+    "adopt",
     "down",
     "status",
     "logs",

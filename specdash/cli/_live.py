@@ -1,4 +1,8 @@
-"""Headless viewing of a session: phase changes as lines, a progress line, the crash excerpt."""
+"""Headless viewing of a session: state changes as lines, a progress line, the crash excerpt.
+
+Every line is derived from the session's `ServerStatus` by `specdash.core.server_state`, the same
+functions the dashboard's panels use, so the terminal and the dashboard say the same thing.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,8 @@ from collections.abc import Callable
 from typing import TextIO
 
 from specdash.core.events import Notice, ServerStatus, SessionEvent
-from specdash.core.models import Phase
-from specdash.remote.events import ConnectionEvent, Lost, Reconnecting
+from specdash.core.server_state import headless_line, headless_progress, leftovers_text
+from specdash.remote.events import Connecting, ConnectionEvent, Lost, Reconnecting
 
 
 def fmt_seconds(seconds: float) -> str:
@@ -19,14 +23,20 @@ def fmt_seconds(seconds: float) -> str:
 
 
 class StatusPrinter:
-    """A session listener that prints what a user waiting on a terminal wants to see."""
+    """A session listener that prints what a user waiting on a terminal wants to see.
 
-    def __init__(self, out: TextIO = sys.stdout, clock: Callable[[], float] = time.time) -> None:
+    It starts with the first real state: `connecting to HOST`, then what the session found (attached,
+    adopted) or did (launching); never a made-up `stopped` before anything was looked at.
+    """
+
+    def __init__(self, out: TextIO = sys.stdout, clock: Callable[[], float] = time.time, host: str = "") -> None:
         self.out = out
         self.clock = clock
+        self.host = host
         self.tty = out.isatty()
-        self._phase: Phase | None = None
+        self._said = ""
         self._progress = ""
+        self._leftovers = ""
         self.last: ServerStatus | None = None
 
     def __call__(self, event: SessionEvent | ConnectionEvent) -> None:
@@ -34,6 +44,10 @@ class StatusPrinter:
             self._status(event)
         elif isinstance(event, Notice) and event.severity != "information":
             self._line(f"{event.severity}: {event.text}")
+        elif isinstance(event, Notice) and event.text.startswith("sweep: "):
+            self._line(event.text)  # which server (pid) the sweep measures, and whether it was restarted
+        elif isinstance(event, Connecting) and event.attempt <= 1:
+            self._line(f"connecting to {event.host}…")
         elif isinstance(event, Lost):
             self._line(f"connection lost: {event.reason}")
         elif isinstance(event, Reconnecting):
@@ -41,19 +55,24 @@ class StatusPrinter:
 
     def _status(self, s: ServerStatus) -> None:
         self.last = s
-        elapsed = self.clock() - s.started_at if s.started_at else 0.0
-        if s.phase is not self._phase:
-            self._phase = s.phase
-            extra = f" ({s.note})" if s.note else ""
-            self._line(f"[{fmt_seconds(elapsed):>6}] {s.phase.value}{extra}")
-        if s.phase.is_startup and s.progress is not None and s.progress.total:
-            eta = f"ETA {fmt_seconds(s.eta_remaining)}" if s.eta_remaining is not None else "ETA: no history yet"
-            text = f"         {s.progress.done}/{s.progress.total} {s.progress.unit} {s.progress.fraction:4.0%}  {eta}"
-            if text != self._progress:
-                self._progress = text
-                if self.tty:
-                    self.out.write("\r" + text + "\x1b[K")
-                    self.out.flush()
+        line = headless_line(s, self.clock())
+        if line is None:
+            return
+        said = f"{s.phase}/{s.origin}/{s.pid}"
+        if said != self._said:
+            self._said = said
+            self._line(line)
+        if s.leftovers:
+            text = leftovers_text(s, self.host or "HOST")
+            if text != self._leftovers:
+                self._leftovers = text
+                self._line(text)
+        text = headless_progress(s)
+        if text and s.progress is not None and text != self._progress:
+            self._progress = text
+            if self.tty:
+                self.out.write("\r" + text + "\x1b[K")
+                self.out.flush()
 
     def _line(self, text: str) -> None:
         if self.tty and self._progress:

@@ -251,7 +251,7 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
     modes = [m.strip() for m in args.mode.split(",") if m.strip()]
     for mode in modes:
         cfg.mode(mode)
-    printer = StatusPrinter(sys.stderr if args.json else sys.stdout)
+    printer = StatusPrinter(sys.stderr if args.json else sys.stdout, host=args.host)
     done: set[tuple[str, int]] = set()
 
     def listen(event: object) -> None:

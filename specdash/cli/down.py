@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 
 from specdash.cli._host import add_host_arguments, current_run
 from specdash.config import Config
+from specdash.core.events import ServerStatus
+from specdash.core.models import Origin, Phase
+from specdash.core.server_state import stop_question
+from specdash.errors import SpecdashError, UsageError
+from specdash.server.lifecycle import RunRecord
 
 NAME = "down"
 HELP = (
@@ -18,6 +24,7 @@ HELP = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_host_arguments(parser)
     parser.add_argument("--grace", type=float, help="seconds between SIGTERM and SIGKILL (default: the mode's, 30)")
+    parser.add_argument("--yes", action="store_true", help="stop an adopted server without asking (it names it)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,9 +38,22 @@ async def _down(args: argparse.Namespace) -> int:
             print(f"Nothing to stop: no server started by specdash is running on {session.label}.")
             return 0
         grace = args.grace if args.grace is not None else _grace(cfg, record.mode)
+        if record.adopted and not args.yes:
+            _confirm_adopted(record, session.label, grace)
         report = await session.lifecycle.stop(record, grace)
     print(report.summary())
     return 0 if report.port_free and not report.survivors else 1
+
+
+def _confirm_adopted(record: RunRecord, label: str, grace: float) -> None:
+    """A server specdash did not start is stopped only after a yes that names its PID and command."""
+    status = ServerStatus(Phase.READY, mode=record.mode, pid=record.pid, origin=Origin.ADOPTED, command=record.command)
+    question = stop_question(status, label, grace=grace)
+    if not sys.stdin.isatty():
+        raise UsageError(f"{question} Not asked on a terminal: pass --yes to stop it.")
+    answer = input(f"{question} [y/N] ").strip().lower()
+    if answer not in ("y", "yes"):
+        raise SpecdashError(f"not stopped: pid {record.pid} keeps running on {label}")
 
 
 def _grace(cfg: Config, mode: str) -> float:

@@ -9,6 +9,7 @@ import sys
 from specdash.cli._host import add_host_arguments, connected, host_config, load_config
 from specdash.cli._live import StatusPrinter
 from specdash.core.models import Phase
+from specdash.core.server_state import leftovers_text
 
 NAME = "up"
 HELP = "start a server in a mode (refused if one runs or the port is busy); --wait follows it to ready"
@@ -30,7 +31,7 @@ async def start(args: argparse.Namespace, *, switch: bool) -> int:
     """`up` and `switch` share this: start (or stop, then start) the mode, and follow it with --wait."""
     cfg = load_config(args)
     cfg.mode(args.mode)  # an unknown mode is a usage error before anything connects
-    printer = StatusPrinter()
+    printer = StatusPrinter(host=args.host)
     async with connected(args, cfg, host_config(args, cfg), printer) as session:
         await (session.switch(args.mode) if switch else session.start(args.mode))
         if not args.wait:
@@ -45,4 +46,7 @@ async def start(args: argparse.Namespace, *, switch: bool) -> int:
         print(f"{args.mode} {final.phase.value}: {reason}", file=sys.stderr)
         if final.crash:
             print("\n".join("  " + line for line in final.crash.excerpt[-25:]), file=sys.stderr)
+            await session.watch_finished(timeout=15.0)  # it lists what the crash left in the process group
+            if leftovers := leftovers_text(session.status, args.host):
+                print(leftovers, file=sys.stderr)
         return 1

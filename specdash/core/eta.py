@@ -1,16 +1,25 @@
-"""Startup ETA from the history of the same host and mode, refined as phases complete.
+"""Startup ETA from the history of the same host and mode, refined as the start goes on.
 
-Inputs are past startups of the same (host, mode) that reached ready, each a mapping phase -> seconds.
-The estimate for a running startup is:
+Inputs are past startups of the same (host, mode) that specdash watched from launch to ready, each a
+mapping phase -> seconds (`Timeline.history_record`). With `E` the expected whole start (the sum of the
+per-phase medians), `e` what history expected to be done by now and `a` the time actually spent:
 
-    remaining = rest of the current phase + sum of the median durations of the phases still to come
+    pace      = 1 + (a - e) / E            (clamped to [0.5, 3])
+    remaining = (rest of the current phase + medians of the phases still to come) * pace
 
-- The median of each phase over the last `HISTORY` startups, so one odd start does not dominate.
-- The rest of the current phase is its median minus the time spent in it; when the phase reports
-  progress (shard n/N, graph batch i/M) and at least 5 % is done, the progress rate is blended in, since
-  a bar is a better witness of this run's speed than history.
-- Phases already finished tell how this run compares to history: the remaining medians are scaled by
-  (actual / median) of the finished phases, clamped to [0.5, 2].
+- **Medians** per phase over the last `HISTORY` startups, so one odd start does not dominate.
+- **Weighted by share.** How far this run is ahead or behind counts in proportion to the share of the
+  whole start it concerns: a 2 s phase that took 3.4 s instead of 1.4 s moves a 9-minute estimate by
+  (2 / 540) of what is left, about 2 s, not by the ratio of that phase (which would double it). Once most
+  of the start is behind, the deviation so far weighs as much as it then should.
+- **From the first second.** In launching (and in every phase) the estimate is the history minus the time
+  spent; a phase that overruns its median adds its overrun to `a`, so the ETA grows instead of sitting at
+  zero.
+- **Progress bars** (shard n/N, batch sizes i/M) tell how much of the current phase is done, and at 5 %
+  or more their rate is blended in (the further the bar, the more it is trusted over history).
+- **Spread.** Each past start, read at the same point (same phase, same share of it done), says how long
+  it still took; the spread is the standard deviation of those remainders (scaled by the pace), so the UI
+  can say `ready in 7m 10s ± 20s, from 5 starts`. One past start gives no spread.
 - With no history there is no estimate (None), and the UI says "no history yet" instead of inventing one.
 """
 
@@ -24,6 +33,10 @@ from specdash.core.models import STARTUP_ORDER, Phase
 
 HISTORY = 5
 """How many of the most recent startups count."""
+PACE_RANGE = (0.5, 3.0)
+"""How far the pace of this run may scale what history says is left."""
+BAR_TRUSTED_FROM = 0.05
+"""A progress bar's rate is blended in from this fraction of the phase on."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +49,8 @@ class Estimate:
     """Expected total startup time, seconds (elapsed + remaining)."""
     samples: int
     """How many past startups it is based on."""
+    spread: float | None = None
+    """One standard deviation of `remaining` over those startups, seconds; None with fewer than two."""
 
 
 def phase_medians(history: Sequence[Mapping[str, float]]) -> dict[Phase, float]:
@@ -57,7 +72,7 @@ def estimate(
     fraction: float | None = None,
     order: Sequence[Phase] = STARTUP_ORDER,
 ) -> Estimate | None:
-    """Estimate the time to ready.
+    """Estimate the time to ready (see the module docstring).
 
     Args:
         history: past startups of this host and mode, phase name -> seconds, oldest first.
@@ -67,21 +82,36 @@ def estimate(
         fraction: progress inside the current phase (0-1), when the phase reports it.
         order: the engine's startup order (vLLM loads its drafter before the KV cache, SGLang after the graphs).
     """
-    if not history or current not in order:
+    recent = list(history[-HISTORY:])
+    if not recent or current not in order:
         return None
-    if current is Phase.READY:
-        return Estimate(0.0, sum(finished.values()), len(history[-HISTORY:]))
-    medians = phase_medians(history)
-    expected_done = sum(medians.get(p, 0.0) for p in finished)
     actual_done = sum(finished.values())
-    scale = 1.0 if expected_done <= 0 else max(0.5, min(2.0, actual_done / expected_done))
+    if current is Phase.READY:
+        return Estimate(0.0, actual_done, len(recent))
+    medians = phase_medians(recent)
+    startup = [p for p in order if p is not Phase.READY]
+    expected_total = sum(medians.get(p, 0.0) for p in startup)
+    later = [p for p in startup[startup.index(current) + 1 :] if p not in finished]
 
-    rest_of_current = max(0.0, medians.get(current, 0.0) * scale - in_phase)
-    if fraction is not None and 0.05 <= fraction < 1.0 and in_phase > 0:
-        by_rate = in_phase * (1.0 - fraction) / fraction
-        # The further the bar, the more it is trusted over history.
-        rest_of_current = fraction * by_rate + (1.0 - fraction) * rest_of_current
-    later = order[list(order).index(current) + 1 :]
-    rest = sum(medians.get(p, 0.0) for p in later if p not in finished) * scale
-    remaining = rest_of_current + rest
-    return Estimate(remaining, actual_done + in_phase + remaining, len(history[-HISTORY:]))
+    median_now = medians.get(current, 0.0)
+    bar = fraction if fraction is not None and BAR_TRUSTED_FROM <= fraction < 1.0 and in_phase > 0 else None
+    # The share of the current phase behind us: the bar's word when there is one, else the clock's.
+    share = bar if bar is not None else (min(1.0, in_phase / median_now) if median_now > 0 else 1.0)
+    expected_done = sum(medians.get(p, 0.0) for p in finished) + share * median_now
+    spent = actual_done + in_phase
+    pace = 1.0 if expected_total <= 0 else 1.0 + (spent - expected_done) / expected_total
+    pace = max(PACE_RANGE[0], min(PACE_RANGE[1], pace))
+
+    rest_of_current = (1.0 - share) * median_now * pace
+    if bar is not None:
+        by_rate = in_phase * (1.0 - bar) / bar
+        rest_of_current = bar * by_rate + (1.0 - bar) * rest_of_current
+    remaining = rest_of_current + sum(medians.get(p, 0.0) for p in later) * pace
+
+    # Each past start at the same point: what it still had of this phase, plus its later phases.
+    remainders = [
+        ((1.0 - share) * float(h.get(current.value, 0.0)) + sum(float(h.get(p.value, 0.0)) for p in later)) * pace
+        for h in recent
+    ]
+    spread = statistics.stdev(remainders) if len(remainders) >= 2 else None
+    return Estimate(remaining, spent + remaining, len(recent), spread)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from specdash.core.models import CrashInfo, Phase, Progress
+from specdash.core.models import CrashInfo, Origin, Phase, Progress
 from specdash.core.startup_events import ClassifiedLine
 
 
@@ -42,10 +42,18 @@ class ServerStatus:
     """Seconds to ready from history; None when there is no history (the UI says so)."""
     eta_samples: int = 0
     """How many past startups the ETA is based on."""
+    eta_spread: float | None = None
+    """One standard deviation of the ETA over those startups, seconds (None with fewer than two)."""
     crash: CrashInfo | None = None
     """Why it died (exception line first), when phase is CRASHED."""
     note: str = ""
     """A short extra line (e.g. `stuck in capturing CUDA graphs for 600 s`, `attached to run ...`)."""
+    origin: Origin = Origin.LAUNCHED
+    """How specdash came to watch this server (launched, attached, adopted; unknown before it looked)."""
+    leftovers: tuple[str, ...] = ()
+    """After a crash: processes still alive in the run's process group ("PID ARGS"), to clean up."""
+    command: tuple[str, ...] = ()
+    """The server's command line (shown for an adopted server)."""
 
 
 @dataclass(frozen=True)

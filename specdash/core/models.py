@@ -34,6 +34,21 @@ class Phase(enum.StrEnum):
         return self in (Phase.STOPPED, Phase.CRASHED, Phase.EXITED)
 
 
+class Origin(enum.StrEnum):
+    """How specdash came to watch a server: only a start it watched from launch teaches the ETA."""
+
+    UNKNOWN = "unknown"
+    """Not looked yet (before the first connect)."""
+    NONE = "none"
+    """Looked: no server of ours on the host."""
+    LAUNCHED = "launched"
+    """Specdash launched it and watched it from the launch."""
+    ATTACHED = "attached"
+    """Found running from its run record (launched by a specdash earlier), watched from then on."""
+    ADOPTED = "adopted"
+    """Started by hand, outside specdash; adopted from its process."""
+
+
 STARTUP_ORDER: tuple[Phase, ...] = (
     Phase.LAUNCHING,
     Phase.DIST_INIT,

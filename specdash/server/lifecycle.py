@@ -41,9 +41,13 @@ class PortBusy(SpecdashError):
 
     def __init__(self, host: str, port: int, listener: str) -> None:
         who = _listener_process(listener)
+        m = re.search(r",pid=(\d+)", listener)
+        self.pid = int(m.group(1)) if m else None
+        """The listening process, when the SSH user can see it (then it may be adopted)."""
+        adopt = f"adopt it with 'specdash adopt {host} --port {port}', " if self.pid is not None else ""
         super().__init__(
             f"port {port} on {host} is already in use{f' by {who}' if who else ''}; "
-            "stop that process or give the mode another port (refused before launching)"
+            f"{adopt}stop that process or give the mode another port (refused before launching)"
         )
         self.port = port
         self.listener = listener
@@ -81,6 +85,8 @@ class RunRecord:
     """Whether the main process (or any member of its group) was alive when this record was read."""
     log_size: int = 0
     """The log's size in bytes when this record was read."""
+    adopted: bool = False
+    """True for a server started by hand that specdash adopted (`specdash.server.adopt`)."""
 
 
 @dataclass
@@ -180,6 +186,7 @@ class Lifecycle:
             command=tuple(meta.get("command", ())),
             alive="alive" in fields and "stopped" not in fields,
             log_size=int(size) if size.isdigit() else 0,
+            adopted=bool(meta.get("adopted", False)),
         )
 
     async def start(self, mode: ModeConfig) -> RunRecord:
@@ -217,6 +224,11 @@ class Lifecycle:
         if record is None:
             raise SpecdashError(f"run {run_id} vanished right after launch on {self.config.name}")
         return record
+
+    async def members(self, record: RunRecord) -> list[str]:
+        """The live members of the run's process group ("PID ARGS"), e.g. what a crash left behind."""
+        result = await run_script(self.host, "members.sh", record.id, state_dir=self.config.state_dir)
+        return [" ".join(rest.split()) for word, rest in _lines(result) if word == "member"]
 
     async def stop(self, record: RunRecord, grace: float = 30.0) -> StopReport:
         """SIGTERM the run's process group, SIGKILL it after `grace` seconds, verify nothing is left."""

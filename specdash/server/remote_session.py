@@ -29,7 +29,8 @@ from specdash.core.events import (
     ServerStatus,
     SessionEvent,
 )
-from specdash.core.models import Phase
+from specdash.core.models import Origin, Phase
+from specdash.core.server_state import RECORD_KINDS, sweep_plan
 from specdash.core.timeline import Timeline
 from specdash.core.verdict import verdict
 from specdash.engines.registry import make_rules
@@ -37,6 +38,8 @@ from specdash.errors import SpecdashError
 from specdash.remote.events import Connected, ConnectionEvent, ConnectionState, Failed, Lost
 from specdash.remote.ssh import SSHHost
 from specdash.remote.ssherror import SSHError
+from specdash.server import adopt as adoption
+from specdash.server.adopt import Adoptable
 from specdash.server.gpu import draft_architectures, gpu_inventory, poll_gpus
 from specdash.server.lifecycle import Lifecycle, RunRecord
 from specdash.server.probe_agent import HostRunner
@@ -75,7 +78,7 @@ class RemoteSession:
         self._listeners: list[Listener] = []
         self._watch: ServerWatch | None = None
         self._watch_task: asyncio.Task[None] | None = None
-        self._status = ServerStatus(Phase.STOPPED)
+        self._status = ServerStatus(Phase.STOPPED, origin=Origin.UNKNOWN)
         self._record: RunRecord | None = None
         self._sweep_task: asyncio.Task[object] | None = None
         self._sweep_id = ""
@@ -125,9 +128,10 @@ class RemoteSession:
         """Find the live run recorded on the host and watch it, without launching anything."""
         record = await self.lifecycle.current()
         if record is not None and record.alive:
-            self._watch_run(record, note=f"attached to run {record.id}")
+            origin = Origin.ADOPTED if record.adopted else Origin.ATTACHED
+            self._watch_run(record, note=f"{origin.value}: run {record.id}", origin=origin)
             return record
-        self._set_status(ServerStatus(Phase.STOPPED))
+        self._set_status(ServerStatus(Phase.STOPPED, origin=Origin.NONE))
         return None
 
     async def start(self, mode: str) -> None:
@@ -145,14 +149,16 @@ class RemoteSession:
                 started_at=self.clock(),
                 eta_remaining=eta.remaining if eta else None,
                 eta_samples=eta.samples if eta else 0,
+                eta_spread=eta.spread if eta else None,
+                origin=Origin.LAUNCHED,
             )
         )
         try:
             record = await self.lifecycle.start(cfg)
         except SpecdashError:
-            self._set_status(ServerStatus(Phase.STOPPED))
+            self._set_status(ServerStatus(Phase.STOPPED, origin=Origin.NONE))
             raise
-        self._watch_run(record)
+        self._watch_run(record, origin=Origin.LAUNCHED)
 
     async def stop(self) -> None:
         record = self._record or await self.lifecycle.current()
@@ -161,6 +167,7 @@ class RemoteSession:
         if self.sweep_running():
             await self.cancel_sweep()
         grace = self._grace(record.mode)
+        before = self._status
         if self._watch is not None:
             self._watch.mark_stopping()
         report = await self.lifecycle.stop(record, grace)
@@ -169,7 +176,29 @@ class RemoteSession:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self._watch_task), 5.0)
         await self._stop_watching()
-        self._set_status(ServerStatus(Phase.STOPPED, mode=record.mode, engine=record.engine))
+        if before.phase is Phase.CRASHED:
+            # Cleaning up after a crash: it stays a crash; what was left is gone (or listed as survivors).
+            cleaned = f"cleaned up {len(report.members)} process(es) left by the crash"
+            self._set_status(replace(before, leftovers=tuple(report.survivors), note=cleaned))
+            return
+        origin = before.origin if before.origin in (Origin.LAUNCHED, Origin.ATTACHED, Origin.ADOPTED) else Origin.NONE
+        self._set_status(
+            ServerStatus(Phase.STOPPED, mode=record.mode, engine=record.engine, origin=origin, pid=record.pid)
+        )
+
+    async def find_adoptable(self, *, pid: int | None = None, port: int | None = None, log: str = "") -> Adoptable:
+        """Describe the server process `pid` (or the one on `port`) that specdash did not start."""
+        found = await adoption.inspect(self.host, self.host_config, pid=pid, port=port)
+        return adoption.assess(found, self.config, self.host_config, log)
+
+    async def adopt(self, target: Adoptable) -> None:
+        """Adopt `target`: record it as the host's current run and watch it from the start of its log."""
+        if self.server_live():
+            raise SpecdashError(f"{self._status.mode or 'a server'} is already running on {self.label}; stop it first")
+        record = await adoption.adopt(self.host, self.host_config, target)
+        how = f"mode {target.mode}" if target.matched else "unmanaged"
+        self._watch_run(record, note=f"adopted pid {record.pid} ({how}); log {target.log_path}", origin=Origin.ADOPTED)
+        self._emit(self._modes_event())
 
     async def restart(self) -> None:
         mode = self._status.mode or (self._record.mode if self._record else "")
@@ -238,6 +267,14 @@ class RemoteSession:
                 await self._status_changed()
         return self._status
 
+    async def watch_finished(self, timeout: float) -> None:
+        """Wait (at most `timeout` s) until the watch of the current run has ended, e.g. after a crash,
+        when it has listed what the crash left in the process group."""
+        task = self._watch_task
+        if task is not None and not task.done():
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(task), timeout)
+
     async def cancel_sweep(self) -> None:
         task = self._sweep_task
         if task is not None and not task.done() and task is not asyncio.current_task():
@@ -253,7 +290,7 @@ class RemoteSession:
 
     # -- watching ---------------------------------------------------------------------------------------
 
-    def _watch_run(self, record: RunRecord, note: str = "") -> None:
+    def _watch_run(self, record: RunRecord, note: str = "", origin: Origin = Origin.LAUNCHED) -> None:
         self._record = record
         history = self._history(record.mode)
         watch = ServerWatch(
@@ -262,14 +299,19 @@ class RemoteSession:
             self._emit_watch,
             history=history,
             stuck=mode.stuck if (mode := self.config.modes.get(record.mode)) is not None else None,
-            on_ready=self._save_startup,
+            on_ready=self._seen_ready,
             clock=self.clock,
             state_dir=self.host_config.state_dir,
             label=self.label,
+            origin=origin,
+            members=self.lifecycle.members,
         )
         if note:
             watch.state.note = note
         self._watch = watch
+        # Published now, not when the watch task first runs: whatever decides on the status next (the
+        # sweep's plan, the dialogs) sees this run, not the state before it.
+        self._set_status(watch.status())
         self._watch_task = asyncio.create_task(watch.run(), name=f"watch-{record.id}")
 
     async def _stop_watching(self) -> None:
@@ -288,23 +330,28 @@ class RemoteSession:
     def _history(self, mode: str) -> list[dict[str, float]]:
         if self.store is None:
             return []
-        records = self.store.startups(host=self.label, mode=mode, limit=10)
+        records = self.store.startups(host=self.label, mode=mode, limit=10, kind=RECORD_KINDS[Origin.LAUNCHED])
         return [dict(r.phases) for r in reversed(records) if r.outcome == "ready"]
 
-    def _save_startup(self, timeline: Timeline) -> None:
-        record = timeline.history_record()
-        if self.store is None or record is None or self._record is None:
+    def _seen_ready(self, timeline: Timeline) -> None:
+        """Record what was seen: a startup (phase durations, for the ETA) only when watched from launch."""
+        watch, run = self._watch, self._record
+        if self.store is None or watch is None or run is None:
             return
-        self.store.add_startup(
-            self.label, self._record.mode, record, timeline.total(), "ready", engine=self._record.engine
-        )
+        kind = RECORD_KINDS.get(watch.origin, "attach")
+        if watch.origin is Origin.LAUNCHED:
+            phases = timeline.history_record()
+            if phases is None:
+                return
+            self.store.add_startup(self.label, run.mode, phases, timeline.total(), "ready", run.engine, kind)
+        else:
+            self.store.add_startup(self.label, run.mode, {}, None, "ready", run.engine, kind)
 
     async def _ensure_ready(self, mode: str) -> None:
-        # A live run of this mode that we watch (just attached: its status may still say starting, or not
-        # be published yet) is waited for, never restarted: a restart throws a long load away.
-        watch = self._watch
-        watching = watch is not None and not watch.done.is_set() and watch.record.mode == mode
-        if not watching and not (self._status.mode == mode and self._status.phase is Phase.READY):
+        # The same plan the A/B dialog told the user (`sweep_plan`): a live run of this mode is waited for,
+        # never restarted (a restart throws a long load away); anything else is (re)started.
+        step = sweep_plan(self._status, [mode])[0]
+        if step.action != "measure":
             await self.switch(mode)
         async with asyncio.timeout(READY_TIMEOUT_S):
             while self._status.phase is not Phase.READY:
@@ -315,6 +362,8 @@ class RemoteSession:
                     reason = self._status.crash.reason if self._status.crash else self._status.phase.value
                     raise SpecdashError(f"{mode} did not become ready: {reason}")
                 await self._status_changed()
+        how = {"measure": "as it runs", "start": "started", "restart": "restarted"}[step.action]
+        self._emit(Notice(f"sweep: measuring {mode}, pid {self._status.pid} ({how})"))
 
     # -- bench ------------------------------------------------------------------------------------------
 
@@ -327,16 +376,21 @@ class RemoteSession:
         return make
 
     async def _sweep_mode(self, mode: str, config: SweepConfig, prompts: PromptSet) -> None:
-        cfg = self.config.mode(mode)
-        local = await self.host.forward(cfg.port)
+        cfg = self.config.modes.get(mode)
+        if cfg is None and self._status.mode == mode and self._status.port is not None:
+            port, engine = self._status.port, self._status.engine  # an adopted server in no configured mode
+        else:
+            cfg = self.config.mode(mode)
+            port, engine = cfg.port, cfg.engine
+        local = await self.host.forward(port)
         record = self._record
         provenance = {
             "command": list(record.command) if record is not None and record.mode == mode else [],
             "gpus": await gpu_inventory(self.host),
             "sweep_id": self._sweep_id,
-            "draft_architectures": await draft_architectures(self.host, cfg),
+            "draft_architectures": await draft_architectures(self.host, cfg) if cfg is not None else [],
         }
-        meta = RunMeta(host=self.label, mode=mode, engine=cfg.engine, provenance=provenance)
+        meta = RunMeta(host=self.label, mode=mode, engine=engine, provenance=provenance)
 
         def progress(p: LevelProgress) -> None:
             key = (mode, p.concurrency)
@@ -363,7 +417,7 @@ class RemoteSession:
             on_level_done=level_done,
             check_link=self._link_ok,
             link_in_process=True,  # the port forward runs in this process (SSHHost)
-            host_runner=self._host_runner(cfg.port) if config.probe == "host" else None,
+            host_runner=self._host_runner(port) if config.probe == "host" else None,
             on_warning=lambda text: self._emit(Notice(f"{mode}: {text}", "warning")),
         )
         if config.probe != "host":
@@ -436,7 +490,12 @@ class RemoteSession:
 
     def _modes_event(self) -> ModesChanged:
         modes = tuple(ModeInfo(m.name, m.engine, m.description) for m in self.config.modes.values())
-        return ModesChanged(modes, self._status.mode or None)
+        status = self._status
+        if status.mode and status.mode not in self.config.modes and status.origin is Origin.ADOPTED:
+            # A server started by hand that matches no configured mode: shown as unmanaged, with its flags.
+            flags = " ".join(arg for arg in status.command if arg.startswith("--"))
+            modes += (ModeInfo(status.mode, status.engine, f"unmanaged (adopted) {flags}".rstrip()),)
+        return ModesChanged(modes, status.mode or None)
 
     def _set_status(self, status: ServerStatus) -> None:
         mode_changed = status.mode != self._status.mode

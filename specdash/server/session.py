@@ -13,6 +13,7 @@ from typing import Protocol
 
 from specdash.core.events import SessionEvent
 from specdash.remote.events import ConnectionEvent
+from specdash.server.adopt import Adoptable
 
 Listener = Callable[[SessionEvent | ConnectionEvent], None]
 """Called on the session's event loop for every event, in order."""
@@ -48,6 +49,14 @@ class Session(Protocol):
 
     async def stop(self) -> None:
         """Stop the live server: SIGTERM the group, SIGKILL after the grace period."""
+        ...
+
+    async def find_adoptable(self, *, pid: int | None = None, port: int | None = None, log: str = "") -> Adoptable:
+        """Describe a server process specdash did not start (by PID or port), and whether it can adopt it."""
+        ...
+
+    async def adopt(self, target: Adoptable) -> None:
+        """Adopt a server started by hand: watch it, bench it, stop it (after a confirmation) like our own."""
         ...
 
     async def restart(self) -> None:

@@ -12,8 +12,15 @@ Three sources feed one `StartupTracker`:
   `/health` is a generation, so polling during a benchmark would distort it.
 
 Viewers get `ServerStatus` snapshots (on every change and once a second while starting), `LogBatch`es
-(about 4 a second), and `Notice`s on ready and crash. A completed startup is recorded in the local store
-with its per-phase durations; the ETA of the next start of the same host and mode comes from those.
+(about 4 a second), and `Notice`s on ready and crash. `on_ready` gets the timeline when the server is seen
+ready; the session records it as a startup (with per-phase durations, for the ETA) only when the watch
+began at the launch (`Origin.LAUNCHED`), else as an attach or an adoption.
+
+Who ended the run decides how it ended: an exit after `mark_stopping()` (specdash asked for it) is
+`stopped`, whatever the log says while the engine is torn down (vLLM prints an `EngineDeadError`
+traceback on a SIGTERM); an exit specdash did not ask for is a crash, whatever the exit code (a vLLM API
+server whose EngineCore was killed answers 500 and exits 0). After a crash the run's process group is
+listed, so what it left behind (a worker holding memory) can be shown and cleaned up.
 """
 
 from __future__ import annotations
@@ -22,19 +29,20 @@ import asyncio
 import contextlib
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import httpx
 
 from specdash.core.eta import estimate
 from specdash.core.events import LogBatch, Notice, ServerStatus, SessionEvent
-from specdash.core.models import Phase
+from specdash.core.models import CrashInfo, Origin, Phase
 from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import ClassifiedLine, Crashed, Exited, MetricsSeen, Ready, StartupEvent, Stuck
 from specdash.core.stuck import StuckPolicy, stuck_limits
 from specdash.core.timeline import Outcome, Timeline
 from specdash.engines.registry import make_rules
+from specdash.errors import SpecdashError
 from specdash.remote.ssh import SSHHost
 from specdash.remote.ssherror import SSHError
 from specdash.server.lifecycle import RunRecord, run_script
@@ -60,6 +68,10 @@ class WatchState:
     """The main process is gone."""
     note: str = ""
     """Extra line for the server panel."""
+    crash: CrashInfo | None = None
+    """Why the run counts as crashed when the tracker did not say so (an exit nobody asked for)."""
+    leftovers: tuple[str, ...] = ()
+    """After a crash: the run's process group members still alive ("PID ARGS")."""
 
 
 class ServerWatch:
@@ -74,6 +86,8 @@ class ServerWatch:
         stuck: The mode's stuck rules (`[modes.NAME.stuck]`), applied over `history`.
         on_ready: Called with the finished startup's timeline when the server becomes ready.
         clock: Wall clock (epoch seconds), injectable for tests.
+        origin: How specdash came to watch this run (launched it, attached to it, adopted it).
+        members: Lists the run's process group members; called after a crash for what it left behind.
     """
 
     def __init__(
@@ -89,6 +103,8 @@ class ServerWatch:
         clock: Callable[[], float] = time.time,
         state_dir: str = "~/.specdash",
         label: str = "",
+        origin: Origin = Origin.LAUNCHED,
+        members: Callable[[RunRecord], Awaitable[list[str]]] | None = None,
     ) -> None:
         self.host = host
         self.record = record
@@ -99,6 +115,8 @@ class ServerWatch:
         self.clock = clock
         self.state_dir = state_dir
         self.label = label or host.name
+        self.origin = origin
+        self.members = members
         self.tracker = StartupTracker(
             record.engine, started_at=record.started_at, stuck_limits=stuck_limits(self.history, stuck)
         )
@@ -106,6 +124,8 @@ class ServerWatch:
         self.timeline = Timeline(engine=record.engine, start=record.started_at)
         self.state = WatchState()
         offset = max(0, record.log_size - ATTACH_TAIL_BYTES) if record.log_size > ATTACH_TAIL_BYTES else 0
+        if origin is Origin.ADOPTED:
+            offset = 0  # the whole story of a server started by hand is in its log: read it from the start
         self.follower = LogFollower(host, record.log_path, offset)
         self._pending_lines: list[ClassifiedLine] = []
         self._log_advanced = asyncio.Event()
@@ -117,12 +137,20 @@ class ServerWatch:
 
     @property
     def phase(self) -> Phase:
-        """The run's phase now."""
-        if self.state.stopping and not self.state.exited:
-            return Phase.STOPPING
-        if self.state.exited and self.tracker.phase not in (Phase.CRASHED, Phase.EXITED):
-            return Phase.STOPPED if self.state.stopping else Phase.EXITED
+        """The run's phase now: a stop we asked for is stopping, then stopped, whatever the log says; an exit
+        we did not ask for is a crash."""
+        if self.state.stopping:
+            return Phase.STOPPED if self.state.exited else Phase.STOPPING
+        if self.state.exited or self.state.crash is not None:
+            return Phase.CRASHED
         return self.tracker.phase
+
+    @property
+    def crash(self) -> CrashInfo | None:
+        """Why the run crashed (None unless `phase` is CRASHED)."""
+        if self.phase is not Phase.CRASHED:
+            return None
+        return self.tracker.crash or self.state.crash
 
     async def run(self) -> None:
         """Watch until the run ends. Cancel to stop watching (the server keeps running)."""
@@ -140,6 +168,11 @@ class ServerWatch:
             # Let the last log lines (after the exit) reach the viewers.
             await asyncio.sleep(LOG_FLUSH_S)
             self._flush()
+            if self.phase is Phase.CRASHED and self.members is not None:
+                with contextlib.suppress(SSHError, SpecdashError):
+                    self.state.leftovers = tuple(await self.members(self.record))
+                    if self.state.leftovers:
+                        self._publish()
         finally:
             for task in self._tasks:
                 task.cancel()
@@ -191,6 +224,12 @@ class ServerWatch:
         now = self.clock()
         if not self.state.stopping:
             self._handle(self.tracker.process_exited(None, now))
+            if self.tracker.crash is None:
+                # The log read as a clean stop or as serving, but nobody here asked the server to stop.
+                self.state.crash = CrashInfo(
+                    f"the server exited without a stop from specdash (last phase: {self.tracker.phase.value})"
+                )
+                self.emit(Notice(f"{self.record.mode} crashed: {self.state.crash.reason}", "error", bell=True))
         self._publish()
         self.done.set()
 
@@ -251,6 +290,8 @@ class ServerWatch:
                 if self.on_ready is not None and self.timeline.outcome is Outcome.READY:
                     self.on_ready(self.timeline)
             elif isinstance(event, Crashed):
+                if self.state.stopping:
+                    continue  # a stop we asked for tears the engine down: its tracebacks are no crash
                 self.emit(Notice(f"{self.record.mode} crashed: {event.info.reason}", "error", bell=True))
                 self.done.set()
             elif isinstance(event, Exited):
@@ -269,18 +310,19 @@ class ServerWatch:
         spans = self.timeline.spans
         finished = {s.phase: s.duration for s in spans if s.duration is not None}
         current = spans[-1] if spans and spans[-1].end is None else None
+        # Before the first phase line the launch itself is the phase: the ETA counts from the first second.
+        phase_start = current.start if current else (self.record.started_at if not spans else None)
         eta = None
-        if phase.is_startup and current is not None:
+        if phase.is_startup and phase_start is not None:
             progress = self.tracker.progress
             eta = estimate(
                 self.history,
                 {p: d for p, d in finished.items() if d is not None},
                 phase,
-                max(0.0, now - current.start),
+                max(0.0, now - phase_start),
                 progress.fraction if progress and progress.total else None,
                 self._order,
             )
-        crash = self.tracker.crash
         return ServerStatus(
             phase=phase,
             mode=self.record.mode,
@@ -288,13 +330,17 @@ class ServerWatch:
             pid=self.record.pid,
             port=self.record.port,
             started_at=self.record.started_at,
-            phase_started_at=current.start if current else None,
+            phase_started_at=phase_start,
             progress=self.tracker.progress if phase.is_startup else None,
             timeline=tuple((s.phase, s.duration) for s in spans if s.duration is not None),
             eta_remaining=eta.remaining if eta else None,
             eta_samples=eta.samples if eta else len(self.history),
-            crash=crash,
+            eta_spread=eta.spread if eta else None,
+            crash=self.crash,
             note=self.state.note,
+            origin=self.origin,
+            leftovers=self.state.leftovers if phase is Phase.CRASHED else (),
+            command=self.record.command,
         )
 
     def _publish(self) -> None:

@@ -2,28 +2,12 @@
 
 from __future__ import annotations
 
-import math
-
 from textual.dom import DOMNode
 
-from specdash.core.models import Phase
+from specdash.core.events import ServerStatus
+from specdash.core.server_state import duration, look
 
-
-def duration(seconds: float | None) -> str:
-    """`42s`, `3m 05s`, `1h 02m`, `3d 04h`; `-` when unknown."""
-    if seconds is None or math.isnan(seconds):
-        return "-"
-    total = max(0, int(seconds + 0.5))
-    if total < 60:
-        return f"{total}s"
-    minutes, secs = divmod(total, 60)
-    if minutes < 60:
-        return f"{minutes}m {secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours}h {minutes:02d}m"
-    days, hours = divmod(hours, 24)
-    return f"{days}d {hours:02d}h"
+__all__ = ["STATE_CLASSES", "bar", "duration", "rate", "state_class", "swap_class"]
 
 
 def rate(tok_s: float | None) -> str:
@@ -31,17 +15,10 @@ def rate(tok_s: float | None) -> str:
     return "-" if tok_s is None else f"{tok_s:,.0f}"
 
 
-def state_class(phase: Phase) -> str:
+def state_class(status: ServerStatus | None) -> str:
     """The CSS class that colours a server state: ready, starting, crashed, stopping or stopped."""
-    if phase is Phase.READY:
-        return "-ready"
-    if phase is Phase.CRASHED:
-        return "-crashed"
-    if phase is Phase.STOPPING:
-        return "-stopping"
-    if phase.is_startup:
-        return "-starting"
-    return "-stopped"
+    key = "unknown" if status is None else look(status).key
+    return "-stopped" if key == "unknown" else f"-{key}"
 
 
 STATE_CLASSES = ("-ready", "-crashed", "-stopping", "-starting", "-stopped")

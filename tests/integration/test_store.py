@@ -120,20 +120,24 @@ def test_schema_is_versioned_and_migrations_apply_in_order(tmp_path: Path, monke
     raw = sqlite3.connect(db)
     raw.executescript(store_mod.SCHEMA_V1)
     raw.execute("INSERT INTO runs (created, host, mode) VALUES ('t', 'old-host', 'm')")
+    raw.execute("INSERT INTO startups (created, host, mode, outcome) VALUES ('t', 'old-host', 'm', 'ready')")
     raw.commit()
     raw.close()
+    current = store_mod.SCHEMA_VERSION
     with Store(db) as store:
-        assert store.schema_version == store_mod.SCHEMA_VERSION == 1
+        assert store.schema_version == current == 2
         assert [r.meta.host for r in store.runs()] == ["old-host"]
+        # v2 added startups.kind: what was stored before counts as a startup, as it did then.
+        assert [r.kind for r in store.startups()] == ["startup"]
 
     def add_note(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE runs ADD COLUMN note TEXT NOT NULL DEFAULT ''")
 
     monkeypatch.setattr(store_mod, "MIGRATIONS", [*store_mod.MIGRATIONS, add_note])
-    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", current + 1)
     with Store(db) as store:
-        assert store.schema_version == 2
+        assert store.schema_version == current + 1
         assert [r.meta.host for r in store.runs()] == ["old-host"]  # rows read by name: the new column is ignored
-    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 1)
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", current)
     with pytest.raises(SpecdashError, match="newer"):
         Store(db)

@@ -12,6 +12,7 @@ from specdash.core.events import ModeInfo, ModesChanged, ServerStatus, SessionEv
 from specdash.core.models import Phase
 from specdash.errors import SpecdashError
 from specdash.remote.events import ConnectionEvent
+from specdash.server.adopt import Adoptable
 from specdash.server.session import Listener
 
 Event = SessionEvent | ConnectionEvent
@@ -37,6 +38,8 @@ class FakeSession:
         """Every action, in order: ("start", ("eagle3",)), ("stop", ()), ..."""
         self.live = False
         self.sweeping = False
+        self.adoptable: Adoptable | None = None
+        """What `find_adoptable` answers."""
         self.fail_with: SpecdashError | None = None
         """Raise this from the next action (then clear it)."""
 
@@ -80,6 +83,15 @@ class FakeSession:
 
     async def stop(self) -> None:
         await self._record("stop")
+
+    async def find_adoptable(self, *, pid: int | None = None, port: int | None = None, log: str = "") -> Adoptable:
+        await self._record("find_adoptable", pid, port, log)
+        if self.adoptable is None:
+            raise SpecdashError(f"no process {pid}")
+        return self.adoptable
+
+    async def adopt(self, target: Adoptable) -> None:
+        await self._record("adopt", target.found.pid)
 
     async def restart(self) -> None:
         await self._record("restart")

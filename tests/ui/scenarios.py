@@ -59,6 +59,7 @@ CAPTURING = ServerStatus(
     timeline=(*EARLY, (Phase.LOADING_WEIGHTS, 96.2), (Phase.ALLOCATING_KV, 3.4)),
     eta_remaining=125.0,
     eta_samples=5,
+    eta_spread=20.0,
 )
 READY = ServerStatus(
     Phase.READY,

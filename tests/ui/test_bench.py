@@ -63,11 +63,15 @@ async def test_ab_marks_modes_and_confirms_when_a_server_is_live(build: AppFacto
         assert isinstance(app.screen, LevelsScreen)
         await pilot.press("enter")
         assert isinstance(app.screen, ConfirmScreen)
-        assert "restarts the server in each mode" in str(app.screen.query_one("#question", Label).render())
+        # The live mode (eagle3) goes first and is measured as it runs; the dialog says exactly that.
+        assert str(app.screen.query_one("#question", Label).render()) == (
+            "A/B eagle3 vs baseline on root@gpu-box: measures eagle3 as it runs (pid 1234, no restart), "
+            "then restarts into baseline."
+        )
         assert session.calls == []
         await pilot.press("y")
         await settle(app)
-        assert session.calls == [("sweep", (("baseline", "eagle3"), DEFAULT_LEVELS))]
+        assert session.calls == [("sweep", (("eagle3", "baseline"), DEFAULT_LEVELS))]
 
 
 async def test_cancel_sweep_only_while_one_runs_and_after_confirming(build: AppFactory) -> None:

@@ -53,7 +53,7 @@ async def test_capturing_shows_batch_sizes_and_eta(build: AppFactory) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert "capturing CUDA graphs  batch sizes 12/36" in text(app, "#phase")
-        assert text(app, "#eta") == "elapsed 2m 11s · ready in ~2m 05s (from 5 startups)"
+        assert text(app, "#eta") == "elapsed 2m 11s · ready in 2m 05s ± 20s, from 5 starts"
         assert app.screen.query_one("#gpus").display
 
 
@@ -409,3 +409,72 @@ async def test_a_line_without_a_break_is_cut_in_view(build: AppFactory) -> None:
         assert long.startswith("x" * 4096) and len(long) < 4200
         assert "258,048 more characters in the log on the host" in long
         assert view.shown[-1].text == "short"
+
+
+async def test_a_busy_port_held_by_a_hand_started_server_offers_adoption(build: AppFactory) -> None:
+    from specdash.server.adopt import Adoptable, Found
+    from specdash.server.lifecycle import PortBusy
+
+    app, session = build(sc.stopped())
+    argv = ("python3", "-m", "sglang.launch_server", "--model-path", "/m", "--port", "30000")
+    found = Found(4242, 4242, 4242, 0.0, argv, "/srv", "/srv/s.log", "/srv/s.log", True)
+    session.adoptable = Adoptable(found, "sglang", "baseline", True, {}, 30000, "/srv/s.log", "stdout")
+    async with app.run_test(size=SIZE) as pilot:
+        session.fail_with = PortBusy(
+            "root@gpu-box", 30000, 'LISTEN 0 128 127.0.0.1:30000 users:(("python3",pid=4242,fd=3))'
+        )
+        await pilot.press("s")
+        await settle(app)
+        for _ in range(40):
+            if isinstance(app.screen, ConfirmScreen):
+                break
+            await pilot.pause(0.05)
+        assert isinstance(app.screen, ConfirmScreen)
+        question = str(app.screen.query_one("#question", Label).render())
+        assert "held by a server specdash did not start" in question
+        assert "pid 4242 (process group 4242): python3 -m sglang.launch_server --model-path /m --port 30000" in question
+        assert "log: /srv/s.log (from stdout)" in question
+        await pilot.press("y")
+        await settle(app)
+        assert [c[0] for c in session.calls] == ["start", "find_adoptable", "adopt"]
+        assert session.calls[-1] == ("adopt", (4242,))
+
+
+async def test_mode_list_marker_follows_the_server_state(build: AppFactory) -> None:
+    from specdash.core.models import CrashInfo
+    from specdash.ui.widgets.modes import ModeList
+
+    app, session = build(sc.ready_with_bench()[:4])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+
+        def prompts() -> list[str]:
+            return [str(o.prompt) for o in app.screen.query_one(ModeList)._options]
+
+        assert any("eagle3" in p and "● ready" in p for p in prompts())
+        session.emit(ServerStatus(Phase.CRASHED, mode="eagle3", pid=1234, crash=CrashInfo("RuntimeError: x")))
+        await pilot.pause()
+        assert any("eagle3" in p and "✖ crashed" in p for p in prompts())
+        assert not any("running" in p for p in prompts())
+        assert "CRASHED" in text(app, "#server-state")
+
+
+async def test_after_a_crash_x_offers_to_clean_up_what_is_left_in_the_group(build: AppFactory) -> None:
+    from specdash.core.models import CrashInfo
+
+    app, session = build(sc.stopped())
+    async with app.run_test(size=SIZE) as pilot:
+        crashed = ServerStatus(Phase.CRASHED, mode="eagle3", pid=1234, crash=CrashInfo("EngineDeadError"))
+        session.emit(crashed)
+        await pilot.pause()
+        assert app.dashboard.check_action("stop", ()) is False  # nothing left: nothing to clean up
+        session.emit(ServerStatus(**{**crashed.__dict__, "leftovers": ("1240 VLLM::Worker_TP0",)}))
+        await pilot.pause()
+        assert "1 process(es) of its group still alive" in text(app, "#crash")
+        await pilot.press("x")
+        assert isinstance(app.screen, ConfirmScreen)
+        question = str(app.screen.query_one("#question", Label).render())
+        assert "1240 VLLM::Worker_TP0" in question and "Kill them" in question
+        await pilot.press("y")
+        await settle(app)
+        assert session.calls == [("stop", ())]

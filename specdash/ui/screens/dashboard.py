@@ -21,7 +21,11 @@ from textual.widgets import DataTable, Footer, OptionList, Tab, Tabs
 from specdash.core.events import BenchUpdate, ServerStatus
 from specdash.core.levels import DEFAULT_LEVELS
 from specdash.core.models import Phase
+from specdash.core.server_state import is_live, server_name, stop_question, sweep_question
+from specdash.errors import SpecdashError
 from specdash.remote.events import Connected
+from specdash.server.adopt import Adoptable
+from specdash.server.lifecycle import PortBusy
 from specdash.server.session import Session
 from specdash.ui.messages import (
     BenchTicked,
@@ -231,6 +235,7 @@ class DashboardScreen(Screen[None]):
         self._status = message.status
         self.query_one(ServerPanel).status = message.status
         self.query_one(StatusHeader).status = message.status
+        self.query_one(ModeList).status = message.status
         self.refresh_bindings()
 
     @on(ModesUpdated)
@@ -287,7 +292,9 @@ class DashboardScreen(Screen[None]):
         match action:
             case "start":
                 return not live and modes.selected is not None
-            case "stop" | "restart":
+            case "stop":  # after a crash: cleans up what is left in the run's process group
+                return live or (self._status.phase is Phase.CRASHED and bool(self._status.leftovers))
+            case "restart":
                 return live
             case "switch":
                 return live and modes.selected not in (None, self._status.mode)
@@ -312,9 +319,7 @@ class DashboardScreen(Screen[None]):
     # --------------------------------------------------------------------------------------- actions
 
     def _server_name(self) -> str:
-        status = self._status
-        pid = f" (pid {status.pid})" if status.pid is not None else ""
-        return f"{status.mode or 'the server'}{pid} on {self._label}"
+        return server_name(self._status, self._label)
 
     def _sweep_clause(self) -> str:
         return (
@@ -350,11 +355,33 @@ class DashboardScreen(Screen[None]):
     def action_start(self) -> None:
         mode = self.query_one(ModeList).selected
         if mode is not None:
-            self._run(f"start {mode}", lambda: self.session.start(mode))
+            self._run(f"start {mode}", lambda: self._start_or_offer_adoption(mode))
+
+    async def _start_or_offer_adoption(self, mode: str) -> None:
+        """Start `mode`; when its port is held by a server specdash did not start, offer to adopt it."""
+        session = self.session
+        try:
+            await session.start(mode)
+        except PortBusy as busy:
+            if busy.pid is None:
+                raise
+            target = await session.find_adoptable(pid=busy.pid)
+            if not target.ok:
+                raise SpecdashError(f"{busy.message}\n{target.describe()}") from None
+            self.app.call_later(self._offer_adoption, target)
+
+    def _offer_adoption(self, target: Adoptable) -> None:
+        question = (
+            f"Port {target.port} on {self._label} is held by a server specdash did not start:\n"
+            f"{target.describe()}\nAdopt it? specdash watches its log and health and can bench it; it sends "
+            "no signal (stopping it later asks again)."
+        )
+        self._confirm(question, "Adopt", lambda: self._run("adopt", lambda: self.session.adopt(target)))
 
     def action_stop(self) -> None:
-        question = f"Stop {self._server_name()}?{self._sweep_clause()}"
-        self._confirm(question, "Stop", lambda: self._run("stop", self.session.stop))
+        question = stop_question(self._status, self._label) + self._sweep_clause()
+        yes = "Clean up" if self._status.phase is Phase.CRASHED else "Stop"
+        self._confirm(question, yes, lambda: self._run("stop", self.session.stop))
 
     def action_restart(self) -> None:
         question = f"Restart {self._server_name()}? It serves nothing until it is ready again.{self._sweep_clause()}"
@@ -400,12 +427,12 @@ class DashboardScreen(Screen[None]):
 
     def action_ab(self) -> None:
         modes = [name for name in self.query_one(ModeList).names if name in self.query_one(ModeList).marked]
-        warn = None
-        if self.session.server_live():
-            warn = (
-                f"A/B across {', '.join(modes)} restarts the server in each mode: {self._server_name()} "
-                "is stopped first."
-            )
+        if self._status.mode in modes and is_live(self._status):
+            # The live mode first: it is measured as it runs, which saves one restart (a long load).
+            modes.remove(self._status.mode)
+            modes.insert(0, self._status.mode)
+        # Says what the sweep will do from the same state the session decides on (`sweep_plan`).
+        warn = sweep_question(self._status, modes, self._label)
         self._ask_levels(f"A/B {' vs '.join(modes)}: concurrency levels", modes, warn)
 
     def _ask_levels(self, title: str, modes: list[str], warning: str | None) -> None:

@@ -11,6 +11,7 @@ from textual.reactive import reactive
 from textual.widgets import Label
 
 from specdash.core.events import ServerStatus
+from specdash.core.server_state import badge
 from specdash.remote.events import Connected, Connecting, ConnectionEvent, Failed, Lost, Reconnecting
 from specdash.ui.format import STATE_CLASSES, state_class, swap_class
 
@@ -91,14 +92,10 @@ class StatusHeader(Horizontal):
         swap_class(conn, CONNECTION_CLASSES, cls)
         status = self.status
         engine = self.query_one("#engine", Label)
-        badge = self.query_one("#server-state-badge", Label)
-        if status is None:
-            engine.update("")
-            badge.update("server: unknown")
-            swap_class(badge, STATE_CLASSES, "-stopped")
-            return
-        engine.update(" · ".join(part for part in (status.engine, status.mode) if part))
-        stale = not isinstance(self.connection, Connected)
-        badge.update(f"server: {status.phase.value}{' (last known)' if stale else ''}")
-        swap_class(badge, STATE_CLASSES, state_class(status.phase))
-        badge.set_class(stale, "-stale")
+        badge_label = self.query_one("#server-state-badge", Label)
+        stale = status is not None and not isinstance(self.connection, Connected)
+        text, _ = badge(status, stale=stale)
+        engine.update(" · ".join(part for part in (status.engine, status.mode) if part) if status else "")
+        badge_label.update(text)
+        swap_class(badge_label, STATE_CLASSES, state_class(status))
+        badge_label.set_class(stale, "-stale")

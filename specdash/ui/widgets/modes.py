@@ -8,13 +8,15 @@ from textual.style import Style as VisualStyle
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from specdash.core.events import ModesChanged
+from specdash.core.events import ModesChanged, ServerStatus
+from specdash.core.models import Origin, Phase
+from specdash.core.server_state import look, mode_marker
 
 
 class ModeList(OptionList):
     """The configured modes, in config order; the highlighted one is what `s` and `m` act on."""
 
-    COMPONENT_CLASSES = {"mode-list--current", "mode-list--marked", "mode-list--dim"}
+    COMPONENT_CLASSES = {"mode-list--current", "mode-list--marked", "mode-list--dim", "mode-list--crashed"}
 
     DEFAULT_CSS = """
     ModeList {
@@ -23,11 +25,15 @@ class ModeList(OptionList):
         & > .mode-list--current { color: $success; text-style: bold; }
         & > .mode-list--marked { color: $accent; text-style: bold; }
         & > .mode-list--dim { color: $text-muted; }
+        & > .mode-list--crashed { color: $error; text-style: bold; }
     }
     """
 
     modes: reactive[ModesChanged] = reactive(ModesChanged(()), init=False, always_update=True)
     """The modes and the running one, as the session last said."""
+
+    status: reactive[ServerStatus] = reactive(ServerStatus(Phase.STOPPED, origin=Origin.UNKNOWN), init=False)
+    """The server's state: the marker beside its mode says what the server panel says."""
 
     marked: reactive[frozenset[str]] = reactive(frozenset(), init=False)
     """Modes marked for an A/B sweep."""
@@ -68,6 +74,10 @@ class ModeList(OptionList):
     def watch_marked(self) -> None:
         self._rebuild()
 
+    def watch_status(self, old: ServerStatus, new: ServerStatus) -> None:
+        if (old.mode, mode_marker(old, old.mode)) != (new.mode, mode_marker(new, new.mode)):
+            self._rebuild()  # not on every tick of a starting server: only when the marker changes
+
     def notify_style_update(self) -> None:
         super().notify_style_update()
         if self.is_mounted:
@@ -99,8 +109,10 @@ class ModeList(OptionList):
             (name, style("mode-list--current")) if name == current else name,
             (f"  {engine}", style("mode-list--dim")),
         ]
-        if name == current:
-            parts.append(("  ▶ running", style("mode-list--current")))
+        if marker := mode_marker(self.status, name):
+            key = look(self.status).key
+            component = {"crashed": "mode-list--crashed", "stopped": "mode-list--dim", "stopping": "mode-list--dim"}
+            parts.append((f"  {marker}", style(component.get(key, "mode-list--current"))))
         if description:
             parts.append((f"  {description}", style("mode-list--dim")))
         return Content.assemble(*parts)

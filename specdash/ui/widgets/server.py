@@ -9,27 +9,9 @@ from textual.reactive import reactive
 from textual.widgets import Label, Static
 
 from specdash.core.events import ServerStatus
-from specdash.core.models import Phase, Progress
+from specdash.core.models import Phase
+from specdash.core.server_state import eta_text, facts, progress_text, title
 from specdash.ui.format import STATE_CLASSES, bar, duration, state_class, swap_class
-
-STATE_ICONS = {"-ready": "●", "-starting": "◐", "-crashed": "✖", "-stopping": "◑", "-stopped": "○"}
-
-
-def progress_text(phase: Phase, progress: Progress | None) -> str:
-    """`shard 29/64`, `batch sizes 12/36`: the unit the engine counts in this phase."""
-    if progress is None:
-        return ""
-    unit = progress.unit or ("shard" if phase is Phase.LOADING_WEIGHTS else "batch sizes")
-    return f"{unit} {progress.done}/{progress.total}"
-
-
-def eta_text(status: ServerStatus, now: float) -> str:
-    """`elapsed 1m 12s · ready in ~2m 05s (5 startups)`, or says there is no history yet."""
-    elapsed = duration(now - status.started_at) if status.started_at is not None else "-"
-    if status.eta_remaining is None:
-        return f"elapsed {elapsed} · ETA: no history yet"
-    samples = f" (from {status.eta_samples} startup{'s' if status.eta_samples != 1 else ''})"
-    return f"elapsed {elapsed} · ready in ~{duration(status.eta_remaining)}{samples if status.eta_samples else ''}"
 
 
 def timeline_text(status: ServerStatus) -> str:
@@ -118,18 +100,17 @@ class ServerPanel(Vertical):
         if not self._children_ready:
             return  # watchers fire before on_mount; on_mount draws the first state
         status, now = self.status, self.now
-        cls = state_class(status.phase)
+        cls = state_class(status)
         swap_class(self, STATE_CLASSES, cls)
         state = self.query_one("#server-state", Label)
-        last_known = "  (last known: no connection)" if self.stale else ""
-        state.update(f"{STATE_ICONS[cls]} {status.phase.value.upper()}{last_known}")
+        state.update(title(status, stale=self.stale))
         swap_class(state, STATE_CLASSES, cls)
-        self.query_one("#server-facts", Label).update(self._facts(status, now))
+        self.query_one("#server-facts", Label).update(facts(status, now))
 
         starting = status.phase.is_startup
         self.query_one("#startup").display = starting
         if starting:
-            counted = progress_text(status.phase, status.progress)
+            counted = progress_text(status)
             in_phase = duration(now - status.phase_started_at) if status.phase_started_at is not None else ""
             phase_line = "  ".join(part for part in (status.phase.value, counted, in_phase) if part)
             self.query_one("#phase", Label).update(phase_line)
@@ -145,21 +126,10 @@ class ServerPanel(Vertical):
         crash = self.query_one("#crash", Label)
         crash.display = status.crash is not None
         if status.crash is not None:
-            crash.update(f"{status.crash.reason}\n[c] show it in the log")
+            left = status.leftovers
+            cleanup = f"\n{len(left)} process(es) of its group still alive · [x] clean up" if left else ""
+            crash.update(f"{status.crash.reason}\n[c] show it in the log{cleanup}")
 
         note = self.query_one("#note", Label)
         note.display = bool(status.note)
         note.update(status.note)
-
-    @staticmethod
-    def _facts(status: ServerStatus, now: float) -> str:
-        parts = []
-        if status.mode:
-            parts.append(status.mode)  # the engine is in the header
-        if status.pid is not None:
-            parts.append(f"pid {status.pid}")
-        if status.port is not None:
-            parts.append(f"port {status.port}")
-        if status.phase is Phase.READY and status.started_at is not None:
-            parts.append(f"up {duration(now - status.started_at)}")
-        return " · ".join(parts) or "no server of ours on this host"
