@@ -125,9 +125,9 @@ def test_schema_is_versioned_and_migrations_apply_in_order(tmp_path: Path, monke
     raw.close()
     current = store_mod.SCHEMA_VERSION
     with Store(db) as store:
-        assert store.schema_version == current == 2
+        assert store.schema_version == current == 3
         assert [r.meta.host for r in store.runs()] == ["old-host"]
-        # v2 added startups.kind: what was stored before counts as a startup, as it did then.
+        # v3 added startups.kind: what was stored before counts as a startup, as it did then.
         assert [r.kind for r in store.startups()] == ["startup"]
 
     def add_note(conn: sqlite3.Connection) -> None:
