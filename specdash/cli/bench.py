@@ -26,6 +26,10 @@ HELP = "sweep concurrency levels against a server and measure tok/s, TTFT, TPOT,
 
 MAX_REPEATS = 20
 """Upper bound on `--repeats` (every load loop is bounded)."""
+MAX_REQUESTS = 1_000_000
+"""Upper bound on `--requests-per-level` and `--warmup`."""
+MAX_PROCESSES = 64
+"""Upper bound on `--processes`."""
 
 
 def parse_levels(text: str) -> tuple[int, ...]:
@@ -43,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the bench flags."""
     from specdash.cli._host import add_host_arguments
     from specdash.config import LINK_LOSS_POLICIES
+    from specdash.limits import MAX_CONCURRENCY, MAX_OUTPUT_LEN, SECONDS, int_option
 
     add_host_arguments(parser, optional=True)
     parser.add_argument("--url", help="instead of HOST: a server base URL, e.g. http://127.0.0.1:30000")
@@ -54,29 +59,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="mode(s) to measure; with HOST, a comma-separated list runs an A/B (e.g. baseline,eagle3)",
     )
     parser.add_argument("--levels", default="1,2,5,10,20,50,100", help="concurrency levels (default %(default)s)")
-    parser.add_argument("--max-concurrency", type=int, help="drop levels above this")
+    parser.add_argument("--max-concurrency", type=int_option(1, MAX_CONCURRENCY), help="drop levels above this")
     amount = parser.add_mutually_exclusive_group()
-    amount.add_argument("--requests-per-level", type=int, help="requests per level (default max(5 x C, 10))")
-    amount.add_argument("--duration", type=float, help="seconds per level instead of a request count")
-    parser.add_argument("--output-len", type=int, default=256, help="tokens per response (default %(default)s)")
+    amount.add_argument(
+        "--requests-per-level", type=int_option(1, MAX_REQUESTS), help="requests per level (default max(5 x C, 10))"
+    )
+    amount.add_argument("--duration", type=SECONDS, help="seconds per level instead of a request count")
+    parser.add_argument(
+        "--output-len",
+        type=int_option(1, MAX_OUTPUT_LEN),
+        default=256,
+        help="tokens per response (default %(default)s)",
+    )
     parser.add_argument("--endpoint", choices=["generate", "chat", "completions"], default="generate")
     parser.add_argument("--prompts", default="chat", help="chat, code or a JSONL file (default %(default)s)")
     parser.add_argument("--model", help="model name for the OpenAI endpoints (default: from /v1/models)")
-    parser.add_argument("--warmup", type=int, help="warmup requests per level (default C)")
+    parser.add_argument("--warmup", type=int_option(0, MAX_REQUESTS), help="warmup requests per level (default C)")
     parser.add_argument("--flush-cache", action="store_true", help="POST /flush_cache before each level")
-    parser.add_argument("--processes", type=int, help="probe processes (default: automatic; 0 = in-process)")
-    parser.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request")
-    parser.add_argument("--stall-timeout", type=float, default=60.0, help="seconds without bytes = stalled")
-    parser.add_argument("--level-timeout", type=float, help="hard limit per level in seconds")
+    parser.add_argument(
+        "--processes", type=int_option(0, MAX_PROCESSES), help="probe processes (default: automatic; 0 = in-process)"
+    )
+    parser.add_argument("--request-timeout", type=SECONDS, default=600.0, help="seconds per request")
+    parser.add_argument("--stall-timeout", type=SECONDS, default=60.0, help="seconds without bytes = stalled")
+    parser.add_argument("--level-timeout", type=SECONDS, help="hard limit per level in seconds")
     parser.add_argument(
         "--on-link-loss",
         choices=LINK_LOSS_POLICIES,
         help="HOST only: when the SSH link drops, pause and re-run the level, or stop (default: config, pause)",
     )
-    parser.add_argument("--link-wait", type=float, help="HOST only: seconds a paused sweep waits (default 600)")
+    parser.add_argument("--link-wait", type=SECONDS, help="HOST only: seconds a paused sweep waits (default 600)")
     parser.add_argument(
         "--repeats",
-        type=int,
+        type=int_option(1, MAX_REPEATS),
         default=1,
         help="run the whole sweep N times (A/B in A-B-B-A order) and report median ± MAD per level (default 1)",
     )
@@ -86,21 +100,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the sweep and print the results."""
-    from specdash.bench.sweep import validate_url
+    from specdash.bench.levels import url_origin, validate_url
 
     if bool(args.url) == bool(args.host):
         raise UsageError("give either HOST (measure over SSH) or --url (a server you can reach), not both or neither")
     url = validate_url(args.url) if args.url else ""
+    if url:
+        # The SSH-only options would be silently ignored with --url: refuse them instead.
+        for flag, value in (("-J/--jump", getattr(args, "jump", None)), ("--on-link-loss", args.on_link_loss),
+                            ("--link-wait", args.link_wait)):  # fmt: skip
+            if value is not None:
+                raise UsageError(f"{flag} applies to HOST only (over SSH), not to --url")
     levels = parse_levels(args.levels)
-    for flag, value in (("--requests-per-level", args.requests_per_level), ("--output-len", args.output_len)):
-        if value is not None and value < 1:
-            raise UsageError(f"{flag} must be at least 1")
-    if args.duration is not None and args.duration <= 0:
-        raise UsageError("--duration must be positive")
-    if args.link_wait is not None and args.link_wait <= 0:
-        raise UsageError("--link-wait must be positive")
-    if not 1 <= args.repeats <= MAX_REPEATS:
-        raise UsageError(f"--repeats must be between 1 and {MAX_REPEATS}, got {args.repeats}")
 
     import asyncio
 
@@ -146,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     if args.host:
         return asyncio.run(_over_ssh(args, config, prompts, on_progress, on_level_done))
     with Store(args.db) as store:
-        meta = RunMeta(host=url.split("://", 1)[1], mode=args.mode)
+        meta = RunMeta(host=url_origin(url), mode=args.mode)
         results = []
         for _ in range(args.repeats):
             results.append(asyncio.run(run_sweep(url, config, prompts, store, on_progress, on_level_done, meta)))

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     modes: list[str] = []
     curves: list[dict[int, float]] = []
     hashes: set[str] = set()
-    with Store(args.db) as store:
+    with Store(args.db, create=False) as store:
         for run_id in args.runs:
             rec = store.run(run_id)
             if rec is None:
