@@ -14,7 +14,8 @@ the limit, never the process. Numeric options are checked against these ranges a
 | a token count in a stream | `MAX_TOKEN_COUNT` |
 | content chunks kept per request | `max_chunks(output_len)` |
 | `--output-len` | `MAX_OUTPUT_LEN` |
-| a time option (timeouts, durations, grace) | `MAX_SECONDS` |
+| a time option (timeouts, durations) | `MAX_SECONDS` |
+| a stop's grace (`--grace`, `stop_timeout`) | `MAX_GRACE_S` |
 | the local `ssh.log` | `LOG_MAX_BYTES` x (`LOG_BACKUPS` + 1) |
 """
 
@@ -47,6 +48,8 @@ MAX_OUTPUT_LEN = 1_000_000
 """The largest `--output-len`."""
 MAX_SECONDS = 7 * 86400.0
 """The largest time option (a week)."""
+MAX_GRACE_S = 3600.0
+"""The longest SIGTERM-to-SIGKILL grace (`down --grace`, a mode's `stop_timeout`)."""
 LOG_MAX_BYTES = 5 * 1024 * 1024
 """`ssh.log` is rotated at this size."""
 LOG_BACKUPS = 3

@@ -26,6 +26,8 @@ from typing import Any
 
 import aiohttp
 
+from specdash.limits import MAX_CONTROL_BODY_BYTES
+
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 
 DISAGREE_FRACTION = 0.10
@@ -184,11 +186,20 @@ class ServerClient:
             self._session = None
 
     async def _get(self, path: str) -> tuple[int, str] | None:
+        """(status, body text) or None: a body over `MAX_CONTROL_BODY_BYTES` fails this poll unread, bytes
+        that are not UTF-8 are replaced, and a redirect is not followed (it could lead to another origin)."""
         assert self._session is not None
         try:
-            async with self._session.get(self.base_url + path) as resp:
-                return resp.status, await resp.text()
-        except (aiohttp.ClientError, TimeoutError, OSError):
+            async with self._session.get(self.base_url + path, allow_redirects=False) as resp:
+                if resp.content_length is not None and resp.content_length > MAX_CONTROL_BODY_BYTES:
+                    return None
+                body = bytearray()
+                async for block in resp.content.iter_chunked(64 * 1024):
+                    body += block
+                    if len(body) > MAX_CONTROL_BODY_BYTES:
+                        return None
+                return resp.status, body.decode("utf-8", errors="replace")
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
             return None
 
     async def metrics(self) -> dict[str, float] | None:
@@ -205,7 +216,7 @@ class ServerClient:
             if got is not None and got[0] == 200:
                 try:
                     obj = json.loads(got[1])
-                except ValueError:
+                except (ValueError, RecursionError):
                     return None
                 return obj if isinstance(obj, dict) else None
         return None
@@ -217,7 +228,7 @@ class ServerClient:
             return None
         try:
             obj = json.loads(got[1])
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         return str(obj["version"]) if isinstance(obj, dict) and "version" in obj else None
 
@@ -229,7 +240,7 @@ class ServerClient:
         try:
             data = json.loads(got[1]).get("data") or []
             return str(data[0]["id"]) if data else None
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError):
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
             return None
 
     async def flush_cache(self) -> bool:

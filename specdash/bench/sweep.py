@@ -32,7 +32,6 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from specdash.bench.levels import (
     DEFAULT_LEVELS,
@@ -43,6 +42,7 @@ from specdash.bench.levels import (
     SweepConfig,
     SweepResult,
     parent_reasons,
+    url_origin,
     validate_levels,
     validate_url,
 )
@@ -55,6 +55,7 @@ from specdash.bench.store import RunMeta, Store
 from specdash.bench.summary import summarize
 from specdash.bench.workers import Message, ProbePool, processes_for, split_level
 from specdash.core.series import RateWindow
+from specdash.redact import redact_url
 
 __all__ = [
     "DEFAULT_LEVELS",
@@ -208,6 +209,7 @@ class Sweep:
         """(concurrency, reason) of every level attempt a link loss interrupted."""
         self._runner: ProbePool | _InProcess | None = None
         self._procs = 1
+        self._level_fatal = False  # the last level failed for a reason that ends the sweep
         self._level_id: int | None = None
 
     def stop(self, reason: str = "stopped by user") -> None:
@@ -281,7 +283,7 @@ class Sweep:
                         break
                     results.append(result)
                     await _call(self.on_level_done, result)
-                    if result.status == "failed":
+                    if result.status == "failed" and self._level_fatal:
                         aborted = result.abort_reason or "level failed"
                         break
                 finished = True
@@ -322,7 +324,7 @@ class Sweep:
     ) -> int | None:
         if self.store is None:
             return None
-        meta = self.run_meta or RunMeta(host=urlsplit(self.base_url).netloc, mode=self.config.mode)
+        meta = self.run_meta or RunMeta(host=url_origin(self.base_url), mode=self.config.mode)
         engine = meta.engine or engine
         version = meta.engine_version or version
         server_args = meta.server_args if meta.server_args is not None else info
@@ -338,7 +340,7 @@ class Sweep:
             prompt_hash=self.prompts.sha256,
             endpoint=settings.endpoint.value,
             output_len=settings.output_len,
-            base_url=self.base_url,
+            base_url=redact_url(self.base_url),
             config=cfg,
         )
         return self.store.create_run(meta)
@@ -487,6 +489,12 @@ class Sweep:
             reasons.append("a probe process died")
         if self._stop is not None:
             reasons.append(self._stop)
+        self._level_fatal = bool(reasons)
+        if not reasons and samples and not any(s.ok for s in samples):
+            # Every request failed (HTTP errors, malformed streams, timeouts): the level measured nothing.
+            # It fails, but the sweep goes on to the next level; only the reasons above end a sweep.
+            first = next((s for s in samples if s.detail), samples[0])
+            reasons.append(f"all {len(samples)} requests failed (first: {first.detail or first.error})"[:400])
         status = "failed" if reasons else "done"
         if limited and cfg.processes is None:
             # Simple rule: a client-limited level doubles the probe processes for the next one (CPU-capped).

@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
             if results[-1].aborted:
                 break
     if args.repeats > 1:
-        return _print_repeats(args, {args.mode: results})
+        return _print_repeats(args, {args.mode: results}) or _failed_levels(results)
     result = results[0]
     levels_json = [lv.to_json() for lv in result.levels]
     if args.json:
@@ -175,7 +175,17 @@ def run(args: argparse.Namespace) -> int:
         print(level_table(levels_json))
         if result.aborted:
             print(f"sweep stopped: {result.aborted}")
-    return 0 if result.aborted is None else 1
+    return 1 if result.aborted is not None else _failed_levels(results)
+
+
+def _failed_levels(results: list[SweepResult]) -> int:
+    """1 (and one line on stderr naming them) when any level failed, e.g. every request of it; else 0."""
+    failed = [lv for r in results for lv in r.levels if lv.status == "failed"]
+    if not failed:
+        return 0
+    names = "; ".join(f"{lv.mode} C={lv.concurrency}: {lv.abort_reason or 'failed'}" for lv in failed[:5])
+    print(f"specdash: error: {len(failed)} level(s) failed: {names}", file=sys.stderr)
+    return 1
 
 
 async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_level_done) -> int:  # type: ignore[no-untyped-def]
@@ -232,7 +242,7 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
                 break
         results = dict(session.results)
     if args.repeats > 1:
-        return _print_repeats(args, repeats)
+        return _print_repeats(args, repeats) or _failed_levels([r for runs in repeats.values() for r in runs])
     curves = {mode: r.curve() for mode, r in results.items()}
     crossover = compute_crossover(curves[modes[0]], curves[modes[1]]) if len(modes) >= 2 else None
     if args.json:
@@ -251,7 +261,9 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
         if crossover is not None:
             where = f"C = {crossover.concurrency:.1f}" if crossover.concurrency else crossover.kind.value
             print(f"\ncrossover {modes[1]} vs {modes[0]}: {where}; disable speculation above {crossover.disable_above}")
-    return 0 if all(r.aborted is None for r in results.values()) else 1
+    if not all(r.aborted is None for r in results.values()):
+        return 1
+    return _failed_levels(list(results.values()))
 
 
 def _print_repeats(args: argparse.Namespace, repeats: dict[str, list[SweepResult]]) -> int:

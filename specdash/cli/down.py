@@ -8,6 +8,7 @@ import asyncio
 from specdash.cli._host import add_host_arguments, current_run
 from specdash.config import Config
 from specdash.errors import SpecdashError
+from specdash.limits import MAX_GRACE_S, number_option
 
 NAME = "down"
 HELP = "stop the server specdash started on HOST; reports what was killed and whether the port is free"
@@ -15,7 +16,11 @@ HELP = "stop the server specdash started on HOST; reports what was killed and wh
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_host_arguments(parser)
-    parser.add_argument("--grace", type=float, help="seconds between SIGTERM and SIGKILL (default: the mode's, 30)")
+    parser.add_argument(
+        "--grace",
+        type=number_option(0.0, MAX_GRACE_S),
+        help="seconds between SIGTERM and SIGKILL, 0 to 3600 (default: the mode's stop_timeout, 30)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -169,7 +170,8 @@ class ServerWatch:
             await self.host.wait_connected()
             try:
                 result = await run_script(self.host, "status.sh", self.record.id, state_dir=self.state_dir)
-                if "dead" in result.stdout.split() or "stopped" in result.stdout:
+                said = {word for word, _ in result.lines}
+                if said & {"dead", "stopped", "badrecord", "none"}:
                     break
                 gone = False
                 async for line in self.host.stream(_wait_exit_command(self.record.pid)):
@@ -192,8 +194,8 @@ class ServerWatch:
         follower keeps advancing (a pause of `limit` s ends the wait; a flood may leave it far behind), at
         most `cap` s."""
         with contextlib.suppress(SSHError, ValueError, TimeoutError):
-            result = await self.host.run(f"stat -c %s {self.record.log_path}", timeout=limit)
-            size = int(result.stdout.strip() or 0)
+            result = await self.host.run(f"stat -c %s {shlex.quote(self.record.log_path)}", timeout=limit)
+            size = int((result.stdout.strip().splitlines() or ["0"])[-1])  # the last line: after any banner
             async with asyncio.timeout(cap):
                 while self.follower.offset < size:
                     self._log_advanced.clear()
