@@ -40,12 +40,15 @@ def run_cli(argv: tuple[str, ...], home: Path, config: Path | None = None, timeo
     """`python -m specdash ARGV` with its own HOME and XDG dirs; kills it (and fails) after `timeout`."""
     home.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        env = cli_env(home, config)
+        if os.environ.get("SPECDASH_SRC_UNDER_TEST"):  # run an older checkout (to see a test fail before its fix)
+            env["PYTHONPATH"] = os.environ["SPECDASH_SRC_UNDER_TEST"]
         proc = subprocess.Popen(
             [sys.executable, "-m", "specdash", *argv],
             stdout=out,
             stderr=err,
             stdin=subprocess.DEVNULL,
-            env=cli_env(home, config),
+            env=env,
             start_new_session=True,
         )
         deadline = time.monotonic() + timeout
@@ -59,6 +62,7 @@ def run_cli(argv: tuple[str, ...], home: Path, config: Path | None = None, timeo
                 raise AssertionError(f"specdash {' '.join(argv)} hung for {timeout:g} s")
             time.sleep(0.05)
         proc.returncode = os.waitstatus_to_exitcode(status)
+        record_peak(argv, usage.ru_maxrss / 1024)
         out.seek(0)
         err.seek(0)
         return Done(
@@ -67,6 +71,14 @@ def run_cli(argv: tuple[str, ...], home: Path, config: Path | None = None, timeo
             err.read().decode(errors="replace"),
             usage.ru_maxrss / 1024,
         )
+
+
+PEAKS: list[tuple[str, float]] = []
+"""(argv, peak RSS MiB) of every run in this session (reported by conftest at the end)."""
+
+
+def record_peak(argv: tuple[str, ...], mib: float) -> None:
+    PEAKS.append((" ".join(a if len(a) < 40 else a[:37] + "..." for a in argv), mib))
 
 
 MEMORY_BOUND_MIB = 300.0
