@@ -23,6 +23,7 @@ from importlib import resources
 from specdash.config import HostConfig, ModeConfig
 from specdash.engines.launch import launch_argv, launch_env
 from specdash.errors import SpecdashError
+from specdash.redact import redact_argv
 from specdash.remote.host import Host, RunResult
 
 
@@ -263,7 +264,9 @@ class Lifecycle:
         run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
         argv = launch_argv(mode, self.config)
         env = [f"{k}={v}" for k, v in launch_env(mode, self.config).items()]
-        meta = json.dumps({"mode": mode.name, "engine": mode.engine, "port": mode.port, "command": argv})
+        # The record on the host (and the command line, which the local SSH log shows) gets the argv
+        # with its secrets redacted; the real argv goes to the launch only.
+        meta = json.dumps({"mode": mode.name, "engine": mode.engine, "port": mode.port, "command": redact_argv(argv)})
         result = await run_script(
             self.host,
             "start.sh",

@@ -49,6 +49,7 @@ def run_cli(argv: tuple[str, ...], home: Path, config: Path | None = None, timeo
             stderr=err,
             stdin=subprocess.DEVNULL,
             env=env,
+            cwd=home,  # not the source tree: `python -m` puts the working directory first on sys.path
             start_new_session=True,
         )
         deadline = time.monotonic() + timeout

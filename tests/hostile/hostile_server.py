@@ -80,7 +80,7 @@ class HostileServer:
 
     async def _other(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.redirect_hits += 1
-        writer.write(b'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}')
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
         await writer.drain()
         writer.close()
 

@@ -125,7 +125,10 @@ CHECKS = {
     "env-name-with-equals": (MODE + 'env = { "A=B" = "x" }', "[modes.m] env.A=B"),
     "env-name-empty": (MODE + 'env = { "" = "x" }', "[modes.m] env."),
     "host-env-name-space": ('[hosts.h]\naddress = "h"\nenv = { "A B" = "x" }', "[hosts.h] env.A B"),
-    "args-nul": (MODE + 'args = ["--x", "a\\u0000b"]', "[modes.m] args", ),
+    "args-nul": (
+        MODE + 'args = ["--x", "a\\u0000b"]',
+        "[modes.m] args",
+    ),
     "env-value-nul": (MODE + 'env = { A = "a\\u0000" }', "[modes.m] env.A"),
     "stop-timeout-nan": (MODE + "stop_timeout = nan", "[modes.m] stop_timeout"),
     "stop-timeout-inf": (MODE + "stop_timeout = inf", "[modes.m] stop_timeout"),
@@ -155,3 +158,22 @@ def test_store_that_is_not_a_database_is_named(tmp_path: Path) -> None:
     db.write_bytes(os.urandom(8192))
     done = run_cli(("export", "1", "--json", "--db", str(db)), tmp_path / "home")
     assert_clean_failure(done, 1, str(db))
+
+
+@pytest.mark.xfail(strict=False, reason="replay streams the log on branch wt-logs (not merged here yet)")
+def test_replay_of_a_huge_log_runs_in_bounded_memory(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    line = b"[2025-01-01 00:00:00] INFO: noise " + b"n" * 990 + b"\n"
+    with log.open("wb") as f:
+        for _ in range(100 * 1024):  # ~100 MB of long lines
+            f.write(line)
+    done = run_cli(("replay", str(log)), tmp_path / "home", timeout=600)
+    assert done.code == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.peak_rss_mib < 300, done.peak_rss_mib
+
+
+@pytest.mark.parametrize("name", ["fifo", "dev-zero", "directory"])
+def test_replay_refuses_what_is_not_a_file(name: str, tmp_path: Path) -> None:
+    path = CONFIG_FILES[name][0](tmp_path)
+    done = run_cli(("replay", str(path)), tmp_path / "home", timeout=60)
+    assert_clean_failure(done, 2, str(path))

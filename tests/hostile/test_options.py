@@ -76,7 +76,9 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Done]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_option_refused_at_parse_time(case: tuple[str, tuple[str, ...], tuple[str, ...]], outcomes: dict[str, Done]) -> None:
+def test_option_refused_at_parse_time(
+    case: tuple[str, tuple[str, ...], tuple[str, ...]], outcomes: dict[str, Done]
+) -> None:
     done = outcomes[case[0]]
     assert_clean_failure(done, 2, *case[2])
     assert "internal error" not in done.stderr

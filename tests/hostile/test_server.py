@@ -33,9 +33,27 @@ REQUEST_CASES = {
 
 def bench(port: int, home: Path, db: Path) -> Done:
     return run_cli(
-        ("bench", "--url", f"http://127.0.0.1:{port}", "--levels", "1", "--requests-per-level", str(REQUESTS),
-         "--warmup", "0", "--output-len", "8", "--processes", "0", "--stall-timeout", "10",
-         "--request-timeout", "60", "--db", str(db)),  # fmt: skip
+        (
+            "bench",
+            "--url",
+            f"http://127.0.0.1:{port}",
+            "--levels",
+            "1",
+            "--requests-per-level",
+            str(REQUESTS),
+            "--warmup",
+            "0",
+            "--output-len",
+            "8",
+            "--processes",
+            "0",
+            "--stall-timeout",
+            "10",
+            "--request-timeout",
+            "60",
+            "--db",
+            str(db),
+        ),  # fmt: skip
         home,
         timeout=240,
     )
@@ -80,8 +98,23 @@ def test_credentials_in_the_url_are_not_stored(tmp_path: Path) -> None:
     with hostile_server("info_not_utf8") as server:
         url = f"http://alice:s3cret-pw@127.0.0.1:{server.port}"
         done = run_cli(
-            ("bench", "--url", url, "--levels", "1", "--requests-per-level", "1", "--warmup", "0",
-             "--output-len", "4", "--processes", "0", "--db", str(db)),  # fmt: skip
+            (
+                "bench",
+                "--url",
+                url,
+                "--levels",
+                "1",
+                "--requests-per-level",
+                "1",
+                "--warmup",
+                "0",
+                "--output-len",
+                "4",
+                "--processes",
+                "0",
+                "--db",
+                str(db),
+            ),  # fmt: skip
             tmp_path / "home",
         )
     assert done.code == 0, done.stderr[-2000:]
