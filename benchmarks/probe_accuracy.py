@@ -20,12 +20,16 @@ from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import load_prompts
 from specdash.bench.sweep import LevelResult, SweepConfig, run_sweep
 from specdash.sim.harness import SimProcess, free_port
-from specdash.sim.model import baseline_model, eagle3_model
+from specdash.sim.model import SPEC_MAX_RUNNING, ThroughputModel, baseline_model
+from specdash.sim.spec_space import DraftShape, step_cost
 
 EAGLE = [
     "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/eagle3",
     "--speculative-num-steps", "2", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "16",
 ]  # fmt: skip
+SHAPE = DraftShape(2, 4, 16)
+EAGLE_MODEL = ThroughputModel(spec=step_cost("EAGLE3", SHAPE), num_steps=SHAPE.depth, max_running=SPEC_MAX_RUNNING)
+"""What the simulator runs for EAGLE's flags (its acceptance and cost follow the draft shape: sim/spec_space.py)."""
 
 
 async def measure(
@@ -34,7 +38,7 @@ async def measure(
     port = free_port()
     args = ["--model-path", "/models/kimi", "--tp", "8", "--port", str(port), "--sim-time-scale", "0.005",
             "--enable-metrics", *(EAGLE if mode == "eagle3" else [])]  # fmt: skip
-    model = eagle3_model() if mode == "eagle3" else baseline_model()
+    model = EAGLE_MODEL if mode == "eagle3" else baseline_model()
     async with SimProcess(args) as sim:
         await sim.wait_for("The server is fired up and ready to roll!", timeout=60)
         prompts = load_prompts("chat")

@@ -7,8 +7,10 @@ Who reads which file:
 | `user_config_path("specdash")/config.toml` | every command | `--config PATH`, `SPECDASH_CONFIG` |
 | `~/.ssh/config`, `~/.ssh/known_hosts` | the SSH layer (asyncssh) | a host's `ssh_config` / `known_hosts` keys |
 
-Every error names the file, the table and the key, and is a `UsageError` (exit 2). A mode may `extends`
-another: arguments are appended to the parent's, `env` tables are merged, other keys override.
+The known engine names come from the caller (`engines.registry.names()`: the config sits below the
+engines and does not list them). Every error names the file, the table and the key, and is a `UsageError`
+(exit 2). A mode may `extends` another: arguments are appended to the parent's, `env` tables are merged,
+other keys override.
 Values are kept as lists of literal arguments; they are quoted with `shlex` only when a command line is
 built, so `;` or `$(...)` in a value reaches the engine as text, never as shell.
 """
@@ -17,15 +19,13 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from specdash.errors import UsageError
 from specdash.limits import MAX_CONFIG_BYTES, MAX_GRACE_S, read_regular_file
-
-ENGINES = ("sglang", "vllm")
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,24 @@ class BenchConfig:
 
 
 @dataclass(frozen=True)
+class TuneConfig:
+    """A speculation tune, `[tune.NAME]` (`specdash tune HOST --tune NAME`; flags override)."""
+
+    name: str
+    """The table name (also the tune's journal name unless `--name` is given)."""
+    mode: str
+    """The speculative mode whose draft settings are tuned."""
+    space: str
+    """The settings to try, as `--space` takes them."""
+    baseline: str = "baseline"
+    """The reference mode."""
+    levels: str = ""
+    """Concurrency levels, as `--levels` takes them (empty: the command's default)."""
+    repeats: int = 0
+    """Passes (0: the command's default)."""
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole validated configuration."""
 
@@ -116,6 +134,8 @@ class Config:
     """Sweep preferences."""
     keymap: Mapping[str, str] = field(default_factory=dict)
     """Binding id -> key(s), applied with `App.set_keymap`."""
+    tunes: Mapping[str, TuneConfig] = field(default_factory=dict)
+    """Speculation tunes by name (`[tune.NAME]`)."""
 
     def mode(self, name: str) -> ModeConfig:
         """The mode called `name`, or a UsageError that lists the known ones."""
@@ -206,11 +226,16 @@ def _kind(value: Any) -> str:
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HOST_KEYS = {"address", "jump", "identity_file", "known_hosts", "workdir", "python", "state_dir", "env"}
 _MODE_KEYS = {"extends", "engine", "model", "port", "args", "env", "launcher", "description", "stop_timeout"}
-_TOP_KEYS = {"hosts", "modes", "ui", "bench", "keymap"}
+_TOP_KEYS = {"hosts", "modes", "ui", "bench", "keymap", "tune"}
 
 
-def load(path: Path | None = None) -> Config:
-    """Read and validate the config file. A missing file gives an empty config (no hosts, no modes)."""
+def load(path: Path | None = None, *, engines: Collection[str]) -> Config:
+    """Read and validate the config file. A missing file gives an empty config (no hosts, no modes).
+
+    Args:
+        path: The file (default: `paths.config_file()`).
+        engines: The engine names a mode may use (`engines.registry.names()`).
+    """
     from specdash import paths
 
     path = path or paths.config_file()
@@ -220,11 +245,11 @@ def load(path: Path | None = None) -> Config:
         return Config(path=path, hosts={}, modes={})
     except UnicodeDecodeError as exc:
         raise UsageError(f"cannot read config {path}: {exc}") from None
-    return parse(text, path)
+    return parse(text, path, engines=engines)
 
 
-def parse(text: str, path: Path) -> Config:
-    """Validate a config's TOML text; `path` is used in messages."""
+def parse(text: str, path: Path, *, engines: Collection[str]) -> Config:
+    """Validate a config's TOML text; `path` is used in messages, `engines` are the known engine names."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -236,7 +261,7 @@ def parse(text: str, path: Path) -> Config:
             raise UsageError(f"{path}: unknown top-level key {key!r} (expected one of: {', '.join(sorted(_TOP_KEYS))})")
     hosts = {name: _host(_Table(path, f"hosts.{name}", t), name) for name, t in _subtables(path, data, "hosts")}
     raw_modes = dict(_subtables(path, data, "modes"))
-    modes = {name: _mode(path, name, raw_modes, ()) for name in raw_modes}
+    modes = {name: _mode(path, name, raw_modes, (), tuple(engines)) for name in raw_modes}
     ui_table = _Table(path, "ui", data.get("ui", {}))
     ui_table.check_keys({"bell", "theme"})
     ui = UIConfig(bell=ui_table.boolean("bell", True), theme=ui_table.string("theme", "textual-dark") or "")
@@ -246,7 +271,28 @@ def parse(text: str, path: Path) -> Config:
     if on_link_loss not in LINK_LOSS_POLICIES:
         raise bench_table.error("on_link_loss", f"must be one of {', '.join(LINK_LOSS_POLICIES)}, not {on_link_loss!r}")
     bench = BenchConfig(on_link_loss, bench_table.number("link_wait", 600.0, low=1.0, high=7 * 86400.0))
-    return Config(path=path, hosts=hosts, modes=modes, ui=ui, bench=bench, keymap=_keymap(path, data))
+    tunes = {name: _tune(_Table(path, f"tune.{name}", t), name, modes) for name, t in _subtables(path, data, "tune")}
+    return Config(path=path, hosts=hosts, modes=modes, ui=ui, bench=bench, keymap=_keymap(path, data), tunes=tunes)
+
+
+def _tune(t: _Table, name: str, modes: Mapping[str, ModeConfig]) -> TuneConfig:
+    t.check_keys({"mode", "space", "baseline", "levels", "repeats"})
+    mode = t.string("mode", required=True) or ""
+    baseline = t.string("baseline", "baseline") or ""
+    for key, value in (("mode", mode), ("baseline", baseline)):
+        if value not in modes:
+            raise t.error(key, f"no mode named {value!r} (known modes: {', '.join(sorted(modes)) or 'none'})")
+    repeats = t.number("repeats", 0, low=0, high=10)
+    if not repeats.is_integer():
+        raise t.error("repeats", f"must be a whole number, not {repeats}")
+    return TuneConfig(
+        name=name,
+        mode=mode,
+        space=t.string("space", required=True) or "",
+        baseline=baseline,
+        levels=t.string("levels", "") or "",
+        repeats=int(repeats),
+    )
 
 
 def _keymap(path: Path, data: dict[str, Any]) -> dict[str, str]:
@@ -302,7 +348,7 @@ def _port(t: _Table, default: int) -> int:
     return int(value)
 
 
-def _mode(path: Path, name: str, raw: dict[str, Any], chain: tuple[str, ...]) -> ModeConfig:
+def _mode(path: Path, name: str, raw: dict[str, Any], chain: tuple[str, ...], engines: tuple[str, ...]) -> ModeConfig:
     if name in chain:
         cycle = " -> ".join((*chain, name))
         raise UsageError(f"{path}: [modes.{chain[-1]}] extends: cycle {cycle}")
@@ -313,10 +359,10 @@ def _mode(path: Path, name: str, raw: dict[str, Any], chain: tuple[str, ...]) ->
     if parent_name is not None:
         if parent_name not in raw:
             raise t.error("extends", f"no mode named {parent_name!r} (known modes: {', '.join(sorted(raw))})")
-        parent = _mode(path, parent_name, raw, (*chain, name))
+        parent = _mode(path, parent_name, raw, (*chain, name), engines)
     engine = t.string("engine", parent.engine if parent else None, required=True) or ""
-    if engine not in ENGINES:
-        raise t.error("engine", f"{engine!r} is not one of {', '.join(ENGINES)}")
+    if engine not in engines:
+        raise t.error("engine", f"{engine!r} is not one of {', '.join(engines)}")
     model = t.string("model", parent.model if parent else None, required=True) or ""
     args = t.strings("args")
     for arg in args:

@@ -5,6 +5,7 @@
 | config | `$SPECDASH_CONFIG`, else `user_config_path("specdash")/config.toml` | the user, `specdash config init` |
 | store | `user_data_path("specdash")/specdash.db` | startups, bench runs and samples |
 | logs | `user_state_path("specdash")/log/` | asyncssh's and specdash's own logging |
+| screenshots | `--screenshot-dir`, else the current dir, else `user_data_path("specdash")/screenshots` | palette |
 """
 
 from __future__ import annotations
@@ -33,3 +34,12 @@ def data_dir() -> Path:
 def log_dir() -> Path:
     """The directory of specdash's own log files (never the terminal)."""
     return platformdirs.user_state_path(APP) / "log"
+
+
+def screenshot_dir() -> Path:
+    """Where the palette's Screenshot saves: the current directory when it is writable, else the data dir.
+
+    Never `~/Downloads` (Textual's default), which a headless host does not have.
+    """
+    here = Path.cwd()
+    return here if os.access(here, os.W_OK) else data_dir() / "screenshots"

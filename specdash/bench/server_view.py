@@ -232,15 +232,23 @@ class ServerClient:
             return None
         return str(obj["version"]) if isinstance(obj, dict) and "version" in obj else None
 
-    async def model_id(self) -> str | None:
-        """The first model id of `/v1/models`, or None."""
+    async def models(self) -> dict[str, Any] | None:
+        """`/v1/models` as JSON, or None."""
         got = await self._get("/v1/models")
         if got is None or got[0] != 200:
             return None
         try:
-            data = json.loads(got[1]).get("data") or []
+            obj = json.loads(got[1])
+        except (ValueError, RecursionError):
+            return None
+        return obj if isinstance(obj, dict) else None
+
+    async def model_id(self) -> str | None:
+        """The first model id of `/v1/models`, or None."""
+        try:
+            data = ((await self.models()) or {}).get("data") or []
             return str(data[0]["id"]) if data else None
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
+        except (KeyError, TypeError, AttributeError, IndexError):
             return None
 
     async def flush_cache(self) -> bool:

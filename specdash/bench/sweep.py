@@ -55,6 +55,7 @@ from specdash.bench.store import RunMeta, Store
 from specdash.bench.summary import summarize
 from specdash.bench.workers import Message, ProbePool, processes_for, split_level
 from specdash.core.series import RateWindow
+from specdash.engines.registry import identify
 from specdash.redact import redact_url
 
 __all__ = [
@@ -119,13 +120,11 @@ async def _call(cb: Callable[[Any], Awaitable[None] | None] | None, arg: Any) ->
 
 
 async def _identify(server: ServerClient, info: Mapping[str, Any] | None) -> tuple[str, str]:
-    """(engine, version) from what the server exposes: SGLang `/server_info`, else vLLM `/metrics` + `/version`."""
-    if info and "internal_states" in info:
-        return "sglang", str(info.get("version", ""))
-    metrics = await server.metrics()
-    if metrics and any(k.startswith("vllm:") for k in metrics):
-        return "vllm", await server.version() or ""
-    return "", str((info or {}).get("version", ""))
+    """(engine, version) from what the server exposes: each engine tells its own answers (`engines.registry`);
+    the version from `/server_info`, else `/version`."""
+    engine = identify(info, await server.models())
+    version = str((info or {}).get("version", "")) or (await server.version() or "" if engine else "")
+    return engine, version
 
 
 class _InProcess:

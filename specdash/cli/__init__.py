@@ -29,6 +29,7 @@ COMMANDS: tuple[str, ...] = (
     "switch",
     "bench",
     "compare",
+    "tune",
     "export",
     "replay",
     "sim",

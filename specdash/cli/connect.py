@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from specdash.cli._dashboard import add_screenshot_argument
 from specdash.cli._host import add_host_arguments, host_config, load_config, open_session
 
 NAME = "connect"
@@ -13,6 +14,7 @@ HELP = "open the dashboard for HOST: attach to its live server, or start/switch 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_host_arguments(parser)
     parser.add_argument("--mode", "-m", help="start this mode on connect if no server is running")
+    add_screenshot_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -22,6 +24,11 @@ def run(args: argparse.Namespace) -> int:
     session = open_session(args, cfg, host_config(args, cfg))
     from specdash.ui.app import make_app
 
-    app = make_app(session, config_ui=cfg.ui, keymap=cfg.keymap, start_mode=args.mode)
+    app = make_app(
+        session, config_ui=cfg.ui, keymap=cfg.keymap, start_mode=args.mode, screenshot_dir=args.screenshot_dir
+    )
     app.run()
+    summary = app.exit_summary()
+    # After the screen is gone: the terminal is ours again, and this is the last thing the user sees.
+    print(summary or f"No server of ours is running on {session.label}.")
     return app.return_code or 0

@@ -7,6 +7,9 @@ import asyncio
 import os
 import signal
 from collections.abc import Callable
+from pathlib import Path
+
+from specdash.cli._dashboard import add_screenshot_argument
 
 NAME = "demo"
 HELP = "run the dashboard offline against the built-in SGLang simulator (no GPU, no sshd needed)"
@@ -26,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="a one-minute tour for presenters: baseline, sweep, EAGLE-3, sweep, crossover (any key stops it)",
     )
+    add_screenshot_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,15 +40,22 @@ def run(args: argparse.Namespace) -> int:
         args.time_scale = TOUR_TIME_SCALE if args.autoplay else TIME_SCALE
     if not 0 < args.time_scale <= 10:
         raise UsageError(f"--time-scale must be in (0, 10], not {args.time_scale}")
-    return asyncio.run(_demo(args.autoplay, args.time_scale))
+    return asyncio.run(_demo(args.autoplay, args.time_scale, args.screenshot_dir))
 
 
-async def _demo(autoplay: bool, time_scale: float) -> int:
+DEMO_QUIT = (
+    "q quits the demo: it stops the simulated server and the embedded SSH host with it (nothing keeps running; "
+    "on a real host, `specdash connect` leaves the server running)."
+)
+"""What `q` does in the demo, for its help screen."""
+
+
+async def _demo(autoplay: bool, time_scale: float, screenshot_dir: Path | None = None) -> int:
     from specdash.demo import demo_session
     from specdash.ui.app import make_app
 
     async with demo_session(time_scale, tour=autoplay) as demo:
-        app = make_app(demo.session, autoplay=autoplay)
+        app = make_app(demo.session, autoplay=autoplay, quit_note=DEMO_QUIT, screenshot_dir=screenshot_dir)
         loop = asyncio.get_running_loop()
         # SIGTERM: quit as with `q`; the demo's cleanup then stops its simulator.
         loop.add_signal_handler(signal.SIGTERM, app.exit)

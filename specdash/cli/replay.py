@@ -2,6 +2,9 @@
 
 The same tracker and engine rules as a live startup, with the log's own timestamps as the clock, so a
 user can check what specdash would have shown for a log they have (and we can test it on real logs).
+The file is streamed (bounded memory whatever its size); the end of the file is the end of the evidence.
+
+Exit codes: 0 ready / serving / stopped, 1 crashed, 3 incomplete, 2 usage error or not a server log.
 """
 
 from __future__ import annotations
@@ -12,8 +15,18 @@ from pathlib import Path
 
 from specdash.errors import UsageError
 
+EXIT_CODES = {"ready": 0, "serving": 0, "stopped": 0, "crashed": 1, "incomplete": 3}
+"""The exit code for each outcome (2 is a usage error, or a file that is no server log)."""
+
 NAME = "replay"
 HELP = "replay a saved server log through the startup tracker and print the startup timeline"
+
+
+def engine_names() -> tuple[str, ...]:
+    """The engines `--engine` accepts (from the registry)."""
+    from specdash.engines.registry import names
+
+    return names()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,15 +35,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the timeline as JSON")
     parser.add_argument(
         "--engine",
-        choices=("auto", "sglang", "vllm"),
+        choices=("auto", *engine_names(), "unknown"),
         default="auto",
         help="which engine wrote the log (default: detect it)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    """Replay the log; exit 0 whatever the startup's outcome (the outcome is the output)."""
-    from specdash.core.timeline import replay_text
+    """Replay the log; the exit code says the outcome (`EXIT_CODES`)."""
+    from specdash.core.timeline import replay_file
 
     path = Path(args.logfile)
     if not path.exists():
@@ -38,16 +51,18 @@ def run(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise UsageError(f"not a file: {path}")
     try:
-        data = path.read_bytes()
+        with path.open("rb") as stream:
+            timeline = replay_file(stream, args.engine)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    timeline = replay_text(data.decode("utf-8", errors="replace"), args.engine)
+    if timeline.evidence_lines == 0 and timeline.engine == "unknown":
+        raise UsageError(f"{path}: not a server log (no line in it is one an inference server prints)")
     summary = timeline.as_dict()
     if args.json:
         print(json.dumps({"file": str(path), **summary}, indent=2, ensure_ascii=False))
     else:
         print(_render(path, summary))
-    return 0
+    return EXIT_CODES[str(summary["outcome"])]
 
 
 def _seconds(value: object) -> str:
@@ -75,6 +90,10 @@ def _render(path: Path, summary: dict[str, object]) -> str:
     line = f"result: {outcome} (highest phase: {summary['highest_phase']}, total {_seconds(summary['total'])})"
     if summary["reason"]:
         line += f"\nreason: {summary['reason']}"
+    decided = summary["decided_by"]
+    if isinstance(decided, dict):
+        where = f"line {decided['line']}" if decided["line"] is not None else "end of log"
+        line += f"\ndecided by {where}: {decided['text']}"
     out.append(line)
     suspects = summary["suspects"]
     for suspect in suspects if isinstance(suspects, list) else []:

@@ -22,14 +22,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Resolve the flags as SGLang does, then run the simulated server until it is stopped."""
-    from specdash.sim.args import SpecParamsError, resolve
-    from specdash.sim.faults import spec_assert_traceback
+    from specdash.sim.args import SpecParamsError, SpecRefusedError, resolve
+    from specdash.sim.faults import spec_assert_traceback, topk_range_traceback
 
     try:
         config, warnings = resolve(args)
     except SpecParamsError:
         # SGLang fails in ServerArgs.__post_init__ with a bare assert, before any logging is set up.
         sys.stderr.write("\n".join(spec_assert_traceback()) + "\n")
+        return 1
+    except SpecRefusedError:
+        sys.stderr.write("\n".join(topk_range_traceback()) + "\n")
         return 1
     from specdash.sim.app import main
 

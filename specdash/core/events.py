@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from specdash.core.models import CrashInfo, Phase, Progress
+from specdash.core.startup_events import ClassifiedLine
 
 
 @dataclass(frozen=True)
@@ -49,12 +50,19 @@ class ServerStatus:
 
 @dataclass(frozen=True)
 class LogBatch:
-    """New server log lines, in order (already split on `\\r` and `\\n`, ANSI kept for the viewer to strip)."""
+    """New server log lines, in order (split on `\\r` and `\\n` once, by the watcher's tracker)."""
 
     lines: tuple[str, ...]
-    """The lines."""
+    """The lines: cleaned by the tracker when `classified` is given, else raw (the viewer classifies them)."""
     reset: bool = False
     """True when a new run starts: the viewer clears what it shows first."""
+    classified: tuple[ClassifiedLine, ...] = ()
+    """The same lines as the tracker read them (kind, progress-bar identity), when a tracker read them."""
+
+    @property
+    def entries(self) -> tuple[ClassifiedLine, ...] | tuple[str, ...]:
+        """What a log view shows: the classified lines when there are, else the raw lines."""
+        return self.classified or self.lines
 
 
 @dataclass(frozen=True)

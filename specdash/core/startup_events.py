@@ -6,10 +6,11 @@ timestamps when no `now` is given (replay).
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from specdash.core.models import CrashInfo, Phase, Progress
-from specdash.engines.base import Metrics
+from specdash.engines.observations import Metrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,5 +126,105 @@ class VersionSeen:
     """When."""
 
 
-StartupEvent = PhaseChanged | ProgressChanged | Ready | Crashed | Exited | Suspect | Stuck | MetricsSeen | VersionSeen
+@dataclass(frozen=True, slots=True)
+class Serving:
+    """The server, ready, is working on requests (the first serving line after ready); or, with `alive`
+    False, requests failing after a crash prove it had been serving (so ready was reached)."""
+
+    at: float
+    """When."""
+    line: str
+    """The serving line (a batch line, a stats line, an inference access line)."""
+    alive: bool = True
+    """False when the line only proves the server had been serving (after a crash)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stopping:
+    """The log shows an intentional shutdown; crash signals after it are the teardown, not a crash."""
+
+    at: float
+    """When."""
+    line: str
+    """The shutdown line."""
+    signal: str = ""
+    """`SIGTERM` or `SIGINT` when the line named it."""
+
+
+StartupEvent = (
+    PhaseChanged
+    | ProgressChanged
+    | Ready
+    | Crashed
+    | Exited
+    | Suspect
+    | Stuck
+    | MetricsSeen
+    | VersionSeen
+    | Serving
+    | Stopping
+)
 """Everything the tracker emits."""
+
+
+class Outcome(enum.StrEnum):
+    """What the evidence so far says about a server."""
+
+    READY = "ready"
+    """It reached ready (a ready line or health answer, or serving lines proved it) and serves nothing yet."""
+    SERVING = "serving"
+    """Ready, and working on requests."""
+    STOPPED = "stopped"
+    """Shut down on purpose (a signal or teardown lines, or a normal exit after ready)."""
+    CRASHED = "crashed"
+    """It failed, before or after ready."""
+    INCOMPLETE = "incomplete"
+    """None of those yet (a startup in progress, or a log that stops in the middle of one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The outcome the evidence supports, and the line that decided it (the latest decisive evidence wins)."""
+
+    outcome: Outcome = Outcome.INCOMPLETE
+    """The outcome."""
+    line_no: int | None = None
+    """The deciding line's number in the stream (1-based); None for a health answer or a process exit."""
+    line: str = ""
+    """The deciding line (cleaned), or a description of the health answer or exit that decided."""
+
+
+class LineKind(enum.StrEnum):
+    """What one log line is, for a log view's colours and filters (`ClassifiedLine.kind`)."""
+
+    NORMAL = "normal"
+    PROGRESS = "progress"
+    """A progress-bar redraw (`ClassifiedLine.bar` says which bar)."""
+    SERVING = "serving"
+    """Batch, stats or inference access lines."""
+    READY = "ready"
+    """The line that made the server ready."""
+    WARNING = "warning"
+    ERROR = "error"
+    """An error-level line or an exception line outside a traceback."""
+    TRACEBACK = "traceback"
+    """A traceback's header, frames, code lines and its closing exception line."""
+    CRASH = "crash"
+    """A line only printed when the server is dying (a crash marker, a fatal line, a native abort)."""
+    STOP = "stop"
+    """Shutdown evidence (a signal received, teardown wording)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClassifiedLine:
+    """One log line as the tracker read it."""
+
+    no: int
+    """The line's number in the stream (1-based)."""
+    text: str
+    """The line without colour codes and outer wrappers (the engine's own prefix kept)."""
+    kind: LineKind
+    """What the line is."""
+    bar: str | None = None
+    """For a progress-bar line, the bar's identity (who printed it and the bar's label): consecutive lines
+    with the same `bar` are redraws of one bar, which a view may collapse into one updating line."""

@@ -3,42 +3,47 @@
 Built from the tracker's events (`Timeline.apply`), it serves `specdash replay` and the startup history
 behind the ETA: `history_record()` is exactly the phase-name -> seconds mapping `core.eta` reads, and is
 only given for startups that reached ready (a crashed startup's durations would skew the medians).
+
+`replay_file` streams a saved log through a fresh tracker in bounded memory (the engine is detected from
+the first lines); `as_dict()` is the JSON of `specdash replay --json` (schema in the README).
 """
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Iterable
+import codecs
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
+from typing import BinaryIO
 
-from specdash.core.lines import split_lines
+from specdash.core.lines import LineSplitter, split_lines
 from specdash.core.models import Phase, Progress
 from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import (
     Crashed,
+    Decision,
     Exited,
     MetricsSeen,
+    Outcome,
     PhaseChanged,
     ProgressChanged,
     Ready,
+    Serving,
     StartupEvent,
+    Stopping,
     Stuck,
     Suspect,
     VersionSeen,
 )
 from specdash.engines.metrics import ServerLimits
-from specdash.engines.registry import detect_engine, make_rules
+from specdash.engines.registry import UNKNOWN, detect_engine, make_rules
 
+__all__ = ["Outcome", "PhaseSpan", "Timeline", "replay_file", "replay_lines", "replay_text"]
 
-class Outcome(enum.StrEnum):
-    """How a startup ended."""
-
-    READY = "ready"
-    """It reached ready."""
-    CRASHED = "crashed"
-    """It crashed (before or after ready); `Timeline.reason` says why."""
-    INCOMPLETE = "incomplete"
-    """Neither yet (a live startup, or a log that stops early)."""
+DETECT_LINES = 2000
+"""A replay detects the engine from this many first lines (held in memory meanwhile)."""
+DETECT_BYTES = 4 * 1024 * 1024
+"""... or from the lines in this many first bytes, whichever is less."""
+_CHUNK = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +93,14 @@ class Timeline:
     """Warnings: tracebacks without a crash, stuck phases, odd values."""
     limits: ServerLimits | None = None
     """Capacity figures from startup (the last seen)."""
+    reached_ready: bool = False
+    """True once it was ready (it may have served, stopped or crashed since)."""
+    decision: Decision | None = None
+    """The tracker's decision and its deciding line (set by a replay; live viewers ask the tracker)."""
+    lines: int = 0
+    """How many log lines were read (replay)."""
+    evidence_lines: int = 0
+    """How many of them meant anything to the rules (0: not a server log)."""
 
     @classmethod
     def from_events(cls, events: Iterable[StartupEvent], *, engine: str = "", start: float | None = None) -> Timeline:
@@ -108,13 +121,23 @@ class Timeline:
             if self.spans and self.spans[-1].phase is event.phase:
                 self.spans[-1] = replace(self.spans[-1], progress=event.progress)
         elif isinstance(event, Ready):
-            self.outcome, self.end = Outcome.READY, event.at
+            self.outcome, self.end, self.reached_ready = Outcome.READY, event.at, True
+        elif isinstance(event, Serving):
+            self.reached_ready = True
+            if self.outcome is Outcome.READY and event.alive:
+                self.outcome = Outcome.SERVING
+        elif isinstance(event, Stopping):
+            if self.outcome is not Outcome.CRASHED:
+                self._close(event.at)
+                self.outcome = Outcome.STOPPED
         elif isinstance(event, Crashed):
             self._close(event.at)
             self.outcome, self.reason, self.excerpt = Outcome.CRASHED, event.info.reason, event.info.excerpt
             self.end = event.at if self.end is None else self.end
         elif isinstance(event, Exited):
             self.exited_at = event.at
+            if self.outcome is not Outcome.CRASHED:
+                self.outcome = Outcome.STOPPED
         elif isinstance(event, Suspect):
             self.suspects.append(event.reason)
         elif isinstance(event, Stuck):
@@ -147,7 +170,7 @@ class Timeline:
     @property
     def highest_phase(self) -> Phase:
         """READY if it got there, else the last phase entered (LAUNCHING when none was seen)."""
-        if self.outcome is Outcome.READY:
+        if self.reached_ready:
             return Phase.READY
         return self.spans[-1].phase if self.spans else Phase.LAUNCHING
 
@@ -164,7 +187,7 @@ class Timeline:
 
     def history_record(self) -> dict[str, float] | None:
         """Phase name -> seconds for the ETA history (`core.eta`), or None unless the startup reached ready."""
-        if self.outcome is not Outcome.READY:
+        if not self.reached_ready or self.outcome is Outcome.CRASHED:
             return None
         return {phase.value: seconds for phase, seconds in self.durations().items()}
 
@@ -193,11 +216,17 @@ class Timeline:
                 }
             )
         total = self.total()
+        decision = self.decision
+        decided_by = None
+        if decision is not None and decision.outcome is not Outcome.INCOMPLETE:
+            decided_by = {"line": decision.line_no, "text": decision.line}
         return {
             "engine": self.engine,
             "outcome": self.outcome.value,
             "reason": self.reason or None,
+            "decided_by": decided_by,
             "highest_phase": self.highest_phase.value,
+            "lines": self.lines,
             "total": None if total is None else round(total, 3),
             "phases": phases,
             "versions": list(self.versions),
@@ -207,23 +236,66 @@ class Timeline:
 
 
 def replay_text(text: str, engine: str = "auto") -> Timeline:
-    """Run a whole saved log through a fresh tracker and return its timeline.
+    """Run a whole saved log (as text) through a fresh tracker and return its timeline (see `replay_lines`)."""
+    return replay_lines(iter(split_lines(text)), engine)
 
-    The log's own timestamps are the clock; lines before the first timestamp count from it.
+
+def replay_file(stream: BinaryIO, engine: str = "auto") -> Timeline:
+    """Stream a saved log file through a fresh tracker, in bounded memory (`replay_lines`)."""
+    return replay_lines(_file_lines(stream), engine)
+
+
+def _file_lines(stream: BinaryIO) -> Iterator[str]:
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    splitter = LineSplitter()
+    while chunk := stream.read(_CHUNK):
+        yield from splitter.feed(decoder.decode(chunk))
+    yield from splitter.feed(decoder.decode(b"", final=True))
+    yield from splitter.flush()
+
+
+def replay_lines(lines: Iterator[str], engine: str = "auto") -> Timeline:
+    """Run a saved log's lines through a fresh tracker and return its timeline.
+
+    The log's own timestamps are the clock; lines before the first timestamp count from it. The end of the
+    lines is the end of the evidence (`StartupTracker.finish`).
 
     Args:
-        text: The log.
-        engine: `sglang`, `vllm`, or `auto` to detect it from the lines.
+        lines: The log's lines, in order.
+        engine: An engine name, `unknown`, or `auto` to detect it from the first `DETECT_LINES` lines.
     """
-    lines = split_lines(text)
-    name = detect_engine(lines) if engine == "auto" else engine
-    rules = make_rules(name)
-    first = next((t for t in (rules.clean(line).time for line in lines) if t is not None), None)
-    tracker = StartupTracker(name, started_at=first)
-    events: list[StartupEvent] = []
+    head: list[str] = []
+    size = 0
     for line in lines:
-        events += tracker.feed_line(line)
-    events += tracker.finish()
-    timeline = Timeline.from_events(events, engine=name, start=tracker.started_at)
+        head.append(line)
+        size += len(line)
+        if len(head) >= DETECT_LINES or size >= DETECT_BYTES:
+            break
+    name = detect_engine(head, default=UNKNOWN) if engine == "auto" else engine
+    rules = make_rules(name)
+    first = next((t for t in (rules.clean(line).time for line in head) if t is not None), None)
+    tracker = StartupTracker(make_rules(name), started_at=first)
+    timeline = Timeline(engine=name, start=first)
+    evidence = 0
+
+    def feed(line: str) -> None:
+        nonlocal evidence
+        for event in tracker.feed_line(line):
+            timeline.apply(event)
+        if tracker.observed_last:
+            evidence += 1
+
+    for line in head:
+        feed(line)
+    del head
+    for line in lines:
+        feed(line)
+    for event in tracker.finish():
+        timeline.apply(event)
+    if timeline.start is None:
+        timeline.start = tracker.started_at
     timeline.close(tracker.last_time)
+    timeline.decision = tracker.decision
+    timeline.lines = tracker.lines_seen
+    timeline.evidence_lines = evidence
     return timeline

@@ -1,153 +1,152 @@
-"""The vocabulary shared by the engines' log rules: a cleaned line, what a line means, and the rule interface.
+"""The vocabulary shared by the engines: a cleaned line, what a line means, and the engine interface.
 
-An engine module turns one raw log line into a `LogLine` (prefixes and colour stripped, rank tag and
-timestamp pulled out) and then into zero or more observations: a phase hint, a progress value, a crash
-signal, a metric record or a version hint. The observations are facts about *one line*; deciding what
-they mean together (never going backwards, when a traceback is a crash) is `core.startup`'s job.
+An engine is one module, `specdash/engines/<name>.py`, holding one `EngineRules` subclass: what the engine
+*is* (its launch module, model flag, launch environment, ready lines, how to tell it from its HTTP
+answers) and its log rules. The registry (`engines.registry`) finds the modules; nothing else lists engines.
+
+The log rules turn one raw line into a `LogLine` (wrappers, colour and the engine's own prefix stripped,
+process tag and timestamp pulled out) and then into zero or more observations: a phase hint, a progress
+value, a crash signal, serving or shutdown evidence, a metric record or a version hint. Engine-specific
+rules come first (exact wording, weights); the engine-agnostic evidence of `engines.evidence` fills in
+beneath them (a kind of observation the engine rules gave for a line is not added again). Observations are
+facts about *one line*; deciding what they mean together (never going backwards, when a traceback is a
+crash, which of two conflicting signals wins) is `core.startup`'s job.
 """
 
 from __future__ import annotations
 
-import enum
+import re
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
-from specdash.core.models import STARTUP_ORDER, Phase, Progress
-from specdash.engines.metrics import BatchStats, EngineStats, ServerLimits, SpecDecodeStats
-from specdash.engines.text import TRACEBACK, exception_line, trim_traceback
+from specdash.core.models import STARTUP_ORDER, Phase
+from specdash.engines.evidence import generic_observations
+from specdash.engines.observations import (
+    CrashKind,
+    CrashSignal,
+    HealthState,
+    LogLine,
+    Metrics,
+    Observation,
+    PhaseHint,
+    ProgressHint,
+    ServingHint,
+    StopHint,
+    SuspectHint,
+    VersionHint,
+)
+from specdash.engines.text import trim_traceback, unwrap_tagged
 
-
-@dataclass(frozen=True, slots=True)
-class LogLine:
-    """One log line after cleaning."""
-
-    raw: str
-    """The line without ANSI codes and container prefix, but with the engine's own prefix (for excerpts)."""
-    text: str
-    """The message after the engine prefix (SGLang `[ts TPn] `, vLLM `(Proc pid=N) LEVEL ts [file:line] `)."""
-    rank: str = ""
-    """Who printed it: `TP0`, `DP0 TP0`, `EngineCore_DP0`, `Worker_TP1`; empty when the line has no tag."""
-    time: float | None = None
-    """The log's own timestamp in seconds (see `engines.text.parse_*_time` for the epoch), if it had one."""
-    level: str = ""
-    """`INFO`, `WARNING`, `ERROR`, ... when the prefix carried a level (vLLM); empty otherwise."""
-
-
-@dataclass(frozen=True, slots=True)
-class PhaseHint:
-    """The line shows the server is in (at least) this phase."""
-
-    phase: Phase
-    """The phase the line belongs to."""
-
-
-@dataclass(frozen=True, slots=True)
-class ProgressHint:
-    """The line reports progress inside a phase (shards loaded, graph batch sizes captured)."""
-
-    phase: Phase
-    """The phase the progress belongs to."""
-    progress: Progress
-    """Units done of units total."""
-
-
-class CrashKind(enum.Enum):
-    """How strongly a line says the server is failing."""
-
-    TRACEBACK = "traceback"
-    """`Traceback (most recent call last):` starts: only a suspicion (warnings print tracebacks too)."""
-    EXCEPTION = "exception"
-    """`SomeError: message` at the end of a traceback: the best crash reason, but not proof of a crash alone."""
-    MARKER = "marker"
-    """A line only printed when the server is dying (`Scheduler hit an exception`, `EngineCore failed to
-    start.`); the crash is declared once its exception line arrives, the process exits, or a grace passes."""
-    FATAL = "fatal"
-    """A dying line that carries its own reason (`[Errno 98] ... address already in use`); declared at once."""
-
-
-@dataclass(frozen=True, slots=True)
-class CrashSignal:
-    """The line is (part of) a failure report."""
-
-    kind: CrashKind
-    """How strong the signal is."""
-    text: str
-    """The reason to show: the message, trimmed of a trailing `Traceback (most recent call last):`."""
-    weight: int = 0
-    """Among several markers, the most specific (highest weight) names the crash."""
-
-
-@dataclass(frozen=True, slots=True)
-class SuspectHint:
-    """Something looks wrong but is not a crash by itself (e.g. a negative profiled KV size)."""
-
-    text: str
-    """What looked wrong."""
-
-
-@dataclass(frozen=True, slots=True)
-class VersionHint:
-    """What the line tells about the engine's version: exact (`0.23.0`) or a range (`<0.5.5`)."""
-
-    version: str
-    """The version or version range."""
-    exact: bool = False
-    """True when the line named the version itself (a banner), False for a range inferred from wording."""
-
-
-Metrics = BatchStats | EngineStats | SpecDecodeStats | ServerLimits
-"""The server's own view of its load, parsed from its periodic log lines."""
-
-Observation = PhaseHint | ProgressHint | CrashSignal | SuspectHint | VersionHint | Metrics
-"""Everything one line can mean."""
+__all__ = [
+    "CrashKind",
+    "CrashSignal",
+    "EngineRules",
+    "HealthState",
+    "LogLine",
+    "Metrics",
+    "Observation",
+    "PhaseHint",
+    "ProgressHint",
+    "ServingHint",
+    "StopHint",
+    "SuspectHint",
+    "VersionHint",
+    "crash_signals",
+    "owned_by",
+]
 
 
 def crash_signals(text: str, markers: tuple[tuple[str, CrashKind, int], ...]) -> list[Observation]:
-    """Traceback start, exception line and the first matching marker of one message."""
-    out: list[Observation] = []
-    if TRACEBACK in text:
-        out.append(CrashSignal(CrashKind.TRACEBACK, text))
-    if exception_line(text):
-        out.append(CrashSignal(CrashKind.EXCEPTION, text.strip()))
+    """The first of an engine's own crash markers `(substring, kind, weight)` in one message (tracebacks and
+    exception lines are engine-agnostic: `engines.evidence`)."""
     for needle, kind, weight in markers:
         if needle in text:
-            out.append(CrashSignal(kind, trim_traceback(text), weight))
-            break
-    return out
+            return [CrashSignal(kind, trim_traceback(text), weight)]
+    return []
 
 
-class HealthState(enum.StrEnum):
-    """What one health probe answer means for an engine."""
+def owned_by(models: Mapping[str, Any] | None) -> str:
+    """`owned_by` of the first model in a `/v1/models` answer (`sglang`, `vllm`), or empty."""
+    data = models.get("data") if isinstance(models, Mapping) else None
+    if isinstance(data, list) and data and isinstance(data[0], Mapping):
+        return str(data[0].get("owned_by") or "")
+    return ""
 
-    LOADING = "loading"
-    """Connection refused: no HTTP listener yet (weights, KV, graphs)."""
-    WARMING_UP = "warming up"
-    """SGLang 503 before ready: uvicorn serves, warmup is running."""
-    READY = "ready"
-    """200."""
-    UNHEALTHY = "unhealthy"
-    """SGLang 503 after ready: draining after SIGTERM, or a failed health generation."""
-    DEAD = "dead"
-    """vLLM 503: `EngineDeadError`."""
-    UNKNOWN = "unknown"
-    """Any other status: not a statement about the server's phase."""
+
+_STRUCTURE = (CrashKind.TRACEBACK, CrashKind.FRAME, CrashKind.EXCEPTION)
+
+# A level word at the start of the message: uvicorn's `INFO:     `, Python logging's `ERROR:root:`.
+_LEVEL_PREFIX = re.compile(r"(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)(?::\w*)?:\s+")
 
 
 class EngineRules(ABC):
-    """One engine's log rules. Instances keep a little per-stream state, so use one per log stream."""
+    """One engine: what it is (class attributes) and its log rules (instances keep a little per-stream state,
+    so use one per log stream).
 
-    name: str = ""
-    """`sglang` or `vllm`."""
-    startup_order: tuple[Phase, ...] = STARTUP_ORDER
+    A subclass sets the class attributes and implements `split_prefix`, `observe_line` and `health_state`.
+    """
+
+    name: ClassVar[str] = ""
+    """The name in config files and on the command line (`sglang`, `vllm`)."""
+    startup_order: ClassVar[tuple[Phase, ...]] = STARTUP_ORDER
     """The order this engine passes through the startup phases; the tracker never moves backwards along it."""
+    launch_module: ClassVar[str] = ""
+    """The module that starts the server: `python -m MODULE` (`sglang.launch_server`)."""
+    model_flag: ClassVar[str] = "--model"
+    """The launch flag that names the model (`--model-path` for SGLang)."""
+    launch_env: ClassVar[Mapping[str, str]] = {}
+    """Environment this engine needs at launch, beyond every engine's (`VLLM_HOST_IP` for vLLM)."""
+    ready_lines: ClassVar[tuple[str, ...]] = ()
+    """Substrings of the lines that say the server is ready."""
+    votes: ClassVar[tuple[str, ...]] = ()
+    """Substrings only this engine prints: each hit in a log is one vote for it (`registry.detect_engine`)."""
+    prefix_shape: ClassVar[re.Pattern[str] | None] = None
+    """The shape of this engine's own line prefix (after `unwrap`): each line of that shape is one vote."""
 
+    @classmethod
     @abstractmethod
+    def identify(cls, server_info: Mapping[str, Any] | None, models: Mapping[str, Any] | None) -> bool:
+        """True when a server's `/server_info` or `/v1/models` answer (None when it had none) is this engine's."""
+
     def clean(self, raw: str) -> LogLine:
-        """Strip colour and container prefixes and split off the engine's own prefix."""
+        """Strip wrappers and colour (`engines.text.unwrap`), then split off the engine's own prefix."""
+        text, tag, tagged = unwrap_tagged(raw)
+        line = self.split_prefix(text, tag)
+        if tagged is not text:
+            line = LogLine(tagged, line.text, line.rank, line.time, line.level, tag)
+        body = line.text
+        if not line.level and body[:1] in "DIWECF":
+            m = _LEVEL_PREFIX.match(body)
+            if m is not None:
+                level = m.group(1)
+                return LogLine(
+                    line.raw, body[m.end() :], line.rank, line.time, "WARNING" if level == "WARN" else level, tag
+                )
+        return line
 
     @abstractmethod
+    def split_prefix(self, text: str, tag: str) -> LogLine:
+        """Split the engine's own prefix (timestamp, rank, level, source file) off an unwrapped line."""
+
     def observe(self, line: LogLine) -> list[Observation]:
-        """What a cleaned line means; an empty list for most lines."""
+        """What a cleaned line means: the engine's own rules, with the engine-agnostic evidence beneath them."""
+        own = self.observe_line(line)
+        generic = generic_observations(line)
+        if not generic:
+            return own
+        kinds = {type(o) if not isinstance(o, CrashSignal) else o.kind for o in own}
+        first: list[Observation] = []  # a traceback's structure comes before what the line says about it
+        rest: list[Observation] = []
+        for o in generic:
+            if (o.kind if isinstance(o, CrashSignal) else type(o)) in kinds:
+                continue
+            (first if isinstance(o, CrashSignal) and o.kind in _STRUCTURE else rest).append(o)
+        return first + own + rest
+
+    @abstractmethod
+    def observe_line(self, line: LogLine) -> list[Observation]:
+        """What a cleaned line means to this engine's own rules; an empty list for most lines."""
 
     @staticmethod
     @abstractmethod

@@ -12,11 +12,12 @@ then warmup (`Application startup complete.`: uvicorn serves but warmup still ru
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from specdash.core.models import Phase, Progress
 from specdash.engines.base import (
     CrashKind,
-    CrashSignal,
     EngineRules,
     HealthState,
     LogLine,
@@ -26,9 +27,10 @@ from specdash.engines.base import (
     SuspectHint,
     VersionHint,
     crash_signals,
+    owned_by,
 )
 from specdash.engines.metrics import BatchStats, ServerLimits, to_float, to_fraction, to_int
-from specdash.engines.text import bar_counts, epoch_seconds, pre_clean
+from specdash.engines.text import bar_counts, epoch_seconds
 
 # `[2025-10-31 02:15:42 TP1] `, `[04:40:55 TP0] `, `[2025-07-02 07:41:58.123 DP0 TP0 EP0] ` (engines.md 5.8).
 _PREFIX = re.compile(r"\[(?:(\d{4})-(\d\d)-(\d\d) )?(\d\d):(\d\d):(\d\d)(?:\.(\d+))?((?: [A-Z][A-Z_]*\d+)*)\] ?")
@@ -70,9 +72,37 @@ def is_rank0(rank: str) -> bool:
 
 
 class SGLangRules(EngineRules):
-    """SGLang's log rules; one instance per log stream (it counts each rank's weight loads)."""
+    """SGLang: what it is, and its log rules; one instance per log stream (it counts each rank's weight loads)."""
 
     name = "sglang"
+    launch_module = "sglang.launch_server"
+    model_flag = "--model-path"
+    launch_env: ClassVar[Mapping[str, str]] = {}
+    ready_lines = ("The server is fired up and ready to roll!",)
+    votes = (
+        " TP0]",
+        " TP1]",
+        "Load weight begin",
+        "Load weight end",
+        "Decode batch",
+        "Prefill batch",
+        "Capturing batches (bs=",
+        "cuda graph:",
+        "Capture cuda graph",
+        "fired up and ready to roll",
+        "Scheduler hit an exception",
+        "server_args=ServerArgs",
+        "sglang",
+        "max_total_num_tokens=",
+        "Memory pool end",
+    )
+
+    prefix_shape = re.compile(r"\[(?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z][A-Z_]*\d+)+\] ")
+
+    @classmethod
+    def identify(cls, server_info: Mapping[str, Any] | None, models: Mapping[str, Any] | None) -> bool:
+        """`/server_info` has `internal_states` (sglang#6201), or `/v1/models` says `owned_by: sglang`."""
+        return bool(server_info and "internal_states" in server_info) or owned_by(models) == cls.name
 
     def __init__(self) -> None:
         self._loads: dict[str, int] = {}
@@ -86,14 +116,14 @@ class SGLangRules(EngineRules):
 
     # -- cleaning ---------------------------------------------------------------------------------------
 
-    def clean(self, raw: str) -> LogLine:
-        """Strip colour/container prefixes and split `[ts TPn] ` off the message."""
-        line = pre_clean(raw)
+    def split_prefix(self, text: str, tag: str) -> LogLine:
+        """Split `[ts TPn] ` off the message."""
+        line = text
         if not line.startswith("["):
-            return LogLine(raw=line, text=line)
+            return LogLine(raw=line, text=line, rank=tag, tag=tag)
         m = _PREFIX.match(line)
         if m is None:
-            return LogLine(raw=line, text=line)
+            return LogLine(raw=line, text=line, rank=tag, tag=tag)
         text = line[m.end() :]
         rank = m.group(8).strip()
         if not rank and text.startswith("[gpu_id="):
@@ -108,16 +138,15 @@ class SGLangRules(EngineRules):
             self._ts_value = epoch_seconds(
                 year, month, day, int(m.group(4)), int(m.group(5)), int(m.group(6)), m.group(7) or ""
             )
-        return LogLine(raw=line, text=text, rank=rank, time=self._ts_value)
+        return LogLine(raw=line, text=text, rank=rank or tag, time=self._ts_value, tag=tag)
 
     # -- meaning ----------------------------------------------------------------------------------------
 
-    def observe(self, line: LogLine) -> list[Observation]:
+    def observe_line(self, line: LogLine) -> list[Observation]:
         """What one cleaned SGLang line means."""
         t = line.text
         if len(t) < 7:
-            # A bare `Killed` is the shell reporting SIGKILL (often the OOM killer) of the process it ran.
-            return [CrashSignal(CrashKind.MARKER, "Killed", 0)] if t.strip() == "Killed" else []
+            return []
         if " batch" in t:
             if "Decode batch" in t or "Prefill batch" in t:
                 return self._batch(t)
@@ -143,7 +172,7 @@ class SGLangRules(EngineRules):
             out.append(self._limits(t))
         elif "Application startup complete" in t or "Uvicorn running on" in t:
             out.append(PhaseHint(Phase.WARMING_UP))
-        elif "fired up and ready to roll" in t:
+        elif any(ready in t for ready in self.ready_lines):
             out.append(PhaseHint(Phase.READY))
         elif "Health check failed" in t:
             out.append(SuspectHint(t.strip()))
@@ -284,3 +313,7 @@ class SGLangRules(EngineRules):
         if status == 503:
             return HealthState.UNHEALTHY if ready else HealthState.WARMING_UP
         return HealthState.UNKNOWN
+
+
+RULES = SGLangRules
+"""This module's engine (found by `engines.registry`)."""

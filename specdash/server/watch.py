@@ -4,9 +4,10 @@ Three sources feed one `StartupTracker`:
 
 - the server log, followed from its byte offset (`LogFollower`), so a reconnect neither loses nor repeats
   a line;
-- liveness: a self-ending remote loop (`wait_exit.sh`) that prints once the main process is gone; before
-  telling the tracker, the watcher lets the log catch up with the file's size, so the crash reason comes
-  from the traceback rather than from "process exited";
+- liveness: a self-ending remote loop that prints once the main process is gone; before telling the
+  tracker, the watcher reads the log until its offset reaches the file's size taken after the exit (not
+  "while it advances": under load the follower may pause for seconds), so the crash reason comes from the
+  traceback rather than from "process exited";
 - health, polled through the SSH port forward once a second **only until ready**: on SGLang each
   `/health` is a generation, so polling during a benchmark would distort it.
 
@@ -30,7 +31,7 @@ from specdash.core.eta import estimate
 from specdash.core.events import LogBatch, Notice, ServerStatus, SessionEvent
 from specdash.core.models import Phase
 from specdash.core.startup import StartupTracker
-from specdash.core.startup_events import Crashed, Exited, MetricsSeen, Ready, StartupEvent, Stuck
+from specdash.core.startup_events import ClassifiedLine, Crashed, Exited, MetricsSeen, Ready, StartupEvent, Stuck
 from specdash.core.timeline import Outcome, Timeline
 from specdash.engines.registry import make_rules
 from specdash.remote.ssh import SSHHost
@@ -42,6 +43,8 @@ LOG_FLUSH_S = 0.25
 """Log lines reach viewers in batches this far apart (about 4 frames a second)."""
 HEALTH_EVERY_S = 1.0
 """Health poll interval while the server starts."""
+CATCH_UP_CAP_S = 600.0
+"""After the exit, reading the rest of the log may take this long at most (it ends as soon as it is read)."""
 ATTACH_TAIL_BYTES = 8 * 1024 * 1024
 """On attach, a log larger than this is read from its last `ATTACH_TAIL_BYTES` only (health says ready)."""
 
@@ -100,7 +103,7 @@ class ServerWatch:
         self.state = WatchState()
         offset = max(0, record.log_size - ATTACH_TAIL_BYTES) if record.log_size > ATTACH_TAIL_BYTES else 0
         self.follower = LogFollower(host, record.log_path, offset)
-        self._pending_lines: list[str] = []
+        self._pending_lines: list[ClassifiedLine] = []
         self._log_advanced = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.done = asyncio.Event()
@@ -149,10 +152,9 @@ class ServerWatch:
 
     async def _follow_log(self) -> None:
         async for lines in self.follower.batches():
-            now = self.clock()
-            self._pending_lines.extend(lines)
-            for line in lines:
-                self._handle(self.tracker.feed_line(line, now))
+            events, classified = self.tracker.feed_lines(lines, self.clock())
+            self._pending_lines.extend(classified)
+            self._handle(events)
             self._log_advanced.set()
 
     async def _flush_log(self) -> None:
@@ -163,7 +165,7 @@ class ServerWatch:
     def _flush(self) -> None:
         if self._pending_lines:
             batch, self._pending_lines = tuple(self._pending_lines), []
-            self.emit(LogBatch(batch))
+            self.emit(LogBatch(tuple(line.text for line in batch), classified=batch))
 
     async def _liveness(self) -> None:
         while True:
@@ -189,17 +191,18 @@ class ServerWatch:
         self._publish()
         self.done.set()
 
-    async def _catch_up_log(self, limit: float = 1.0, cap: float = 30.0) -> None:
-        """Wait until every byte the log has now was read, so the crash reason is there: as long as the
-        follower keeps advancing (a pause of `limit` s ends the wait; a flood may leave it far behind), at
-        most `cap` s."""
+    async def _catch_up_log(self, cap: float = CATCH_UP_CAP_S) -> None:
+        """Read the log to its end before the exit is reported, so the crash reason is there: until the
+        follower's offset reaches the file's size taken now (after the exit), however slowly it gets there
+        (a loaded machine or a flood may leave it far behind). `cap` only bounds a follower that can no
+        longer read (the file truncated or gone, the link down for good)."""
         with contextlib.suppress(SSHError, ValueError, TimeoutError):
-            result = await self.host.run(f"stat -c %s {shlex.quote(self.record.log_path)}", timeout=limit)
+            result = await self.host.run(f"stat -c %s {shlex.quote(self.record.log_path)}", timeout=30.0)
             size = int((result.stdout.strip().splitlines() or ["0"])[-1])  # the last line: after any banner
             async with asyncio.timeout(cap):
                 while self.follower.offset < size:
                     self._log_advanced.clear()
-                    await asyncio.wait_for(self._log_advanced.wait(), limit)
+                    await self._log_advanced.wait()
 
     async def _health(self) -> None:
         async with httpx.AsyncClient(timeout=httpx.Timeout(5.0), trust_env=False) as client:

@@ -35,6 +35,7 @@ from specdash.sim.model import BASELINE, BASELINE_MAX_RUNNING, SPEC_COSTS, Throu
 from specdash.sim.presets import Preset, choose_preset
 from specdash.sim.scheduler import Scheduler
 from specdash.sim.server import SimServer, Status
+from specdash.sim.spec_space import DraftShape, step_cost
 
 DRAIN_POLL_S = 5.0
 """SGLang's SIGTERM watchdog period (scaled by --sim-time-scale, at least 50 ms)."""
@@ -44,10 +45,15 @@ def build_model(config: SimConfig) -> ThroughputModel:
     """The throughput model for the configured mode."""
     algo = config.speculative_algorithm
     spec = SPEC_COSTS.get(algo) if algo else None
+    num_steps = config.speculative_num_steps or 1
+    if algo in ("EAGLE", "EAGLE3"):
+        # The draft parameters shape acceptance and cost (specdash.sim.spec_space).
+        shape = DraftShape(num_steps, config.speculative_eagle_topk or 1, config.speculative_num_draft_tokens or 2)
+        spec, num_steps = step_cost(algo, shape), shape.depth
     return ThroughputModel(
         baseline=BASELINE,
         spec=spec,
-        num_steps=config.speculative_num_steps or 1,
+        num_steps=num_steps,
         max_running=config.max_running_requests or BASELINE_MAX_RUNNING,
         disable_spec_above=config.disable_spec_above,
         speed=config.speed,

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from specdash.engines.spec_settings import SpecSetting, check_sglang
 from specdash.errors import UsageError
 from specdash.sim.faults import Faults, parse_faults
 
@@ -26,6 +27,10 @@ UNKNOWN_ATTR = "sim_unknown_flags"
 
 class SpecParamsError(Exception):
     """Only some of the three speculative draft parameters were given (SGLang asserts)."""
+
+
+class SpecRefusedError(Exception):
+    """A draft setting SGLang cannot run (`specdash.engines.spec_settings.check_sglang` says why)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -206,6 +211,9 @@ def resolve(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> tup
             warnings.append(
                 "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
             )
+        if check_sglang(SpecSetting(steps, topk, draft)).runs_as is None:
+            # SGLang fails later, in torch.topk at the first draft forward; the simulator fails at once.
+            raise SpecRefusedError(check_sglang(SpecSetting(steps, topk, draft)).reason)
         if max_running is None:
             max_running = 48
             warnings.append(

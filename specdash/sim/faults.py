@@ -196,3 +196,17 @@ def spec_assert_traceback() -> list[str]:
         "           ^",
         "AssertionError",
     ]
+
+
+def topk_range_traceback() -> list[str]:
+    """What a draft setting asking for more tokens than the tree drafts ends in (`organize_draft_results`)."""
+    return [
+        "Scheduler hit an exception: Traceback (most recent call last):",
+        f'  File "{SGL}/speculative/eagle_worker.py", line 717, in draft_forward',
+        "    parent_list, top_scores_index, draft_tokens = organize_draft_results(",
+        "                                                  ^^^^^^^^^^^^^^^^^^^^^^^",
+        f'  File "{SGL}/speculative/eagle_utils.py", line 27, in organize_draft_results',
+        "    top_scores = torch.topk(score_list, num_draft_token - 1, dim=-1)",
+        "                 ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        "RuntimeError: selected index k out of range",
+    ]

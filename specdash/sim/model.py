@@ -18,6 +18,10 @@ aggregate at C=100; EAGLE-3 ~82 tok/s at C=1 saturating at ~354 tok/s (48 runnin
 | STANDALONE | 27.0 |     6.5    |             2.4 |          48 | guess (no data) |
 | NGRAM    | 14.5   |     1.45   |             1.5 |          48 | guess (no data) |
 
+For EAGLE and EAGLE-3 the simulator derives `a`, `b` and the mean accepted length from the draft
+parameters (`specdash.sim.spec_space`): the EAGLE-3 row is SGLang's default (steps, topk, draft) =
+(3, 1, 4), which carries the calibration; other settings (e.g. the demo's (2, 4, 16)) differ.
+
 Derivation: baseline `a + b = 1000/70`, `a + 100 b = 100000/773`; EAGLE-3 `(a + b) = 2.2 * 1000/82`,
 `a + 48 b = 48 * 2.2 * 1000/354`.
 

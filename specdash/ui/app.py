@@ -11,7 +11,7 @@ import asyncio
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from functools import partial
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 
 from textual import events, work
@@ -45,8 +45,9 @@ from specdash.ui.messages import (
     NoticePosted,
     StatusChanged,
 )
+from specdash.ui.screens.confirm import ConfirmScreen
 from specdash.ui.screens.dashboard import DashboardScreen
-from specdash.ui.screens.help import HelpRow, HelpScreen
+from specdash.ui.screens.help import QUIT_KEEPS_SERVER, HelpRow, HelpScreen
 from specdash.ui.styles import css_paths
 
 AUTOPLAY_LEVELS = (1, 2, 5, 10)
@@ -54,7 +55,7 @@ AUTOPLAY_LEVELS = (1, 2, 5, 10)
 
 APP_BINDINGS: list[Binding] = [
     Binding("question_mark", "help", "Help", id="help", tooltip="List every key"),
-    Binding("q", "quit", "Quit", id="quit", tooltip="Quit specdash; the server keeps running on the host"),
+    Binding("q", "quit", "Quit", id="quit", tooltip="Quit specdash (asks first while a sweep runs)"),
 ]
 
 
@@ -96,6 +97,8 @@ class SpecdashApp(App[None]):
         chart_interval: float = 0.25,
         start_mode: str | None = None,
         autoplay: bool = False,
+        quit_note: str = QUIT_KEEPS_SERVER,
+        screenshot_dir: Path | None = None,
     ) -> None:
         """Args:
         session: What the dashboard shows and controls.
@@ -106,6 +109,8 @@ class SpecdashApp(App[None]):
         chart_interval: Minimum seconds between chart redraws; 0 redraws at once (tests).
         start_mode: Start this mode once connected and attached, if no server of ours is live.
         autoplay: The presenter's tour: an A/B sweep of the first two modes; any key stops it.
+        quit_note: What `q` does to the server, for the help screen (the demo stops its simulator).
+        screenshot_dir: Where the palette's Screenshot saves (created if missing); default `paths.screenshot_dir()`.
         """
         super().__init__()
         ui = config_ui or UIConfig()
@@ -120,6 +125,11 @@ class SpecdashApp(App[None]):
             self.set_keymap(dict(keymap))
         self._start_mode = start_mode
         self._autoplay = autoplay
+        self.quit_note = quit_note
+        """What `q` does to the server, in a sentence (help screen)."""
+        self._screenshot_dir = screenshot_dir
+        self.last_status: ServerStatus | None = None
+        """The session's last word on the server: what `connect` reports as still running on exit."""
         self._touring = False
         self._session_modes = ModesChanged(())
         self._connected = asyncio.Event()
@@ -144,6 +154,20 @@ class SpecdashApp(App[None]):
         await self.session.run()
 
     async def action_quit(self) -> None:
+        """Quit; while a sweep runs, first say what stops and what is kept, and ask."""
+        if self.session.sweep_running() or self._touring:
+            if isinstance(self.screen, ConfirmScreen):
+                return
+
+            def answered(ok: bool | None) -> None:
+                if ok:
+                    self.call_later(self._quit)
+
+            self.push_screen(ConfirmScreen(self.dashboard.quit_question(), yes="Quit"), answered)
+            return
+        await self._quit()
+
+    async def _quit(self) -> None:
         # The server keeps running; only our connection goes. Never let a dead link hold the quit key.
         try:
             await asyncio.wait_for(self.session.close(), timeout=3)
@@ -156,8 +180,10 @@ class SpecdashApp(App[None]):
         # It also notes the milestones `start_mode` and autoplay wait for.
         if isinstance(event, Connected):
             self._connected.set()
-        elif isinstance(event, ServerStatus) and self._connected.is_set():
-            self._attached.set()
+        elif isinstance(event, ServerStatus):
+            self.last_status = event
+            if self._connected.is_set():
+                self._attached.set()
         elif isinstance(event, ModesChanged):
             self._session_modes = event
         self.dashboard.post_message(to_message(event))
@@ -230,7 +256,7 @@ class SpecdashApp(App[None]):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(self.help_sections()))
+            self.push_screen(HelpScreen(self.help_sections(), self.quit_note))
 
     def help_sections(self) -> list[tuple[str, list[HelpRow]]]:
         """Every binding, grouped, with the keys the keymap gives it."""
@@ -252,6 +278,35 @@ class SpecdashApp(App[None]):
             keys = "1-9" if mode_keys == [str(n) for n in range(1, 10)] else " ".join(mode_keys)
             rows.insert(0, (keys, "Mode n", "Highlight the n-th mode in the list"))
         return rows
+
+    def deliver_screenshot(
+        self, filename: str | None = None, path: str | None = None, time_format: str | None = None
+    ) -> str | None:
+        """Textual's screenshot, saved to a directory that exists (Textual's default, `~/Downloads`, may not)."""
+        from specdash.paths import screenshot_dir
+
+        directory = Path(path) if path else self._screenshot_dir or screenshot_dir()
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self.notify(
+                f"Cannot save a screenshot in {directory}: {exc.strerror}", title="Screenshot", severity="error"
+            )
+            return None
+        return super().deliver_screenshot(filename, str(directory), time_format)
+
+    def exit_summary(self) -> str | None:
+        """What is still running on the host after we quit, and how to stop it (None: nothing of ours)."""
+        status = self.last_status
+        if status is None or status.phase.is_terminal:
+            return None
+        host = self.session.label
+        pid = f" (pid {status.pid})" if status.pid is not None else ""
+        port = f", port {status.port}" if status.port is not None else ""
+        return (
+            f"{status.mode or 'The server'}{pid} is still running on {host}{port} ({status.phase.value}).\n"
+            f"Stop it with: specdash down {host}    Attach again with: specdash connect {host}"
+        )
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -276,6 +331,8 @@ def make_app(
     live: bool = True,
     start_mode: str | None = None,
     autoplay: bool = False,
+    quit_note: str = QUIT_KEEPS_SERVER,
+    screenshot_dir: Path | None = None,
 ) -> SpecdashApp:
     """The dashboard as the CLI runs it (`live=True`), or frozen for tests: no clock tick, charts drawn at once.
 
@@ -291,4 +348,6 @@ def make_app(
         chart_interval=0.25 if live else 0.0,
         start_mode=start_mode,
         autoplay=autoplay,
+        quit_note=quit_note,
+        screenshot_dir=screenshot_dir,
     )

@@ -31,6 +31,7 @@ from specdash.config import Config, HostConfig
 from specdash.core.compare import compute_crossover
 from specdash.core.events import LogBatch, ServerStatus
 from specdash.core.models import Phase
+from specdash.engines.registry import names
 from specdash.engines.vllm import VLLM_STARTUP_ORDER
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession, running
@@ -74,7 +75,7 @@ description = "vLLM CPU, n-gram prompt lookup (4 tokens)"
 """
     path = tmp / "config.toml"
     path.write_text(text)
-    return config.load(path)
+    return config.load(path, engines=names())
 
 
 class Recorder:

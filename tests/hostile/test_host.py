@@ -202,7 +202,7 @@ def test_tampered_pid_file_signals_nothing_of_others(record: str, box: Box) -> N
         assert "Traceback" not in down.stderr and "internal error" not in down.stderr, down.stderr
         assert victim.poll() is None, "down signalled a process specdash did not start"
         if record in ("empty", "garbage", "pgid-one"):
-            assert_clean_failure(down, 1, "no server started by specdash is running")
+            assert down.code == 0 and "Nothing to stop" in down.stdout, (down.code, down.stdout, down.stderr)
         # A new `up` is not blocked forever by the broken record.
         for pid in box.pids():
             os.kill(pid, 9)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from specdash import config
 from specdash.config import Config
+from specdash.engines.registry import names
 
 SRC = Path(__file__).resolve().parents[2]
 
@@ -55,7 +56,7 @@ args = ["--sim-disable-spec-above", "4", "--sim-fault", "crash-at-batch=10"]
 """
     path = tmp / "config.toml"
     path.write_text(text.replace("'", '"'))
-    return config.load(path)
+    return config.load(path, engines=names())
 
 
 async def overload(port: int, streams: int = 12, tokens: int = 300) -> None:

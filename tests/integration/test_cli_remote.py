@@ -63,6 +63,11 @@ def test_up_status_logs_down(cli) -> None:
     assert "stopped run" in down.stdout
     assert json.loads(cli("status", "sim", "--json").stdout)["state"] in ("exited", "stopped")
 
+    # Nothing left to stop is what a cleanup script wants: say so, exit 0.
+    nothing = cli("down", "sim", "--grace", "5")
+    assert nothing.returncode == 0, nothing.stderr
+    assert "Nothing to stop" in nothing.stdout
+
 
 def test_crash_exits_1_with_the_exception_line(cli) -> None:
     # The crash fault needs load; `bench` provides it (C=12 exceeds batch 10) and the level fails.

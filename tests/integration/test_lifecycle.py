@@ -22,6 +22,7 @@ from specdash.remote.events import Connected, Lost
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle, PortBusy, ServerAlreadyRunning
 from specdash.server.remote_session import RemoteSession, running
+from tests.cpuhog import cpu_hog
 from tests.integration.conftest import remote_alive, target
 from tests.integration.remote_sim import overload, sim_config
 from tests.recorder import Recorder
@@ -147,9 +148,17 @@ async def test_switch_stops_one_mode_and_starts_the_other(
 
 
 @pytest.mark.usefixtures("cleanup")
+@pytest.mark.parametrize("hog", [False, True], ids=["idle", "cpu-hog"])
 async def test_crash_is_reported_with_the_runtime_error_line(
-    sshd: Sshd, ssh_options: SSHOptions, host_cfg: HostConfig, cfg: Config, port: int
+    sshd: Sshd, ssh_options: SSHOptions, host_cfg: HostConfig, cfg: Config, port: int, hog: bool
 ) -> None:
+    """The crash reason is the engine's RuntimeError line, also with every core busy (the log is read to its
+    end after the exit, however slowly)."""
+    with cpu_hog(hog, seconds=300):
+        await _crash_is_reported(sshd, ssh_options, host_cfg, cfg, port)
+
+
+async def _crash_is_reported(sshd: Sshd, ssh_options: SSHOptions, host_cfg: HostConfig, cfg: Config, port: int) -> None:
     async with running(make_session(sshd, ssh_options, host_cfg, cfg)) as session:
         await session.start("crash")
         assert (await session.wait_status(SETTLED, timeout=60)).phase is Phase.READY

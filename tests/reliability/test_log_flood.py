@@ -12,6 +12,7 @@ import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
 from textual import events
 
 from specdash.config import UIConfig
@@ -22,6 +23,7 @@ from specdash.server.lifecycle import RunRecord
 from specdash.server.watch import ServerWatch
 from specdash.ui.app import make_app
 from specdash.ui.widgets.logview import MAX_LINE_CHARS, MAX_LINES, LogView
+from tests.cpuhog import cpu_hog
 from tests.integration.conftest import target
 from tests.integration.remote_sim import remote_python
 from tests.reliability.conftest import timing
@@ -90,13 +92,19 @@ async def flood(host: SSHHost, tmp_path: Path) -> AsyncIterator[tuple[RunRecord,
         shutil.rmtree(scripts, ignore_errors=True)
 
 
+HOG = pytest.mark.parametrize("hog", [False, True], ids=["idle", "cpu-hog"])
+"""Each flood test runs twice: alone, and with a busy process on every core (started and stopped by the test)."""
+
+
+@HOG
 async def test_log_flood_keeps_memory_bounded_and_the_tracker_never_raises(
-    sshd: Sshd, ssh_options: SSHOptions, tmp_path: Path
+    sshd: Sshd, ssh_options: SSHOptions, tmp_path: Path, hog: bool
 ) -> None:
     """Nothing lost and nothing held: every byte of the log is consumed (the follower's offset ends at the
-    file size, the last line arrives), the tracker counts no internal error, and our peak memory stays far
-    below the flood's size (the follower cuts lines without a break into bounded pieces, batches are
-    flushed), while viewers get batches at about 4 per second, not one event per line."""
+    file size, the last line arrives, also when every core is busy), the tracker counts no internal error,
+    and our peak memory stays far below the flood's size (the follower cuts lines without a break into
+    bounded pieces, batches are flushed), while viewers get batches at about 4 per second, not one event
+    per line."""
     lines = 0
     chars = 0
     batches = 0
@@ -115,8 +123,9 @@ async def test_log_flood_keeps_memory_bounded_and_the_tracker_never_raises(
             tracemalloc.start()
             began = time.monotonic()
             watch = ServerWatch(host, record, emit, state_dir=f"~/.specdash-tests/{tmp_path.name}-flood")
-            async with asyncio.timeout(SECONDS + 60):
-                await watch.run()
+            with cpu_hog(hog, seconds=SECONDS + 300):
+                async with asyncio.timeout(SECONDS + 300):
+                    await watch.run()
             took = time.monotonic() - began
             _, peak = tracemalloc.get_traced_memory()
             tracemalloc.stop()
@@ -132,13 +141,15 @@ async def test_log_flood_keeps_memory_bounded_and_the_tracker_never_raises(
     assert peak < 32 * 1024 * 1024 and size > 48 * 1024 * 1024, (peak, size)
     assert batches < took * 4 * 3, (batches, took)  # batched by time, not per line
     timing(
-        f"log flood: {size / 1e6:.1f} MB, {lines} lines in {took:.1f} s through the watcher; "
+        f"log flood{' under a CPU hog' if hog else ''}: {size / 1e6:.1f} MB, {lines} lines in {took:.1f} s "
+        "through the watcher; "
         f"peak traced memory {peak / 1e6:.1f} MB; {batches} batches; tracker internal errors 0"
     )
 
 
+@HOG
 async def test_the_dashboard_stays_responsive_under_the_flood(
-    sshd: Sshd, ssh_options: SSHOptions, tmp_path: Path
+    sshd: Sshd, ssh_options: SSHOptions, tmp_path: Path, hog: bool
 ) -> None:
     """The same flood, through the real watcher into the running dashboard. Every second a key (`e`, the
     errors filter) is pressed as the terminal would send it: each must be handled (the filter flips) within
@@ -153,6 +164,8 @@ async def test_the_dashboard_stays_responsive_under_the_flood(
             flipped = asyncio.Event()
             app.screen.watch(view, "errors_only", lambda _value: flipped.set(), init=False)
             watch = ServerWatch(host, record, session.emit, state_dir=f"~/.specdash-tests/{tmp_path.name}-ui")
+            hogging = contextlib.ExitStack()
+            hogging.enter_context(cpu_hog(hog, seconds=SECONDS + 300))
             watcher = asyncio.create_task(watch.run())
             try:
                 while not watcher.done():
@@ -167,6 +180,7 @@ async def test_the_dashboard_stays_responsive_under_the_flood(
                 await watcher
             finally:
                 watcher.cancel()
+                hogging.close()
             view.errors_only = False
             shown = list(view.shown)
     assert len(waits) >= SECONDS // 3, waits  # keys kept coming for the whole flood
@@ -175,6 +189,7 @@ async def test_the_dashboard_stays_responsive_under_the_flood(
     assert watch.tracker.internal_errors == 0
     waits.sort()
     timing(
-        f"dashboard under the flood: {len(waits)} key presses handled, median {waits[len(waits) // 2] * 1000:.0f} "
+        f"dashboard under the flood{' and a CPU hog' if hog else ''}: {len(waits)} key presses handled, "
+        f"median {waits[len(waits) // 2] * 1000:.0f} "
         f"ms, worst {waits[-1] * 1000:.0f} ms; view {len(shown)} lines, longest {max(len(x.text) for x in shown)} chars"
     )

@@ -15,12 +15,13 @@ from specdash.bench.probe import ProbeSettings
 from specdash.bench.store import Store
 from specdash.bench.sweep import SweepConfig
 from specdash.config import HostConfig
-from specdash.core.events import BenchUpdate
+from specdash.core.events import BenchUpdate, ServerStatus
 from specdash.core.models import Phase
 from specdash.errors import SpecdashError
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle, PortBusy
 from specdash.server.remote_session import RemoteSession, running
+from tests.cpuhog import cpu_hog
 from tests.integration.conftest import remote_alive, target
 from tests.integration.remote_sim import sim_config
 from tests.recorder import Recorder
@@ -35,8 +36,9 @@ def host_cfg(sshd: Sshd, tmp_path: Path, ssh_options: SSHOptions, loopback_clean
     return hc
 
 
+@pytest.mark.parametrize("hog", [False, True], ids=["idle", "cpu-hog"])
 async def test_crash_at_batch_10_fails_the_level_in_flight_and_keeps_earlier_ones(
-    sshd: Sshd, ssh_options: SSHOptions, host_cfg: HostConfig, tmp_path: Path
+    sshd: Sshd, ssh_options: SSHOptions, host_cfg: HostConfig, tmp_path: Path, hog: bool
 ) -> None:
     """Nothing lost: the levels finished before the crash are in the store, complete (status done, every
     request a row, all successful); the level in flight is failed, in the store and in the session's table,
@@ -54,13 +56,24 @@ async def test_crash_at_batch_10_fails_the_level_in_flight_and_keeps_earlier_one
         settings=ProbeSettings(output_len=16, stall_timeout_s=5.0, request_timeout_s=20.0),
     )
     session = RemoteSession(SSHHost(target(sshd), ssh_options), host_cfg, cfg, store=store)
+    with cpu_hog(hog, seconds=300):
+        status, reported_s = await _sweep_into_the_crash(session, seen, sweep_cfg)
+    store.close()
+    _check_the_crash(status, seen, db, reported_s, hog)
+
+
+async def _sweep_into_the_crash(
+    session: RemoteSession, seen: Recorder, sweep_cfg: SweepConfig
+) -> tuple[ServerStatus, float]:
     async with running(session, seen):
         began = time.monotonic()
         with pytest.raises(SpecdashError, match="crash crashed during the sweep; finished levels are kept"):
             await session.sweep(["crash"], [1, 2, 12], config=sweep_cfg)
         reported_s = time.monotonic() - began
-        status = session.status
-    store.close()
+        return session.status, reported_s
+
+
+def _check_the_crash(status: ServerStatus, seen: Recorder, db: Path, reported_s: float, hog: bool) -> None:
     assert status.phase is Phase.CRASHED
     assert status.crash is not None
     assert "RuntimeError: The size of tensor a (160) must match the size of tensor b (2)" in status.crash.reason
@@ -85,7 +98,8 @@ async def test_crash_at_batch_10_fails_the_level_in_flight_and_keeps_earlier_one
     assert status12 == "failed" and n12 >= 12 and ok12 < n12, levels
     assert blank == 0
     timing(
-        f"crash at batch 10: sweep ended {reported_s:.1f} s after it began; store levels {levels}, failures {reasons}"
+        f"crash at batch 10{' under a CPU hog' if hog else ''}: sweep ended {reported_s:.1f} s after it began; "
+        f"store levels {levels}, failures {reasons}"
     )
 
 

@@ -112,12 +112,12 @@ async def test_live_chart_keeps_the_last_levels(build: AppFactory) -> None:
 async def test_gpu_panel_hidden_until_stats(build: AppFactory) -> None:
     app, session = build(sc.stopped())
     async with app.run_test(size=SIZE) as pilot:
-        gpus = app.screen.query_one(GpuPanel)
+        gpus = app.screen.query_one("#gpus", GpuPanel)
         assert not gpus.display
         session.emit(sc.GPUS)
         await pilot.pause()
         assert gpus.display
-        assert gpus.render().plain.count("GPU") == 4
+        assert len(gpus.render().plain.splitlines()) == 4
 
 
 async def test_eight_gpus_fit_at_100x30(build: AppFactory) -> None:
@@ -128,7 +128,7 @@ async def test_eight_gpus_fit_at_100x30(build: AppFactory) -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         session.emit(GpuStats(tuple(GpuSample(i, 80.0 + i, 61_000, 81_559, 600.0) for i in range(8))))
         await pilot.pause()
-        gpus = app.screen.query_one(GpuPanel)
+        gpus = app.screen.query_one("#gpus", GpuPanel)
         lines = gpus.render().plain.splitlines()
         assert len(lines) == 4 and gpus.content_size.height >= 4, (lines, gpus.content_size)
         for i in range(8):

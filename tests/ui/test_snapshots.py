@@ -13,6 +13,7 @@ from textual.pilot import Pilot
 
 from specdash.config import UIConfig
 from specdash.ui.app import SpecdashApp, make_app
+from specdash.ui.widgets.logview import LogView
 from tests.ui import scenarios as sc
 from tests.ui.fake_session import Event, FakeSession
 
@@ -55,9 +56,30 @@ def test_confirm_stop(snap_compare: SnapCompare) -> None:
     assert snap_compare(app_for(sc.ready_with_bench()), press=["x"], terminal_size=SIZE, run_before=settle)
 
 
-def test_small_terminal(snap_compare: SnapCompare) -> None:
-    assert snap_compare(app_for(sc.ready_with_bench()), terminal_size=(100, 30), run_before=settle)
+SIZES = [(80, 24), (100, 30), (160, 45), (200, 60)]
+"""The layouts by terminal size: two pages (80x24, 100x30), a side column beside the log (160x45, 200x60)."""
 
 
-def test_large_terminal(snap_compare: SnapCompare) -> None:
-    assert snap_compare(app_for(sc.ready_with_bench()), terminal_size=(160, 45), run_before=settle)
+@pytest.mark.parametrize("size", [pytest.param(size, id=f"{size[0]}x{size[1]}") for size in SIZES])
+@pytest.mark.parametrize(
+    "events",
+    [
+        pytest.param(sc.loading(), id="loading"),
+        pytest.param(sc.ready_with_bench(), id="ready_bench"),
+        pytest.param(sc.crashed(), id="crashed"),
+    ],
+)
+def test_sizes(snap_compare: SnapCompare, events: list[Event], size: tuple[int, int]) -> None:
+    assert snap_compare(app_for(events), terminal_size=size, run_before=settle)
+
+
+def test_sweep_page_at_80x24(snap_compare: SnapCompare) -> None:
+    assert snap_compare(app_for(sc.ready_with_bench()), press=["v"], terminal_size=(80, 24), run_before=settle)
+
+
+def test_zoomed_log_wrapped_at_80x24(snap_compare: SnapCompare) -> None:
+    async def focus_log(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        pilot.app.screen.query_one(LogView).focus()
+
+    assert snap_compare(app_for(sc.crashed()), press=["z", "w"], terminal_size=(80, 24), run_before=focus_log)

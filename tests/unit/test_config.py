@@ -10,9 +10,11 @@ import pytest
 
 from specdash import config
 from specdash.cli.config import example_text
+from specdash.engines.registry import names
 from specdash.errors import UsageError
 
 P = Path("/cfg/config.toml")
+ENGINES = names()
 
 BASE = """
 [modes.base]
@@ -24,7 +26,7 @@ env = { A = "1" }
 
 
 def test_example_config_is_valid() -> None:
-    cfg = config.parse(example_text(), P)
+    cfg = config.parse(example_text(), P, engines=ENGINES)
     eagle = cfg.mode("eagle3")
     assert eagle.engine == "sglang"
     assert eagle.args[:3] == ("--tp", "8", "--enable-metrics")
@@ -35,7 +37,9 @@ def test_example_config_is_valid() -> None:
 
 
 def test_extends_appends_args_and_merges_env() -> None:
-    cfg = config.parse(BASE + '[modes.child]\nextends = "base"\nargs = ["--x"]\nenv = { B = "2" }\nport = 31000\n', P)
+    cfg = config.parse(
+        BASE + '[modes.child]\nextends = "base"\nargs = ["--x"]\nenv = { B = "2" }\nport = 31000\n', P, engines=ENGINES
+    )
     child = cfg.mode("child")
     assert child.args == ("--tp", "8", "--x")
     assert dict(child.env) == {"A": "1", "B": "2"}
@@ -43,12 +47,14 @@ def test_extends_appends_args_and_merges_env() -> None:
 
 
 def test_shell_metacharacters_stay_literal() -> None:
-    cfg = config.parse(BASE + '[modes.evil]\nextends = "base"\nargs = ["--x", "a; rm -rf /", "$(id)"]\n', P)
+    cfg = config.parse(
+        BASE + '[modes.evil]\nextends = "base"\nargs = ["--x", "a; rm -rf /", "$(id)"]\n', P, engines=ENGINES
+    )
     assert cfg.mode("evil").args[-2:] == ("a; rm -rf /", "$(id)")
 
 
 def test_missing_file_is_empty_config(tmp_path: Path) -> None:
-    cfg = config.load(tmp_path / "none.toml")
+    cfg = config.load(tmp_path / "none.toml", engines=ENGINES)
     assert not cfg.hosts and not cfg.modes
 
 
@@ -82,14 +88,14 @@ BAD = [
 @pytest.mark.parametrize(("case", "text", "message"), BAD, ids=[b[0] for b in BAD])
 def test_bad_config_names_file_table_and_key(case: str, text: str, message: str) -> None:
     with pytest.raises(UsageError) as info:
-        config.parse(text, P)
+        config.parse(text, P, engines=ENGINES)
     assert str(P) in info.value.message
     assert message in info.value.message
     assert info.value.exit_code == 2
 
 
 def test_unknown_mode_lists_known_modes() -> None:
-    cfg = config.parse(BASE, P)
+    cfg = config.parse(BASE, P, engines=ENGINES)
     with pytest.raises(UsageError, match=r"unknown mode 'eagle' .* \(known modes: base\)"):
         cfg.mode("eagle")
 

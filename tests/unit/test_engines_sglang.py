@@ -12,6 +12,7 @@ from specdash.engines.base import (
     Observation,
     PhaseHint,
     ProgressHint,
+    StopHint,
     SuspectHint,
     VersionHint,
 )
@@ -47,7 +48,7 @@ def batch(line: str) -> BatchStats:
         ("[2025-10-31 02:15:42 TP1] Load weight end.", "Load weight end.", "TP1", True),
         ("[2025-07-02 07:41:58 DP0 TP0] x", "x", "DP0 TP0", True),
         ("[2026-08-23 09:06:20 TP0 EP0] x", "x", "TP0 EP0", True),
-        ("[2025-11-30 11:18:05] INFO:     Started", "INFO:     Started", "", True),
+        ("[2025-11-30 11:18:05] INFO:     Started", "Started", "", True),  # uvicorn's level is split off too
         ("[04:40:55 TP0] Decode batch.", "Decode batch.", "TP0", True),
         ("[2025-11-30 11:18:05.123 TP3] x", "x", "TP3", True),
         ("llm0-1  | [2025-11-30 11:18:05 TP0] x", "x", "TP0", True),
@@ -466,7 +467,6 @@ def test_scheduler_exception_opens_a_traceback() -> None:
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.",
         "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
         "AssertionError",
-        "KeyboardInterrupt",
     ],
 )
 def test_exception_lines(line: str) -> None:
@@ -485,6 +485,11 @@ def test_exception_lines(line: str) -> None:
 )
 def test_not_exception_lines(line: str) -> None:
     assert CrashKind.EXCEPTION not in [k for k, _ in crash_kinds(line)]
+
+
+def test_keyboard_interrupt_is_a_stop_not_a_crash() -> None:
+    assert crash_kinds("KeyboardInterrupt") == []
+    assert [o for o in observe("KeyboardInterrupt") if isinstance(o, StopHint)] == [StopHint("SIGINT")]
 
 
 def test_not_enough_memory_is_exception_and_fatal() -> None:

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
@@ -13,7 +13,7 @@ from specdash.core.models import Phase, Progress
 from specdash.engines.base import CrashKind, CrashSignal, HealthState, Observation, PhaseHint, ProgressHint, VersionHint
 from specdash.engines.metrics import EngineStats, ServerLimits, SpecDecodeStats
 from specdash.engines.registry import detect_engine, make_rules
-from specdash.engines.text import bar_counts, strip_ansi, strip_container_prefix
+from specdash.engines.text import bar_counts, strip_ansi, unwrap
 from specdash.engines.vllm import VLLM_STARTUP_ORDER, VLLMRules
 
 T = TypeVar("T")
@@ -53,7 +53,7 @@ def one(kind: type[T], line: str) -> T:
         ),
         ("EngineCore_DP0 pid=2039425) ERROR 09-18 10:17:06 [core.py:712] EngineCore failed to start.", "EngineCore failed to start.", "EngineCore_DP0", "ERROR", True),
         ("(Worker_TP1 pid=530) ERROR 10-06 18:54:30 [v1/executor/multiproc_executor.py:597] WorkerProc failed to start.", "WorkerProc failed to start.", "Worker_TP1", "ERROR", True),
-        ("(VllmWorker rank=2 pid=77) INFO 06-01 10:00:00 [a.py:1] hi", "hi", "VllmWorker", "INFO", True),
+        ("(VllmWorker rank=2 pid=77) INFO 06-01 10:00:00 [a.py:1] hi", "hi", "VllmWorker rank=2", "INFO", True),
         ("(VllmWorker-0 pid=5) WARNING 06-01 10:00:00 [a.py:1] hi", "hi", "VllmWorker-0", "WARNING", True),
         ("(Worker_TP1_EP1 pid=9) INFO 06-01 10:00:00.123 [a.py:1] hi", "hi", "Worker_TP1_EP1", "INFO", True),
         ("(APIServer pid=17943) INFO  127.0.0.1:53300 \"POST /v1/completions HTTP/1.1\" 200 OK", "127.0.0.1:53300 \"POST /v1/completions HTTP/1.1\" 200 OK", "APIServer", "INFO", False),
@@ -61,7 +61,7 @@ def one(kind: type[T], line: str) -> T:
         ("\x1b[0;36m(APIServer pid=31)\x1b[0;0m INFO 02-03 19:00:05 [launcher.py:38] Available routes are:", "Available routes are:", "APIServer", "INFO", True),
         ("vllm-1  | (APIServer pid=31) INFO 02-03 19:00:05 [launcher.py:38] Available routes are:", "Available routes are:", "APIServer", "INFO", True),
         ("INFO 11-29 12:58:09 [launcher.py:254] [shutdown] API server: shutdown triggered", "[shutdown] API server: shutdown triggered", "", "INFO", True),
-        ("INFO:     Started server process [5759]", "INFO:     Started server process [5759]", "", "", False),
+        ("INFO:     Started server process [5759]", "Started server process [5759]", "", "INFO", False),
         ("(EngineCore_DP0 pid=169514) ", "", "EngineCore_DP0", "", False),
     ],
 )  # fmt: skip
@@ -96,7 +96,7 @@ def test_clock_has_no_year_but_differences_work() -> None:
         ("(EngineCore_DP0 pid=1) INFO 10-21 09:12:04 [core.py:210] init engine (profile, create kv cache, warmup model) took 25.99 seconds", Phase.WARMING_UP),
         ("(EngineCore_DP0 pid=1) INFO 05-24 10:00:58 [core.py:210] init engine (profile, create kv cache, warmup model) took 147.31 s (compilation: 79.95 s)", Phase.WARMING_UP),
         ("(APIServer pid=1) INFO 05-24 10:01:00 [api_server.py:1] Supported tasks: ['generate']", Phase.WARMING_UP),
-        ("(APIServer pid=31) INFO 02-03 19:00:05 [api_server.py:946] Starting vLLM API server 0 on http://0.0.0.0:8000", Phase.WARMING_UP),
+        ("(APIServer pid=31) INFO 02-03 19:00:05 [api_server.py:946] Starting vLLM API server 0 on http://0.0.0.0:8000", Phase.READY),
         ("(APIServer pid=1) INFO 11-29 12:00:00 [entry.py:140] Starting vLLM server on http://127.0.0.1:18000", Phase.WARMING_UP),
         ("(APIServer pid=1) INFO 11-29 12:00:00 [entry.py:140] Starting v<HOST> server on http://127.0.0.1:18000", Phase.WARMING_UP),
         ("(APIServer pid=31) INFO 02-03 19:00:05 [launcher.py:46] Route: /health, Methods: GET", Phase.WARMING_UP),
@@ -304,6 +304,8 @@ def test_health(status: int | None, state: HealthState) -> None:
         ("\x1b[0;36m(APIServer pid=31)\x1b[0;0m INFO", "(APIServer pid=31) INFO"),
         ("^[[0;36m(APIServer pid=31)^[[0;0m INFO", "(APIServer pid=31) INFO"),
         ("\x1b]0;title\x07text", "text"),
+        ("[0;36m(APIServer pid=31)[0;0m INFO", "(APIServer pid=31) INFO"),  # the paste lost the ESC
+        ("[2025-11-30 11:18:05 TP0] x", "[2025-11-30 11:18:05 TP0] x"),
         ("plain", "plain"),
     ],
 )
@@ -312,16 +314,29 @@ def test_strip_ansi(raw: str, clean: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("raw", "clean"),
+    ("raw", "clean", "tag"),
     [
-        ("llm0-1  | [2025-11-30 11:18:05] x", "[2025-11-30 11:18:05] x"),
-        ("sglang_1  | x", "x"),
-        ("Loading safetensors checkpoint shards:  94% Completed | 15/16", "Loading safetensors checkpoint shards:  94% Completed | 15/16"),
-        ("Capturing batches (bs=1 avail_mem=37.08 GB): 100%|██| 52/52", "Capturing batches (bs=1 avail_mem=37.08 GB): 100%|██| 52/52"),
+        ("llm0-1  | [2025-11-30 11:18:05] x", "[2025-11-30 11:18:05] x", ""),
+        ("sglang_1  | x", "x", ""),
+        ("vllm  | (APIServer pid=1) INFO x", "INFO x", "APIServer"),
+        ("2026-03-22T13:53:37.123456789Z [2026-03-22 13:53:37 TP0] Decode batch", "[2026-03-22 13:53:37 TP0] Decode batch", ""),
+        ("2026-03-22T13:53:37+00:00 sglang-0  | x", "x", ""),
+        ("(SGLangEngine pid=41820) [2026-03-22 13:53:37 TP0] y", "[2026-03-22 13:53:37 TP0] y", "SGLangEngine"),
+        ("(RayWorkerWrapper pid=7, ip=10.0.0.2) INFO z", "INFO z", "RayWorkerWrapper"),
+        ("(VllmWorker rank=2 pid=11) ERROR w", "ERROR w", "VllmWorker rank=2"),
+        ("EngineCore_DP0 pid=2039425) ERROR v", "ERROR v", "EngineCore_DP0"),
+        ("> > [2025-11-30 11:18:05] quoted", "[2025-11-30 11:18:05] quoted", ""),
+        ("    Traceback (most recent call last):", "Traceback (most recent call last):", ""),
+        ("RuntimeError: x\r", "RuntimeError: x", ""),
+        ("^C(EngineCore pid=3) INFO u", "INFO u", "EngineCore"),
+        ("Started server process pid=12) x", "Started server process pid=12) x", ""),
+        ("Loading safetensors checkpoint shards:  94% Completed | 15/16", "Loading safetensors checkpoint shards:  94% Completed | 15/16", ""),
+        ("Capturing batches (bs=1 avail_mem=37.08 GB): 100%|██| 52/52", "Capturing batches (bs=1 avail_mem=37.08 GB): 100%|██| 52/52", ""),
+        ("| a | b |", "| a | b |", ""),
     ],
 )  # fmt: skip
-def test_strip_container_prefix(raw: str, clean: str) -> None:
-    assert strip_container_prefix(raw) == clean
+def test_unwrap(raw: str, clean: str, tag: str) -> None:
+    assert unwrap(raw) == (clean, tag)
 
 
 @pytest.mark.parametrize(
@@ -344,12 +359,46 @@ def test_bar_counts(text: str, counts: tuple[int, int] | None) -> None:
         (["[2025-10-31 02:15:42 TP1] Load weight end. type=X"], "sglang"),
         (["(APIServer pid=1) INFO 06-19 15:35:00 [a.py:1] x"], "vllm"),
         (["Loading safetensors checkpoint shards:  29% Completed | 5/17", "(EngineCore_DP0 pid=1) INFO x"], "vllm"),
-        (["nothing useful"], "sglang"),
-        ([], "sglang"),
+        (
+            ["INFO 07-24 03:57:31 model_runner.py:266] x", "Registering 4515 cuda graph addresses"],
+            "vllm",
+        ),  # V0's prefix shape
+        (["(SGLangEngine pid=41820) [2026-03-22 13:53:37 TP0] Decode batch, #running-req: 6"], "sglang"),  # Ray
+        (["INFO:     Started server process [11912]"], "unknown"),  # uvicorn's: any engine's
+        (["nothing useful"], "unknown"),
+        ([], "unknown"),
     ],
 )
 def test_detect_engine(lines: list[str], engine: str) -> None:
     assert detect_engine(lines) == engine
+
+
+def test_registry_is_the_only_list_of_engines() -> None:
+    """Every engine module is found (each defines RULES); the helpers are not engines."""
+    from specdash.engines import registry
+
+    assert registry.names() == ("sglang", "vllm")
+    for name in registry.names():
+        rules = registry.get(name)
+        assert rules.name == name and rules.launch_module and rules.model_flag and rules.ready_lines
+    assert make_rules("unknown").name == "unknown"
+
+
+@pytest.mark.parametrize(
+    ("info", "models", "engine"),
+    [
+        ({"internal_states": [{}], "version": "0.5.6"}, None, "sglang"),
+        (None, {"data": [{"id": "m", "owned_by": "sglang"}]}, "sglang"),
+        (None, {"object": "list", "data": [{"id": "m", "owned_by": "vllm"}]}, "vllm"),
+        (None, {"data": [{"id": "m", "owned_by": "someone"}]}, ""),
+        (None, None, ""),
+        ({"version": "x"}, {"data": "garbage"}, ""),
+    ],
+)
+def test_identify_from_server_answers(info: dict[str, Any] | None, models: dict[str, Any] | None, engine: str) -> None:
+    from specdash.engines.registry import identify
+
+    assert identify(info, models) == engine
 
 
 def test_make_rules_rejects_unknown_engine() -> None:

@@ -15,6 +15,7 @@ from specdash.core.startup_events import (
     PhaseChanged,
     ProgressChanged,
     Ready,
+    Serving,
     StartupEvent,
     Stuck,
     Suspect,
@@ -287,6 +288,9 @@ def test_nothing_after_a_crash_but_metrics() -> None:
     assert not [e for e in events if isinstance(e, PhaseChanged | ProgressChanged | Ready | Crashed)]
     assert [type(e) for e in events if isinstance(e, MetricsSeen)] == [MetricsSeen]
     assert tracker.phase is Phase.CRASHED
+    # The batch line still proves the server had been serving: ready was reached, the crash stays.
+    assert [e.alive for e in events if isinstance(e, Serving)] == [False]
+    assert tracker.highest is Phase.READY and tracker.decision.outcome is Outcome.CRASHED
 
 
 def test_crash_after_ready() -> None:

@@ -10,13 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Footer
+from textual.widget import Widget
+from textual.widgets import DataTable, Footer, OptionList, Tab, Tabs
 
-from specdash.core.events import ServerStatus
+from specdash.core.events import BenchUpdate, ServerStatus
 from specdash.core.models import Phase
 from specdash.remote.events import Connected
 from specdash.ui.messages import (
@@ -30,11 +32,12 @@ from specdash.ui.messages import (
     StatusChanged,
 )
 from specdash.ui.screens.confirm import DEFAULT_LEVELS, ConfirmScreen, LevelsScreen
-from specdash.ui.screens.keys import BENCH_BINDINGS, LOG_BINDINGS, MODE_BINDINGS, SERVER_BINDINGS
-from specdash.ui.widgets.bench import BenchPanel
+from specdash.ui.screens.keys import BENCH_BINDINGS, LOG_BINDINGS, MODE_BINDINGS, SERVER_BINDINGS, VIEW_BINDINGS
+from specdash.ui.widgets.bench import BenchPanel, BenchTable
 from specdash.ui.widgets.gpu import GpuPanel
 from specdash.ui.widgets.header import StatusHeader
 from specdash.ui.widgets.logpanel import LogPanel
+from specdash.ui.widgets.logview import LogView
 from specdash.ui.widgets.modes import ModeList
 from specdash.ui.widgets.server import ServerPanel
 
@@ -45,18 +48,43 @@ if TYPE_CHECKING:
 _NEEDS_HOST = {"start", "stop", "restart", "switch", "sweep", "ab", "cancel_sweep"}
 """Actions that talk to the host, so wait for a connection."""
 
+PAGED_BELOW = (100, 34)
+"""Below this width or height the dashboard shows one of two pages (server + log, sweep + charts) at a
+time, switched with `v`: stacked on 24 rows, every panel would be a few lines of clipped text."""
+
+_LOG_MOVES = {"down": "scroll_down", "up": "scroll_up", "top": "scroll_home", "bottom": "scroll_end"}
+"""j/k/g/G as actions of the log view (and of any other scrolling panel)."""
+_CURSOR_MOVES: dict[type[Widget], dict[str, str]] = {
+    OptionList: {"down": "cursor_down", "up": "cursor_up", "top": "first", "bottom": "last"},
+    DataTable: {"down": "cursor_down", "up": "cursor_up", "top": "scroll_top", "bottom": "scroll_bottom"},
+}
+"""The same keys as actions of the lists with a cursor (modes, sweep levels)."""
+
 
 class DashboardScreen(Screen[None]):
-    """Everything on one screen, readable at 100x30."""
+    """Every panel on one screen from 100x34 up, laid out by the width (see `styles/app.tcss`); two pages
+    below that."""
 
-    BINDINGS = [*SERVER_BINDINGS, *MODE_BINDINGS, *BENCH_BINDINGS, *LOG_BINDINGS]
+    BINDINGS = [*SERVER_BINDINGS, *MODE_BINDINGS, *BENCH_BINDINGS, *LOG_BINDINGS, *VIEW_BINDINGS]
 
     HELP_SECTIONS = (
         ("Server", SERVER_BINDINGS),
         ("Modes", MODE_BINDINGS),
         ("Bench", BENCH_BINDINGS),
         ("Log", LOG_BINDINGS),
+        ("View", VIEW_BINDINGS),
     )
+
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (PAGED_BELOW[0], "-medium"), (150, "-wide")]
+    """Width classes for `app.tcss`: below 100 one column, below 150 the side panels in a strip above a
+    full-width log, from 150 a side column beside the log."""
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (PAGED_BELOW[1], "-tall")]
+
+    ALLOW_IN_MAXIMIZED_VIEW = "#header, Footer"
+    """A zoomed panel keeps the header (host, server state) and the footer (keys)."""
+
+    page: reactive[str] = reactive("server", init=False)
+    """The page in view when the terminal is too small for both: `server` (server, modes, log) or `bench`."""
 
     def __init__(self, label: str, clock: Callable[[], float], *, chart_interval: float, tick: float | None) -> None:
         super().__init__()
@@ -67,6 +95,7 @@ class DashboardScreen(Screen[None]):
         self._status = ServerStatus(Phase.STOPPED)
         self._connected = False
         self._levels: tuple[int, ...] = DEFAULT_LEVELS
+        self._bench: BenchUpdate | None = None
 
     @property
     def specdash(self) -> SpecdashApp:
@@ -78,16 +107,21 @@ class DashboardScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield StatusHeader(self._label, self._clock, id="header")
+        yield Tabs(Tab("Server + log", id="page-server"), Tab("Sweep + charts", id="page-bench"), id="pages")
         with Horizontal(id="main"):
             with Vertical(id="side"):
                 yield ServerPanel(id="server")
-                yield ModeList(id="modes")
-                yield GpuPanel(id="gpus")
+                with Vertical(id="side-lists"):
+                    yield ModeList(id="modes")
+                    yield GpuPanel(id="gpus")
             yield LogPanel(id="log")
         yield BenchPanel(chart_interval=self._chart_interval, id="bench")
+        # The GPUs again, for the sweep page of a small terminal (the strip above the log has no room).
+        yield GpuPanel(id="gpus-bench")
         yield Footer()
 
     def on_mount(self) -> None:
+        self.set_class(True, "-page-server")
         self._tick_clock()
         if self._tick:
             # Uptime, elapsed and the reconnect countdown move once a second; tests pass tick=None.
@@ -98,6 +132,81 @@ class DashboardScreen(Screen[None]):
         now = self._clock()
         self.query_one(ServerPanel).now = now
         self.query_one(StatusHeader).now = now
+
+    # ----------------------------------------------------------------------------------- layout, pages
+
+    @property
+    def paged(self) -> bool:
+        """Whether the terminal is small enough for one page at a time."""
+        return self.has_class("-narrow") or self.has_class("-short")
+
+    def on_resize(self, _event: events.Resize) -> None:
+        # The breakpoint classes are set by now: the footer offers `v` only when there are pages.
+        footer = self.query_one(Footer)
+        footer.compact = self.has_class("-narrow")
+        footer.show_command_palette = not footer.compact  # ctrl+p still works; 80 columns need the room
+        self.refresh_bindings()
+
+    def watch_page(self, page: str) -> None:
+        self.set_class(page == "server", "-page-server")
+        self.set_class(page == "bench", "-page-bench")
+        tabs = self.query_one("#pages", Tabs)
+        if tabs.active != f"page-{page}":
+            tabs.active = f"page-{page}"
+        if self.paged:
+            # Focus what is on the page, so keys act on something in view.
+            focused = self.focused
+            wanted: Widget = self.query_one(BenchTable) if page == "bench" else self.query_one(ModeList)
+            if focused is None or focused is not wanted and not self._on_page(focused, page):
+                wanted.focus()
+
+    def _on_page(self, widget: Widget, page: str) -> bool:
+        section = self.query_one("#bench" if page == "bench" else "#main")
+        return widget is section or section in widget.ancestors
+
+    @on(Tabs.TabActivated, "#pages")
+    def _tab_activated(self, event: Tabs.TabActivated) -> None:
+        if event.tab.id is not None:
+            self.page = event.tab.id.removeprefix("page-")
+
+    def show_page(self, page: str) -> None:
+        """Bring `page` into view when the dashboard is paged (a sweep starts: its table)."""
+        if self.paged:
+            self.page = page
+
+    def action_page(self) -> None:
+        self.page = "bench" if self.page == "server" else "server"
+
+    def action_zoom(self) -> None:
+        """The focused panel (the log when nothing is focused) on the whole screen, or back."""
+        if self.maximized is not None:
+            self.minimize()
+        else:
+            focused = self.focused
+            self.maximize(focused if focused is not None and focused.allow_maximize else self.query_one(LogView))
+        self.refresh_bindings()
+
+    def action_minimize(self) -> None:
+        super().action_minimize()
+        self.refresh_bindings()
+
+    def action_move(self, where: str) -> None:
+        """j/k/g/G: move the focused list's cursor, or scroll the log."""
+        focused = self.focused
+        for kind, moves in _CURSOR_MOVES.items():
+            if isinstance(focused, kind):
+                getattr(focused, f"action_{moves[where]}")()
+                self.refresh_bindings()  # the highlighted mode decides what s and m do
+                return
+        getattr(self.query_one(LogView), f"action_{_LOG_MOVES[where]}")()
+
+    def action_wrap(self) -> None:
+        view = self.query_one(LogPanel).view
+        view.wrap = not view.wrap
+
+    def action_timestamps(self) -> None:
+        view = self.query_one(LogPanel).view
+        view.timestamps = not view.timestamps
 
     # ------------------------------------------------------------------------------- session events
 
@@ -122,14 +231,16 @@ class DashboardScreen(Screen[None]):
 
     @on(LogLines)
     def _log_lines(self, message: LogLines) -> None:
-        self.query_one(LogPanel).append(message.batch.lines, reset=message.batch.reset)
+        self.query_one(LogPanel).append(message.batch.entries, reset=message.batch.reset)
 
     @on(GpuUpdated)
     def _gpu_updated(self, message: GpuUpdated) -> None:
-        self.query_one(GpuPanel).stats = message.stats
+        for panel in self.query(GpuPanel):
+            panel.stats = message.stats
 
     @on(BenchUpdated)
     def _bench_updated(self, message: BenchUpdated) -> None:
+        self._bench = message.update
         self.query_one(BenchPanel).show_update(message.update)
         self.refresh_bindings()
 
@@ -176,6 +287,8 @@ class DashboardScreen(Screen[None]):
                 return sweeping
             case "search_next" | "search_previous":
                 return bool(self.query_one(LogPanel).view.needle)
+            case "page":
+                return self.paged and self.maximized is None
         return True
 
     # --------------------------------------------------------------------------------------- actions
@@ -191,6 +304,22 @@ class DashboardScreen(Screen[None]):
             if (self.specdash.session.sweep_running())
             else ""
         )
+
+    def quit_question(self) -> str:
+        """What quitting now stops and what it keeps (asked while a sweep runs)."""
+        rows = self._bench.rows if self._bench is not None else ()
+        modes = list(dict.fromkeys(row.mode for row in rows))
+        kind = f"A/B ({' vs '.join(modes)})" if len(modes) > 1 else "sweep"
+        done = sum(1 for row in rows if row.status in ("done", "failed"))
+        left = len(rows) - done
+        stops = f"The running {kind} stops" + (f", {left} of {len(rows)} levels unrun" if left else "")
+        levels = f"{done} finished level{'s' if done != 1 else ''}"
+        kept = f"its {levels} and every completed request are kept in the local store"
+        if self.specdash.session.server_live():
+            server = f"{self._server_name()} keeps running (specdash down {self._label} stops it)"
+        else:
+            server = "No server of ours is running"
+        return f"Quit specdash? {stops}; {kept}. {server}."
 
     def _confirm(self, question: str, yes: str, then: Callable[[], None]) -> None:
         def answered(ok: bool | None) -> None:
@@ -246,6 +375,7 @@ class DashboardScreen(Screen[None]):
         panel = self.query_one(LogPanel)
         if crash is None:
             return
+        self.show_page("server")
         line = panel.view.find_text(crash.reason)
         if line is None or not panel.view.jump_to(line):
             self.notify("The crash line is no longer in the log view; the full log is on the host.", severity="warning")
@@ -272,6 +402,7 @@ class DashboardScreen(Screen[None]):
 
             def go() -> None:
                 self.query_one(BenchPanel).new_sweep()
+                self.show_page("bench")
                 self.specdash.run_sweep(modes, levels)
 
             if warning:

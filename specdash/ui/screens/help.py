@@ -13,10 +13,9 @@ from textual.widgets import Static
 HelpRow = tuple[str, str, str]
 """(keys as displayed, what it does, more detail)."""
 
-FOOTNOTE = (
-    "q quits specdash only: the server keeps running on the host, and the next specdash attaches to it.\n"
-    "ctrl+p opens the command palette with every action. Keys can be remapped in [keymap] of config.toml."
-)
+QUIT_KEEPS_SERVER = "q quits specdash only: the server keeps running on the host, and the next specdash attaches to it."
+"""What `q` does in `connect` (the demo says what it does instead)."""
+FOOTNOTE = "ctrl+p opens the command palette with every action. Keys can be remapped in [keymap] of config.toml."
 
 
 class HelpScreen(ModalScreen[None]):
@@ -24,13 +23,14 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close", id="help-close", tooltip="Close help")]
 
-    def __init__(self, sections: list[tuple[str, list[HelpRow]]]) -> None:
+    def __init__(self, sections: list[tuple[str, list[HelpRow]]], quit_note: str = QUIT_KEEPS_SERVER) -> None:
         super().__init__()
         self._sections = sections
+        self._quit_note = quit_note
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-dialog"):
-            yield Static(Text(FOOTNOTE), id="help-footnote")
+            yield Static(Text(f"{self._quit_note}\n{FOOTNOTE}"), id="help-footnote")
             yield Static(self._table(), id="help-keys")
 
     def on_mount(self) -> None:

@@ -8,8 +8,21 @@ from __future__ import annotations
 from textual.binding import Binding
 
 
-def _b(key: str, action: str, description: str, bid: str, tooltip: str, *, show: bool = True) -> Binding:
-    return Binding(key, action, description, show=show, id=bid, tooltip=tooltip)
+def _b(
+    key: str,
+    action: str,
+    description: str,
+    bid: str,
+    tooltip: str,
+    *,
+    show: bool = True,
+    group: Binding.Group | None = None,
+) -> Binding:
+    return Binding(key, action, description, show=show, id=bid, tooltip=tooltip, group=group)
+
+
+_MOVE = Binding.Group("Move", compact=True)
+"""j/k share one footer entry, as in less, k9s and lazydocker."""
 
 
 SERVER_BINDINGS = [
@@ -32,9 +45,19 @@ BENCH_BINDINGS = [
     _b("escape", "cancel_sweep", "Cancel sweep", "cancel-sweep", "Stop the running sweep; finished levels are kept"),
 ]
 LOG_BINDINGS = [
-    _b("f", "follow", "Follow", "follow", "Keep the newest log line in view, or stop scrolling"),
+    _b("f", "follow", "Follow", "follow", "Keep the newest log line in view, or stop scrolling", show=False),
     _b("slash", "search", "Search", "search", "Search the log (case-insensitive)"),
     _b("n", "search_next", "Next", "search-next", "Next match (further down)"),
     _b("N", "search_previous", "Prev", "search-previous", "Previous match (further up)"),
-    _b("e", "errors", "Errors", "errors", "Show only errors, warnings and tracebacks (again: show all)"),
+    _b("e", "errors", "Errors", "errors", "Show only errors, warnings and tracebacks (again: show all)", show=False),
+    _b("w", "wrap", "Wrap", "wrap", "Wrap long log lines (again: one line each, scroll sideways)"),
+    _b("t", "timestamps", "Times", "timestamps", "Hide or show the timestamps at the start of log lines", show=False),
+]
+VIEW_BINDINGS = [
+    _b("j", "move('down')", "Down", "down", "Move down in the focused panel (the log when none is)", group=_MOVE),
+    _b("k", "move('up')", "Up", "up", "Move up in the focused panel (the log when none is)", group=_MOVE),
+    _b("g", "move('top')", "Top", "top", "Go to the first line of the focused panel", show=False),
+    _b("G", "move('bottom')", "Bottom", "bottom", "Go to the last line (in the log: follow again)", show=False),
+    _b("z", "zoom", "Zoom", "zoom", "Show the focused panel on the whole screen (again or esc: back)"),
+    _b("v", "page", "Page", "page", "Small terminals: switch between server + log and sweep + charts"),
 ]

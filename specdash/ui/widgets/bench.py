@@ -59,7 +59,9 @@ class BenchTable(DataTable[str]):
 
 
 class BenchPanel(Horizontal):
-    """Table, live chart and curves; a one-line hint until the first sweep."""
+    """Table, live chart and curves; a one-line hint until the first sweep. `z` on the table zooms all three."""
+
+    ALLOW_MAXIMIZE = True
 
     has_data: reactive[bool] = reactive(False)
     """True once a sweep has reported anything (the panel grows from a hint to its full height)."""

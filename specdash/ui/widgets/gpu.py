@@ -11,6 +11,8 @@ from specdash.ui.format import bar
 
 TWO_COLUMNS_ABOVE = 4
 """More GPUs than this share lines, two per line: an 8-GPU box fits the panel at 100x30."""
+COMPACT_BELOW = 36
+"""Narrower than this, a GPU's line drops the memory total and the power."""
 
 
 def gpu_line(gpu: GpuSample, bar_width: int, *, compact: bool = False) -> tuple[str, str, str, str]:
@@ -30,6 +32,8 @@ class GpuPanel(Static):
 
     DEFAULT_CSS = """
     GpuPanel {
+        display: none;
+        &.-polled { display: block; }
         & > .gpu-panel--bar { color: $accent; }
         & > .gpu-panel--empty { color: $panel-lighten-2; }
     }
@@ -42,7 +46,8 @@ class GpuPanel(Static):
         self.border_title = "GPUs"
 
     def watch_stats(self, stats: GpuStats | None) -> None:
-        self.display = stats is not None and bool(stats.gpus)
+        # A class, not `display`: the layout's CSS decides where the panel goes once it has something to show.
+        self.set_class(stats is not None and bool(stats.gpus), "-polled")
 
     def render(self) -> Text:
         text = Text(no_wrap=True, overflow="ellipsis")
@@ -51,10 +56,12 @@ class GpuPanel(Static):
         gpus = self.stats.gpus
         columns = 2 if len(gpus) > TWO_COLUMNS_ABOVE else 1
         cell = (self.content_size.width - 2 * (columns - 1)) // columns
-        # Leave room for "GPU0 " and " 100% 79.1/80G 700W" (compact: "0 " and " 100% 79G").
-        width = max(3, cell - (11 if columns == 2 else 26))
+        # Leave room for "GPU0 " and " 100% 79.1/80G 700W" (compact: "0 " and " 100% 79G"); a narrow panel
+        # (a strip above the log) gets the compact figures too, rather than lines that wrap.
+        compact = columns == 2 or cell < COMPACT_BELOW
+        width = max(3, cell - (11 if compact else 26))
         for i, gpu in enumerate(gpus):
-            label, filled, empty, figures = gpu_line(gpu, width, compact=columns == 2)
+            label, filled, empty, figures = gpu_line(gpu, width, compact=compact)
             if i:
                 text.append("  " if i % columns else "\n")
             text.append(label)

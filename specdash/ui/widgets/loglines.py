@@ -1,7 +1,10 @@
-"""What a log line is, for the log view: its kind (error, warning, traceback, ready) and the spans to tint.
+"""What a log line is, for the log view: its tint (error, warning, traceback, ready) and the spans to tint.
 
-Pure functions over plain strings, called once per line as it arrives (10,000 lines/s must stay cheap), so
-every check looks for a plain substring before it reaches for a regular expression.
+The kind of a line is decided once, by the startup tracker that read it (`core.startup`: one split, one
+colour-code clean, the same rules that drive the phases and crashes). A batch that comes with the
+tracker's `ClassifiedLine`s is shown as classified; raw lines (tests, a viewer without a watcher) go
+through a tracker of their own with engine-agnostic rules, so the view never reads a line a second way.
+The spans below only place colours inside a line already classified.
 """
 
 from __future__ import annotations
@@ -10,7 +13,9 @@ import re
 from dataclasses import dataclass
 from enum import IntEnum
 
-from specdash.engines.text import TRACEBACK, exception_line, strip_ansi
+from specdash.core.startup import StartupTracker
+from specdash.core.startup_events import ClassifiedLine, LineKind
+from specdash.engines.registry import UNKNOWN, detect_engine, make_rules
 
 
 class Kind(IntEnum):
@@ -23,8 +28,18 @@ class Kind(IntEnum):
     TRACEBACK = 4
 
 
-READY_MARKERS = ("The server is fired up and ready to roll!", "Application startup complete.")
-"""SGLang's and vLLM's ready lines."""
+_TINT = {
+    LineKind.NORMAL: Kind.NORMAL,
+    LineKind.PROGRESS: Kind.NORMAL,
+    LineKind.SERVING: Kind.NORMAL,
+    LineKind.READY: Kind.READY,
+    LineKind.WARNING: Kind.WARNING,
+    LineKind.STOP: Kind.WARNING,
+    LineKind.ERROR: Kind.ERROR,
+    LineKind.CRASH: Kind.ERROR,
+    LineKind.TRACEBACK: Kind.TRACEBACK,
+}
+"""The tint of each kind the tracker gives."""
 
 # `[2025-04-16 14:22:53 TP3]`, `[... DP3 TP3]`: the rank words inside SGLang's leading bracket;
 # `(EngineCore_DP0 pid=188893)`, `(VllmWorker TP1 pid=42)`: vLLM's whole process tag.
@@ -32,6 +47,12 @@ _PREFIX = re.compile(r"^\[[^\]]{0,60}\]")
 _RANK_WORD = re.compile(r"\b(?:DP|TP|PP|EP)\d+\b")
 _VLLM_TAG = re.compile(r"^\((?:EngineCore|VllmWorker|Worker|APIServer)[^)]*\)")
 _LEVEL = re.compile(r"\b(ERROR|CRITICAL|FATAL|WARNING|WARN)\b")
+# A bracket holding only a timestamp (`[2025-04-16 14:23:31] `), or a timestamp among other words
+# (`[2025-04-16 14:23:30 TP0]`, vLLM's `INFO 04-16 14:22:53 [x.py:1]`), within a line's first 80 characters.
+_TIMESTAMP = re.compile(
+    r"\[(?:\d{4}-\d\d-\d\d[ T])?\d\d:\d\d:\d\d(?:[.,]\d+)?\] ?"
+    r"|(?:\d{4}-\d\d-\d\d[ T]|\b\d\d-\d\d )\d\d:\d\d:\d\d(?:[.,]\d+)? ?"
+)
 
 
 @dataclass(slots=True)
@@ -42,45 +63,38 @@ class LogLine:
     """A running number: identifies the line in render caches (ids of dropped objects get reused)."""
     text: str
     kind: Kind
+    line_kind: LineKind = LineKind.NORMAL
+    """The tracker's kind (finer than the tint: progress, serving, crash, stop)."""
+    bar: str | None = None
+    """For a progress-bar line, the bar's identity: consecutive lines with the same `bar` redraw one bar."""
 
 
 class Classifier:
-    """Turns raw lines into `LogLine`s; remembers whether it is inside a traceback across batches."""
+    """Numbers lines for the view and takes their kind from the tracker that read them (or from its own)."""
 
     def __init__(self) -> None:
-        self._in_traceback = False
+        self._tracker = StartupTracker(make_rules(UNKNOWN))
         self._seq = 0
 
     def reset(self) -> None:
-        """Forget traceback state (a new run starts)."""
-        self._in_traceback = False
+        """Forget what the own tracker followed (a new run starts)."""
+        self._tracker = StartupTracker(make_rules(UNKNOWN))
 
     def feed(self, raw: str) -> LogLine:
-        """Clean one raw line (ANSI codes stripped, tabs expanded) and classify it."""
-        text = strip_ansi(raw).expandtabs().rstrip("\r\n")
-        self._seq += 1
-        return LogLine(self._seq, text, self._kind(text))
+        """A raw line, read by the own tracker (colour codes and wrappers stripped, tabs expanded). The own
+        tracker reads engine-agnostically until a line names its engine, then by that engine's rules."""
+        raw = raw.rstrip("\r\n")
+        if self._tracker.engine == UNKNOWN:
+            engine = detect_engine([raw])
+            if engine != UNKNOWN:
+                self._tracker = StartupTracker(make_rules(engine))
+        _, (line,) = self._tracker.feed_lines([raw])
+        return self.take(line)
 
-    def _kind(self, text: str) -> Kind:
-        if TRACEBACK in text:
-            self._in_traceback = True
-            return Kind.TRACEBACK
-        if self._in_traceback:
-            # Frames are indented; the exception line ends the traceback (`RuntimeError: ...`).
-            if text.startswith((" ", "\t")) or not text:
-                return Kind.TRACEBACK
-            self._in_traceback = False
-            if exception_line(text) or text.startswith(("During handling", "The above exception")):
-                self._in_traceback = text.startswith(("During handling", "The above exception"))
-                return Kind.TRACEBACK
-        # Plain `in` tests, no generators: this runs for every line at 10,000 lines/s.
-        if "ERROR" in text or "CRITICAL" in text or "FATAL" in text or exception_line(text):
-            return Kind.ERROR
-        if "WARN" in text and ("WARNING" in text or "WARN " in text):
-            return Kind.WARNING
-        if "ready to roll" in text or "startup complete" in text:
-            return Kind.READY if any(marker in text for marker in READY_MARKERS) else Kind.NORMAL
-        return Kind.NORMAL
+    def take(self, line: ClassifiedLine) -> LogLine:
+        """A line the session's tracker already read."""
+        self._seq += 1
+        return LogLine(self._seq, line.text.expandtabs(), _TINT[line.kind], line.kind, line.bar)
 
 
 def prefix_span(text: str) -> tuple[int, int] | None:
@@ -117,3 +131,16 @@ def match_spans(text: str, needle: str) -> list[tuple[int, int]]:
         spans.append((start, start + len(n)))
         start = low.find(n, start + len(n))
     return spans
+
+
+def timestamp_span(text: str) -> tuple[int, int] | None:
+    """Where the line's timestamp is (with its trailing space), for the view's timestamps-off mode.
+
+    A bracket that holds nothing else goes whole (`[2025-04-16 14:23:31] `); in `[2025-04-16 14:23:30 TP0]`
+    only the time goes, so the rank stays. Only the first 80 characters are searched: a time later in the
+    line is part of the message.
+    """
+    if ":" not in text[:80]:
+        return None
+    m = _TIMESTAMP.search(text, 0, 80)
+    return m.span() if m else None

@@ -9,6 +9,7 @@ from textual.containers import Vertical
 from textual.markup import escape
 from textual.widgets import Input
 
+from specdash.core.startup_events import ClassifiedLine
 from specdash.ui.widgets.logview import LogView
 
 
@@ -24,7 +25,9 @@ class SearchInput(Input):
 
 
 class LogPanel(Vertical):
-    """Tail of the server log with follow, errors-only filter and search."""
+    """Tail of the server log with follow, errors-only filter and search; `z` shows it on the whole screen."""
+
+    ALLOW_MAXIMIZE = True
 
     def compose(self) -> ComposeResult:
         yield LogView(id="log-view")
@@ -36,6 +39,8 @@ class LogPanel(Vertical):
         self.watch(self.view, "follow", self._describe, init=False)
         self.watch(self.view, "errors_only", self._describe, init=False)
         self.watch(self.view, "needle", self._describe, init=False)
+        self.watch(self.view, "wrap", self._describe, init=False)
+        self.watch(self.view, "timestamps", self._describe, init=False)
         self._describe()
 
     @property
@@ -43,7 +48,7 @@ class LogPanel(Vertical):
         """The log view."""
         return self.query_one(LogView)
 
-    def append(self, lines: tuple[str, ...], *, reset: bool = False) -> None:
+    def append(self, lines: tuple[ClassifiedLine, ...] | tuple[str, ...], *, reset: bool = False) -> None:
         """A log batch from the session; `reset` starts over (a new run)."""
         if reset:
             self.view.clear()
@@ -85,5 +90,12 @@ class LogPanel(Vertical):
             parts.append("errors and warnings only")
         if view.needle:
             parts.append(f"/{escape(view.needle)}  n/N: next/previous")
-        parts.append(f"{len(view.shown):,} lines")
+        if view.wrap:
+            parts.append("wrapped")
+        if not view.timestamps:
+            parts.append("no times")
+        lines = f"{len(view.shown):,} lines"
+        if view.folded:
+            lines += f" ({view.folded:,} bar redraws folded)"
+        parts.append(lines)
         self.border_subtitle = " · ".join(parts)

@@ -3,13 +3,20 @@
 A `ScrollView` with `render_line` rather than `RichLog`: a batch of 2,500 lines only costs cleaning and a
 deque append per line, and only the ~40 visible lines are ever styled (RichLog renders every line it is
 given). The full log stays on the host; this keeps the last `max_lines`, and errors a while longer.
+
+A progress bar's redraws fold into one line that updates in place (`core.bars.bar_line` says which bar a
+line draws), as a terminal shows a tqdm bar; the raw lines stay in the log on the host (`specdash logs`).
+Long lines scroll sideways, or wrap (`wrap`); timestamps can be hidden (`timestamps`).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable
+from itertools import accumulate
 
+from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
@@ -19,7 +26,18 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from specdash.ui.widgets.loglines import Classifier, Kind, LogLine, level_spans, match_spans, prefix_span, rank_spans
+from specdash.core.bars import bar_line
+from specdash.core.startup_events import ClassifiedLine
+from specdash.ui.widgets.loglines import (
+    Classifier,
+    Kind,
+    LogLine,
+    level_spans,
+    match_spans,
+    prefix_span,
+    rank_spans,
+    timestamp_span,
+)
 
 MAX_LINES = 5_000
 """Lines kept in view; at 10,000 lines/s that is the last half second, at a normal startup all of it."""
@@ -79,6 +97,12 @@ class LogView(ScrollView, can_focus=True):
     needle: reactive[str] = reactive("", init=False)
     """The search text, highlighted in every visible line (case-insensitive)."""
 
+    wrap: reactive[bool] = reactive(False, init=False)
+    """Wrap long lines to the view's width instead of scrolling sideways."""
+
+    timestamps: reactive[bool] = reactive(True, init=False)
+    """Show the timestamps at the start of lines (hidden, a line's message starts 20 columns earlier)."""
+
     def __init__(self, *, max_lines: int = MAX_LINES, id: str | None = None) -> None:  # noqa: A002
         super().__init__(id=id)
         self._classifier = Classifier()
@@ -86,7 +110,14 @@ class LogView(ScrollView, can_focus=True):
         self._errors: deque[LogLine] = deque(maxlen=max_lines)
         self._width = 0
         self._marked: LogLine | None = None
-        self._cache: LRUCache[tuple[int, bool, int], Strip] = LRUCache(1024)
+        self._cache: LRUCache[tuple[int, bool, bool, bool], Strip] = LRUCache(1024)
+        self._bars: dict[str, tuple[LogLine, int]] = {}
+        """Bar key -> (the line that shows the bar, steps done at its last redraw)."""
+        self.folded = 0
+        """Bar redraws folded into the line before them (the raw lines are in the log on the host)."""
+        self._row_starts: list[int] | None = None
+        """Wrapped: the first screen row of each shown line (None: to be recomputed)."""
+        self._wrap_width = 0
 
     # ------------------------------------------------------------------------------------------- data
 
@@ -107,20 +138,31 @@ class LogView(ScrollView, can_focus=True):
         self._classifier.reset()
         self._marked = None
         self._width = 0
+        self._bars.clear()
+        self.folded = 0
+        self._row_starts = None
         self._cache.clear()
         self.virtual_size = Size(0, 0)
         self.scroll_to(0, 0, animate=False, immediate=True)
         self.refresh()
 
-    def append(self, raw_lines: Iterable[str]) -> None:
-        """Add a batch of raw lines in one go (one refresh per batch, never per line)."""
+    def append(self, entries: Iterable[ClassifiedLine | str]) -> None:
+        """Add a batch in one go (one refresh per batch, never per line): lines the session's tracker read, or
+        raw lines (read by the view's own tracker)."""
         before = len(self.shown)
         width, added_all, added_errors = self._width, 0, 0
         error_kinds = (Kind.WARNING, Kind.ERROR, Kind.TRACEBACK)
-        for raw in raw_lines:
-            if len(raw) > MAX_LINE_CHARS:
-                raw = f"{raw[:MAX_LINE_CHARS]} … [{len(raw) - MAX_LINE_CHARS:,} more characters in the log on the host]"
-            line = self._classifier.feed(raw)
+        for entry in entries:
+            if isinstance(entry, ClassifiedLine):
+                line, length = self._classifier.take(entry), len(entry.text)
+            else:  # cut before reading: a 256 KiB piece of a line without a break costs no regex time
+                line, length = self._classifier.feed(entry[: MAX_LINE_CHARS + 1]), len(entry)
+            if length > MAX_LINE_CHARS:
+                cut = length - MAX_LINE_CHARS
+                line.text = f"{line.text[:MAX_LINE_CHARS]} … [{cut:,} more characters in the log on the host]"
+            if self._fold(line):
+                width = max(width, len(line.text))
+                continue
             self._all.append(line)
             added_all += 1
             if line.kind in error_kinds:
@@ -131,14 +173,63 @@ class LogView(ScrollView, can_focus=True):
         self._width = width
         added = added_errors if self.errors_only else added_all
         dropped = max(0, before + added - (self.shown.maxlen or 0))
-        if dropped and not self.follow:
+        if dropped and not self.follow and not self.wrap:
             # Lines fell off the front: move up with the content so the reader's place stays put.
             self.scroll_to(y=max(0, self.scroll_offset.y - dropped), animate=False, immediate=True)
-        self.virtual_size = Size(self._width + 1, len(self.shown))
+        self._row_starts = None
+        self._resize_virtual()
         if self.follow:
             # After the refresh: the new virtual size must be laid out before "the end" means anything.
             self.scroll_end(animate=False, x_axis=False)
         self.refresh()
+
+    def _fold(self, line: LogLine) -> bool:
+        """True when `line` redraws a bar already in view: that line takes its text, and `line` goes."""
+        bar = bar_line(line.text)
+        if bar is None:
+            return False
+        shown = self._bars.get(bar.key)
+        oldest = self._all[0].seq if self._all else line.seq
+        if shown is None or shown[0].seq < oldest or bar.done < shown[1]:
+            # A new bar (or the same description counting again: the draft model's shards after the target's).
+            self._bars[bar.key] = (line, bar.done)
+            return False
+        target = shown[0]
+        target.text = line.text
+        self._bars[bar.key] = (target, bar.done)
+        self.folded += 1
+        for marked in (False, True):
+            for errors in (False, True):
+                for stamps in (False, True):
+                    self._cache.discard((target.seq, marked, errors, stamps))
+        self._row_starts = None
+        return True
+
+    def _resize_virtual(self) -> None:
+        if self.wrap:
+            starts = self._wrapped_rows()
+            self.virtual_size = Size(self._wrap_width, starts[-1] if starts else 0)
+        else:
+            self.virtual_size = Size(self._width + 1, len(self.shown))
+
+    def _shown_text(self, line: LogLine) -> str:
+        if self.timestamps:
+            return line.text
+        span = timestamp_span(line.text)
+        return line.text if span is None else line.text[: span[0]] + line.text[span[1] :]
+
+    def _wrapped_rows(self) -> list[int]:
+        """Row starts of every shown line when wrapped, with the total at the end (recomputed lazily)."""
+        width = max(1, self.scrollable_content_region.width)
+        if self._row_starts is None or width != self._wrap_width:
+            self._wrap_width = width
+            heights = (max(1, -(-cell_len(self._shown_text(line)) // width)) for line in self.shown)
+            self._row_starts = [0, *accumulate(heights)]
+        return self._row_starts
+
+    def _row_of(self, index: int) -> int:
+        """The first screen row of the `index`-th shown line."""
+        return self._wrapped_rows()[index] if self.wrap else index
 
     def find(self, needle: str, *, forward: bool, start: LogLine | None = None) -> LogLine | None:
         """The next line (after `start`, or from the end going back) containing `needle`, wrapping."""
@@ -177,7 +268,7 @@ class LogView(ScrollView, can_focus=True):
         self._marked = line
         self._cache.clear()
         self.follow = False
-        self.scroll_to(y=max(0, index - self.size.height // 2), animate=False, immediate=True)
+        self.scroll_to(y=max(0, self._row_of(index) - self.size.height // 2), animate=False, immediate=True)
         self.refresh()
         return True
 
@@ -192,7 +283,8 @@ class LogView(ScrollView, can_focus=True):
 
     def watch_errors_only(self) -> None:
         self._cache.clear()
-        self.virtual_size = Size(self._width + 1, len(self.shown))
+        self._row_starts = None
+        self._resize_virtual()
         if self.follow or self._marked is None or not self.jump_to(self._marked):
             self.scroll_end(animate=False, immediate=True, x_axis=False)
         self.refresh()
@@ -201,7 +293,27 @@ class LogView(ScrollView, can_focus=True):
         self._cache.clear()
         self.refresh()
 
+    def _relayout(self) -> None:
+        # Keep the reader's line in view across a change of how lines are laid out.
+        top = self._line_at(self.scroll_offset.y)
+        self._cache.clear()
+        self._row_starts = None
+        self._resize_virtual()
+        if self.follow:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+        elif top is not None:
+            self.scroll_to(0, self._row_of(top[0]), animate=False, immediate=True)
+        self.refresh()
+
+    def watch_wrap(self) -> None:
+        self._relayout()
+
+    def watch_timestamps(self) -> None:
+        self._relayout()
+
     def on_resize(self) -> None:
+        if self.wrap:
+            self._resize_virtual()
         if self.follow:
             self.scroll_end(animate=False, x_axis=False)
 
@@ -248,22 +360,35 @@ class LogView(ScrollView, can_focus=True):
 
     # ----------------------------------------------------------------------------------------- rendering
 
+    def _line_at(self, row: int) -> tuple[int, int] | None:
+        """(index of the shown line, which of its wrapped rows) at screen row `row` of the content."""
+        if not self.wrap:
+            return (row, 0) if row < len(self.shown) else None
+        starts = self._wrapped_rows()
+        if row >= starts[-1]:
+            return None
+        index = bisect_right(starts, row) - 1
+        return index, row - starts[index]
+
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         width = self.size.width
         base = self.rich_style
-        index = scroll_y + y
-        shown = self.shown
-        if index >= len(shown):
-            if index == 0:
+        at = self._line_at(scroll_y + y)
+        if at is None:
+            if scroll_y + y == 0:
                 return self._placeholder(width, base)
             return Strip.blank(width, base)
-        line = shown[index]
-        key = (line.seq, line is self._marked, self.errors_only)
+        index, part = at
+        line = self.shown[index]
+        key = (line.seq, line is self._marked, self.errors_only, self.timestamps)
         strip = self._cache.get(key)
         if strip is None:
             strip = self._line_strip(line, base)
             self._cache[key] = strip
+        if self.wrap:
+            start = part * self._wrap_width
+            return strip.crop_extend(start, start + width, base)
         return strip.crop_extend(scroll_x, scroll_x + width, base)
 
     def _placeholder(self, width: int, base: Style) -> Strip:
@@ -300,4 +425,6 @@ class LogView(ScrollView, can_focus=True):
             text.stylize(self._style("log-view--match"), start, end)
         if line is self._marked:
             text.stylize(self._style("log-view--marked"))
+        if not self.timestamps and (span := timestamp_span(line.text)) is not None:
+            text = Text.assemble(text[: span[0]], text[span[1] :], no_wrap=True, end="")
         return Strip(text.render(self.app.console), text.cell_len)

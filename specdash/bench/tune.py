@@ -1,0 +1,429 @@
+"""Runs a speculation tune on a `RemoteSession`: one restart per (setting, repeat), a journal, the policy.
+
+The search logic (space, order, drop rule, ETA, policy) is `specdash.core.tune`; this module turns it
+into server restarts and sweeps through the session's lifecycle and sweep code (the same path as
+`specdash bench HOST --mode A,B`), and keeps a journal so that a killed tune resumes.
+
+**Journal.** `data_dir()/tunes/NAME.jsonl`, one JSON object per line, appended and flushed as things
+happen: a `header` (what is tuned), then `level` (a finished level's tok/s), `startup` (a restart's
+seconds to ready), `crash` (a setting that crashed or never became ready, with the reason and the level)
+and `verify` records. `--resume` replays it: a (candidate, repeat, level) already in it is never measured
+again, a restart cut off mid-way runs only its missing levels. Every request sample is in the store as
+in any sweep, with its run id.
+
+**Modes.** A candidate is the base mode with the engine's draft flags replaced (`NAME@s3-k4-d8`); the
+baseline is the configured baseline mode, measured like a candidate in every pass.
+
+**Failures.** A crash of a candidate (the server dies, or never becomes ready) is a result: recorded
+with the crash line and the level in flight, never repeated, and the tune goes on. A cut link pauses
+the level as in a sweep (`on_link_loss = "pause"`); an SSH failure between levels waits for the
+connection to come back (up to `link_wait_s`) and runs the restart again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from specdash.bench.prompts import PromptSet
+from specdash.bench.sweep import SweepConfig
+from specdash.config import ModeConfig
+from specdash.core import tune as core
+from specdash.core.events import BenchUpdate, ServerStatus
+from specdash.core.models import Phase
+from specdash.engines.spec_export import vllm_mode_args
+from specdash.engines.spec_settings import SGLANG_DRAFT_FLAGS, SpecSetting, sglang_flags, strip_flags
+from specdash.errors import SpecdashError, UsageError
+from specdash.remote.events import ConnectionState
+from specdash.server.remote_session import RemoteSession
+
+JOURNAL_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TunePlan:
+    """What a tune measures (the journal's header)."""
+
+    name: str
+    """The tune's name (its journal file)."""
+    host: str
+    """The host's name."""
+    base_mode: str
+    """The speculative mode whose draft settings are tuned."""
+    baseline_mode: str
+    """The reference mode (no speculation)."""
+    engine: str
+    """`sglang` or `vllm`."""
+    space: str
+    """The `--space` text."""
+    levels: tuple[int, ...]
+    """Concurrency levels, ascending."""
+    repeats: int
+    """Passes (pass 1 measures every setting; the others only those still in contention)."""
+    order: tuple[SpecSetting, ...]
+    """Settings to measure, in convergence order."""
+    skipped: tuple[core.Skipped, ...]
+    """Points of the space not measured, with reasons."""
+    noise_floor: float = core.NOISE_FLOOR
+    """Smallest relative spread of a level."""
+
+    def header(self) -> dict[str, Any]:
+        """The journal header (what must match on `--resume`)."""
+        return {
+            "type": "header",
+            "version": JOURNAL_VERSION,
+            "name": self.name,
+            "host": self.host,
+            "base_mode": self.base_mode,
+            "baseline_mode": self.baseline_mode,
+            "space": self.space,
+            "levels": list(self.levels),
+            "repeats": self.repeats,
+            "noise_floor": self.noise_floor,
+        }
+
+    @property
+    def full_grid_restarts(self) -> int:
+        """Restarts of the same tune without early stopping: (settings + baseline) x repeats."""
+        return (len(self.order) + 1) * self.repeats
+
+
+def candidate_mode(base: ModeConfig, setting: SpecSetting) -> ModeConfig:
+    """The base mode with its draft settings replaced by `setting`."""
+    if base.engine == "sglang":
+        args = (*strip_flags(base.args, SGLANG_DRAFT_FLAGS), *sglang_flags(setting))
+    else:
+        args = vllm_mode_args(base.args, setting)
+    return dataclasses.replace(
+        base, name=f"{base.name}@{setting.label}", args=args, description=f"tune of {base.name}: {setting.label}"
+    )
+
+
+@dataclass
+class TuneState:
+    """Everything measured so far (rebuilt from the journal on resume)."""
+
+    values: dict[str, dict[int, dict[int, float]]] = field(default_factory=dict)
+    """candidate -> repeat -> level -> tok/s."""
+    crashes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """candidate -> the crash record."""
+    startups: list[float] = field(default_factory=list)
+    """Seconds each restart of this tune took to become ready."""
+    level_s: list[float] = field(default_factory=list)
+    """Seconds each measured level took."""
+    restarts: int = 0
+    """Restarts this tune made (across resumes)."""
+    verify: dict[str, Any] | None = None
+    """The last verification record."""
+
+    def measured(self) -> dict[str, dict[int, list[float]]]:
+        """candidate -> level -> values over repeats."""
+        out: dict[str, dict[int, list[float]]] = {}
+        for name, repeats in self.values.items():
+            for levels in repeats.values():
+                for c, v in levels.items():
+                    out.setdefault(name, {}).setdefault(c, []).append(v)
+        return out
+
+    def apply(self, record: dict[str, Any]) -> None:
+        """Fold one journal record in."""
+        kind = record.get("type")
+        if kind == "level":
+            self.values.setdefault(record["candidate"], {}).setdefault(int(record["repeat"]), {})[int(record["c"])] = (
+                float(record["tok_s"])
+            )
+            if record.get("seconds"):
+                self.level_s.append(float(record["seconds"]))
+        elif kind == "crash":
+            self.crashes[record["candidate"]] = record
+        elif kind == "startup":
+            self.restarts += 1
+            if record.get("seconds") is not None:
+                self.startups.append(float(record["seconds"]))
+        elif kind == "verify":
+            self.verify = record
+
+
+class Journal:
+    """The append-only JSONL journal of one tune."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: TextIO | None = None
+
+    @staticmethod
+    def default_dir() -> Path:
+        """`data_dir()/tunes`."""
+        from specdash.paths import data_dir
+
+        return data_dir() / "tunes"
+
+    def read(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """The header and the records (a torn last line from a SIGKILL is ignored)."""
+        if not self.path.exists():
+            return None, []
+        header: dict[str, Any] | None = None
+        records: list[dict[str, Any]] = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if record.get("type") == "header":
+                header = record
+            else:
+                records.append(record)
+        return header, records
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Append and flush one record."""
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("a", encoding="utf-8")
+        self._file.write(json.dumps(record, default=str) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        """Close the file."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def open_journal(plan: TunePlan, path: Path, resume: bool) -> tuple[Journal, TuneState]:
+    """The journal for `plan` and the state replayed from it.
+
+    Raises:
+        UsageError: a journal exists without `--resume`, or `--resume` finds one for another tune.
+    """
+    journal = Journal(path)
+    header, records = journal.read()
+    state = TuneState()
+    if header is not None and not resume:
+        raise UsageError(f"tune {plan.name!r} has a journal at {path}; add --resume to go on, or pick another --name")
+    if resume and header is not None:
+        want = plan.header()
+        for key in ("base_mode", "baseline_mode", "space", "levels", "repeats", "host"):
+            if header.get(key) != want[key]:
+                raise UsageError(f"--resume: the journal {path} is for {key} = {header.get(key)!r}, not {want[key]!r}")
+        for record in records:
+            state.apply(record)
+    if header is None:
+        journal.write(plan.header())
+    return journal, state
+
+
+@dataclass(frozen=True)
+class TuneEvent:
+    """Progress for the CLI's live lines."""
+
+    text: str
+    """One line."""
+    eta_s: float | None = None
+    """Estimated seconds left of the whole tune."""
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """The finished (or stopped) tune."""
+
+    plan: TunePlan
+    state: TuneState
+    points: dict[str, dict[int, core.Point]]
+    policy: core.Policy
+    dropped: tuple[str, ...]
+    """Settings the drop rule took out of later passes."""
+    restarts: int
+    """Restarts made."""
+    aborted: str | None = None
+    """Why the tune stopped early, if it did."""
+
+    @property
+    def restarts_saved(self) -> int:
+        """Full grid's restarts minus the restarts made (crashed settings are not repeated either)."""
+        return max(0, self.plan.full_grid_restarts - self.restarts)
+
+
+class TuneRunner:
+    """Runs a `TunePlan` on a running `RemoteSession`."""
+
+    def __init__(
+        self,
+        session: RemoteSession,
+        plan: TunePlan,
+        journal: Journal,
+        state: TuneState,
+        sweep_config: SweepConfig,
+        prompts: PromptSet,
+        on_event: Callable[[TuneEvent], None] | None = None,
+        link_wait_s: float = 600.0,
+        history_startup_s: tuple[float, ...] = (),
+    ) -> None:
+        self.session = session
+        self.plan = plan
+        self.journal = journal
+        self.state = state
+        self.sweep_config = sweep_config
+        self.prompts = prompts
+        self.on_event = on_event or (lambda _e: None)
+        self.link_wait_s = link_wait_s
+        self.history_startup_s = history_startup_s
+        base = session.config.mode(plan.base_mode)
+        self.modes: dict[str, str] = {core.BASELINE: plan.baseline_mode}
+        extra: dict[str, ModeConfig] = {}
+        for setting in plan.order:
+            mode = candidate_mode(base, setting)
+            extra[mode.name] = mode
+            self.modes[setting.label] = mode.name
+        session.config = dataclasses.replace(session.config, modes={**session.config.modes, **extra})
+        self._listening: tuple[str, str, int] | None = None  # (candidate, mode, repeat) being measured
+        self._t_request = 0.0
+        self._t_last = 0.0
+        self._ready_seen = False
+        session.subscribe(self._listen)
+
+    # -- events from the session -------------------------------------------------------------------
+
+    def _listen(self, event: object) -> None:
+        target = self._listening
+        if target is None:
+            return
+        candidate, mode, repeat = target
+        if isinstance(event, ServerStatus) and event.mode == mode and event.phase is Phase.READY:
+            if not self._ready_seen:
+                self._ready_seen = True
+                now = time.monotonic()
+                self._t_last = now
+                self.journal.write({"type": "startup", "candidate": candidate, "repeat": repeat,
+                                    "seconds": round(now - self._t_request, 3)})  # fmt: skip
+                self.state.apply({"type": "startup", "seconds": now - self._t_request})
+        elif isinstance(event, BenchUpdate):
+            done = self.state.values.get(candidate, {}).get(repeat, {})
+            for row in event.rows:
+                if row.mode == mode and row.status == "done" and row.tok_s is not None and row.concurrency not in done:
+                    now = time.monotonic()
+                    record = {"type": "level", "candidate": candidate, "repeat": repeat, "c": row.concurrency,
+                              "tok_s": row.tok_s, "seconds": round(now - self._t_last, 3)}  # fmt: skip
+                    self._t_last = now
+                    self.journal.write(record)
+                    self.state.apply(record)
+                    self._progress(f"[{candidate} #{repeat + 1} C={row.concurrency}] {row.tok_s:.1f} tok/s")
+
+    # -- the search --------------------------------------------------------------------------------
+
+    def _points(self) -> dict[str, dict[int, core.Point]]:
+        return core.points(self.state.measured(), self.plan.noise_floor)
+
+    def _dropped(self) -> list[str]:
+        pts = self._points()
+        return [s.label for s in self.plan.order if core.dominated(s.label, pts)]
+
+    def _pass_candidates(self, repeat: int) -> list[str]:
+        labels = [s.label for s in self.plan.order]
+        if repeat == 0:
+            return [core.BASELINE, *labels]
+        dropped = set(self._dropped())
+        return [core.BASELINE, *(x for x in labels if x not in dropped and x not in self.state.crashes)]
+
+    def _missing(self, candidate: str, repeat: int) -> list[int]:
+        done = self.state.values.get(candidate, {}).get(repeat, {})
+        return [c for c in self.plan.levels if c not in done]
+
+    def eta(self, repeat: int, index: int, order: list[str]) -> core.Eta:
+        """Time left: the rest of this pass, plus later passes at the current contenders."""
+        restarts = 0
+        levels = 0
+        for name in order[index:]:
+            missing = self._missing(name, repeat)
+            if missing and name not in self.state.crashes:
+                restarts += 1
+                levels += len(missing)
+        contenders = len(self._pass_candidates(1)) if self.plan.repeats > 1 else 0
+        later = max(0, self.plan.repeats - 1 - repeat) * contenders
+        restarts += later
+        levels += later * len(self.plan.levels)
+        return core.estimate_eta(restarts, levels, [*self.history_startup_s, *self.state.startups], self.state.level_s)
+
+    def _progress(self, text: str, eta: core.Eta | None = None) -> None:
+        self.on_event(TuneEvent(text, eta.seconds if eta else None))
+
+    async def run(self) -> TuneResult:
+        """Every pass; returns the result (the journal has it all as it happened)."""
+        aborted: str | None = None
+        try:
+            for repeat in range(self.plan.repeats):
+                order = self._pass_candidates(repeat)
+                for index, candidate in enumerate(order):
+                    if candidate in self.state.crashes:
+                        continue
+                    missing = self._missing(candidate, repeat)
+                    if not missing:
+                        continue
+                    eta = self.eta(repeat, index, order)
+                    self._progress(
+                        f"pass {repeat + 1}/{self.plan.repeats}: {candidate} ({index + 1}/{len(order)}), "
+                        f"levels {','.join(map(str, missing))}",
+                        eta,
+                    )
+                    await self._measure(candidate, repeat, missing)
+                if repeat + 1 < self.plan.repeats:
+                    dropped = self._dropped()
+                    if dropped:
+                        self._progress(f"after pass {repeat + 1}: dropped {', '.join(dropped)} (drop rule)")
+        except asyncio.CancelledError:
+            raise
+        except SpecdashError as exc:
+            aborted = exc.message
+        finally:
+            self._listening = None
+        pts = self._points()
+        policy = core.build_policy(pts) if core.BASELINE in pts else core.build_policy({core.BASELINE: {}})
+        return TuneResult(self.plan, self.state, pts, policy, tuple(self._dropped()), self.state.restarts, aborted)
+
+    async def _measure(self, candidate: str, repeat: int, levels: list[int]) -> None:
+        mode = self.modes[candidate]
+        for _attempt in range(3):
+            self._listening = (candidate, mode, repeat)
+            self._ready_seen = False
+            self._t_request = time.monotonic()
+            try:
+                await self.session.sweep([mode], levels, config=self.sweep_config, prompts=self.prompts)
+                return
+            except SpecdashError as exc:
+                status = self.session.status
+                if self.session.host.state is not ConnectionState.CONNECTED:
+                    self._progress(f"[{candidate}] link lost ({exc.message}); waiting for it")
+                    await self._wait_link()
+                    levels = self._missing(candidate, repeat)
+                    if not levels:
+                        return
+                    continue
+                if not self._ready_seen:  # it was restarted but never became ready: still a restart
+                    record = {"type": "startup", "candidate": candidate, "repeat": repeat, "seconds": None}
+                    self.journal.write(record)
+                    self.state.apply(record)
+                crash = status.crash.reason if status.crash else exc.message
+                done = self.state.values.get(candidate, {}).get(repeat, {})
+                in_flight = next((c for c in levels if c not in done), None)
+                record = {"type": "crash", "candidate": candidate, "repeat": repeat, "c": in_flight,
+                          "reason": crash, "error": exc.message}  # fmt: skip
+                self.journal.write(record)
+                self.state.apply(record)
+                self._progress(f"[{candidate}] crashed at C={in_flight}: {crash}")
+                return
+            finally:
+                self._listening = None
+        raise SpecdashError(f"{candidate}: the link kept failing; stopping the tune (run again with --resume)")
+
+    async def _wait_link(self) -> None:
+        deadline = time.monotonic() + self.link_wait_s
+        while self.session.host.state is not ConnectionState.CONNECTED:
+            if time.monotonic() > deadline:
+                raise SpecdashError(f"link not back after {self.link_wait_s:g} s (run again with --resume)")
+            await asyncio.sleep(0.5)

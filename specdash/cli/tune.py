@@ -1,0 +1,503 @@
+"""`specdash tune HOST --mode M --space '...'`: find the speculation policy per load, export it, verify it.
+
+`HOST` may be `demo`: the built-in simulator behind an embedded SSH server, as `specdash demo` uses (no
+sshd, no GPU), with the demo's modes (`baseline`, `eagle3`, `eagle3-dynamic`, `spec-v2`).
+
+The search, the drop rule and the policy are `specdash.core.tune`; the restarts and the journal are
+`specdash.bench.tune`; the engine's own words are `specdash.engines.spec_export`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from specdash.errors import UsageError
+
+if TYPE_CHECKING:
+    from specdash.bench.tune import TunePlan, TuneResult
+    from specdash.config import Config, HostConfig, ModeConfig
+    from specdash.core.tune import Policy
+    from specdash.server.remote_session import RemoteSession
+
+NAME = "tune"
+HELP = "search speculative settings per load with restarts, export the policy, verify it live"
+DEMO_HOST = "demo"
+MAX_REPEATS = 10
+DEFAULT_LEVELS = "1,2,4,8,16,32"
+DEFAULT_REPEATS = 2
+
+
+def apply_tune_table(args: argparse.Namespace, cfg: Config) -> None:
+    """Fill unset flags from `[tune.NAME]` (flags given on the command line win), then the defaults."""
+    if args.tune is not None:
+        table = cfg.tunes.get(args.tune)
+        if table is None:
+            known = ", ".join(sorted(cfg.tunes)) or "none"
+            raise UsageError(f"--tune {args.tune}: no [tune.{args.tune}] in the config (known: {known})")
+        args.mode = args.mode or table.mode
+        args.baseline = args.baseline or table.baseline
+        args.space = args.space or table.space
+        args.levels = args.levels or table.levels or None
+        args.repeats = args.repeats if args.repeats is not None else (table.repeats or None)
+        args.name = args.name or table.name
+    if not args.mode:
+        raise UsageError("--mode is required (or --tune NAME with a [tune.NAME] table)")
+    args.baseline = args.baseline or "baseline"
+    args.levels = args.levels or DEFAULT_LEVELS
+    args.repeats = args.repeats if args.repeats is not None else DEFAULT_REPEATS
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the tune flags."""
+    from specdash.cli._host import add_host_arguments
+
+    add_host_arguments(parser)
+    parser.add_argument("--tune", metavar="NAME", help="take mode, baseline, space, levels, repeats from [tune.NAME]")
+    parser.add_argument("--mode", help="the speculative mode whose draft settings are tuned")
+    parser.add_argument("--baseline", help="the reference mode (default baseline)")
+    parser.add_argument(
+        "--space",
+        help="settings to try, e.g. 'steps=1,2,3,5 topk=1,4,8 draft=2,4,8,16' (SGLang) or 'k=1,2,4' (vLLM)",
+    )
+    parser.add_argument("--levels", help=f"concurrency levels (default {DEFAULT_LEVELS})")
+    parser.add_argument(
+        "--repeats", type=int, help=f"passes; later ones only for contenders (default {DEFAULT_REPEATS})"
+    )
+    parser.add_argument("--noise-floor", type=float, default=0.02, help="smallest relative spread (default 0.02)")
+    parser.add_argument("--name", help="the tune's name (its journal; default from host, mode and space)")
+    parser.add_argument("--resume", action="store_true", help="go on from the journal: nothing measured twice")
+    amount = parser.add_mutually_exclusive_group()
+    amount.add_argument("--duration", type=float, help="seconds per level (default 30; demo 2)")
+    amount.add_argument("--requests-per-level", type=int, help="requests per level instead of a duration")
+    parser.add_argument("--output-len", type=int, help="tokens per response (default 256; demo 128)")
+    parser.add_argument("--prompts", default="chat", help="chat, code or a JSONL file (default %(default)s)")
+    parser.add_argument("--write-mode", metavar="NAME", help="write the exported mode into the config as NAME")
+    parser.add_argument("--verify", metavar="MODE", help="only verify MODE against this tune's journal")
+    parser.add_argument("--no-verify", action="store_true", help="skip the verification at the end of the tune")
+    parser.add_argument("--hold", type=float, default=3.0, help="the hold level runs this many levels long")
+    parser.add_argument("--time-scale", type=float, help="demo only: simulated startup durations x this (0.01)")
+    parser.add_argument("--journal-dir", type=Path, help="where journals go (default: the data dir's tunes/)")
+    parser.add_argument("--db", type=Path, help="store file (default: the data dir's specdash.db)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON (live lines go to stderr)")
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    if not 0 <= args.noise_floor < 1:
+        raise UsageError("--noise-floor must be in [0, 1)")
+    if args.duration is not None and args.duration <= 0:
+        raise UsageError("--duration must be positive")
+    if args.requests_per_level is not None and args.requests_per_level < 1:
+        raise UsageError("--requests-per-level must be at least 1")
+    if args.output_len is not None and args.output_len < 1:
+        raise UsageError("--output-len must be at least 1")
+    if args.hold <= 0:
+        raise UsageError("--hold must be positive")
+    if args.time_scale is not None and (args.host != DEMO_HOST or not 0 < args.time_scale <= 10):
+        raise UsageError("--time-scale is for HOST demo only, in (0, 10]")
+
+
+def _check_tune(args: argparse.Namespace, cfg: Config) -> tuple[int, ...]:
+    from specdash.cli.bench import parse_levels
+
+    apply_tune_table(args, cfg)
+    levels = parse_levels(args.levels)
+    if not 1 <= args.repeats <= MAX_REPEATS:
+        raise UsageError(f"--repeats must be between 1 and {MAX_REPEATS}, got {args.repeats}")
+    if args.verify is None and not args.space:
+        raise UsageError("--space is required (e.g. 'steps=1,2,3 topk=1,4 draft=4,8'), unless --verify MODE")
+    return levels
+
+
+def make_plan(args: argparse.Namespace, cfg: Config, levels: tuple[int, ...]) -> TunePlan:
+    """The tune's plan from the flags and the config."""
+    import hashlib
+
+    from specdash.bench.tune import TunePlan
+    from specdash.core import tune as core
+    from specdash.engines.spec_export import vllm_speculative_config
+    from specdash.engines.spec_settings import SpecSetting, Verdict, check_sglang, check_vllm
+
+    base = cfg.mode(args.mode)
+    cfg.mode(args.baseline)
+    space = args.space or ""
+    axes, points = core.parse_space(space) if space else ({}, [])
+    if base.engine == "sglang":
+        if axes and not set(axes) <= {"steps", "topk", "draft"}:
+            raise UsageError(f"--space: mode {base.name} is SGLang; its axes are steps, topk and draft")
+
+        def check(s: SpecSetting) -> Verdict:
+            return check_sglang(s)
+    else:
+        if axes and not set(axes) <= {"k", "lookup_max"}:
+            raise UsageError(f"--space: mode {base.name} is vLLM; its axes are k and lookup_max")
+        method = str(vllm_speculative_config(base.args).get("method", ""))
+        if not method:
+            raise UsageError(f"mode {base.name} has no --speculative-config JSON with a method to tune")
+
+        def check(s: SpecSetting) -> Verdict:
+            return check_vllm(s, method)
+
+    keep, skipped = core.runnable(points, check)
+    if space and not keep:
+        raise UsageError("--space: the engine refuses every setting in it: " + "; ".join(s.reason for s in skipped))
+    digest = hashlib.sha256(f"{args.host}|{args.mode}|{space}|{levels}|{args.repeats}".encode()).hexdigest()[:8]
+    name = args.name or f"{args.host}-{args.mode}-{digest}"
+    if not all(ch.isalnum() or ch in "-_.@" for ch in name):
+        raise UsageError(f"--name {name!r}: use letters, digits and - _ . @")
+    return TunePlan(
+        name=name,
+        host=args.host,
+        base_mode=base.name,
+        baseline_mode=args.baseline,
+        engine=base.engine,
+        space=space,
+        levels=levels,
+        repeats=args.repeats,
+        order=tuple(core.convergence_order(keep)),
+        skipped=tuple(skipped),
+        noise_floor=args.noise_floor,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the tune (or only the verification) and print the policy."""
+    import asyncio
+
+    _check_args(args)
+    if args.host != DEMO_HOST:  # the demo's embedded SSH server launches processes: the default loop
+        from specdash.bench.probe import install_uvloop
+
+        install_uvloop()
+    return asyncio.run(_main(args))
+
+
+async def _main(args: argparse.Namespace) -> int:
+    import contextlib
+
+    from specdash.server.remote_session import running
+
+    if args.host == DEMO_HOST:
+        from specdash.demo import TOUR_TIME_SCALE, demo_config, demo_session
+
+        levels = _check_tune(args, demo_config(0))  # fails before the demo host starts
+        async with demo_session(args.time_scale or TOUR_TIME_SCALE) as demo:
+            if args.db is not None:
+                from specdash.bench.store import Store
+
+                demo.session.store = Store(args.db)
+            async with running(demo.session) as session:
+                return await _tune(args, session, session.config, session.host_config, levels, demo=True)
+    from specdash.cli._host import connected, host_config, load_config
+
+    cfg = load_config(args)
+    levels = _check_tune(args, cfg)
+    hc = host_config(args, cfg)
+    async with contextlib.AsyncExitStack() as stack:
+        session = await stack.enter_async_context(connected(args, cfg, hc))
+        return await _tune(args, session, cfg, hc, levels, demo=False)
+    return 1  # unreachable: the stack does not swallow exceptions
+
+
+async def _tune(
+    args: argparse.Namespace,
+    session: RemoteSession,
+    cfg: Config,
+    hc: HostConfig,
+    levels: tuple[int, ...],
+    *,
+    demo: bool,
+) -> int:
+    from dataclasses import replace
+
+    from specdash.bench.probe import ProbeSettings
+    from specdash.bench.prompts import load_prompts
+    from specdash.bench.tune import Journal, TuneEvent, TuneRunner, open_journal
+
+    plan = make_plan(args, cfg, levels)
+    live = sys.stderr if args.json else sys.stdout
+    prompts = load_prompts(args.prompts)
+    sweep = replace(
+        session.sweep_defaults,
+        duration_s=args.duration
+        if args.duration is not None
+        else (None if args.requests_per_level else (2.0 if demo else 30.0)),
+        requests_per_level=args.requests_per_level,
+        settings=ProbeSettings(output_len=args.output_len or (128 if demo else 256)),
+        progress_interval_s=1.0,
+        on_link_loss="pause",
+    )
+    path = (args.journal_dir or Journal.default_dir()) / f"{plan.name}.jsonl"
+    journal, state = open_journal(plan, path, resume=args.resume or args.verify is not None)
+
+    def on_event(event: TuneEvent) -> None:
+        eta = f" (ETA {_duration(event.eta_s)})" if event.eta_s is not None else ""
+        print(f"tune: {event.text}{eta}", file=live, flush=True)
+
+    for s in plan.skipped:
+        print(f"tune: skip {s.setting.label}: {s.reason}", file=live, flush=True)
+    records = session.store.startups(host=session.label, mode=plan.base_mode, limit=10) if session.store else []
+    history = tuple(r.total_s for r in records if r.outcome == "ready" and r.total_s is not None)
+    runner = TuneRunner(session, plan, journal, state, sweep, prompts, on_event, history_startup_s=history)
+    try:
+        if args.verify is None:
+            result = await runner.run()
+        else:
+            from specdash.bench.tune import TuneResult
+            from specdash.core import tune as core
+
+            pts = core.points(state.measured(), plan.noise_floor)
+            if core.BASELINE not in pts:
+                raise UsageError(f"--verify: the journal {path} has no measured tune to verify against")
+            result = TuneResult(plan, state, pts, core.build_policy(pts), (), state.restarts)
+        out = _report(plan, result)
+        base = session.config.mode(plan.base_mode)
+        exported = _exports(plan, result.policy, base, simulated=_simulated(base))
+        out["exports"] = [{**e.to_json(), "command": e.command(base, hc)} for e in exported]
+        verify_mode = args.verify
+        if verify_mode is None and exported and not args.no_verify and result.aborted is None:
+            chosen = next(
+                (e for e in exported if e.kind == "dynamic" and e.engine in ("sim", base.engine)), exported[0]
+            )
+            verify_mode = f"{plan.base_mode}-tuned"
+            mode = replace(base, name=verify_mode, args=chosen.args, description=f"tuned {chosen.kind}")
+            session.config = replace(session.config, modes={**session.config.modes, verify_mode: mode})
+        if args.write_mode and exported:
+            chosen = next(
+                (e for e in exported if e.kind == "dynamic" and e.engine in ("sim", base.engine)), exported[0]
+            )
+            out["write_mode"] = _write_mode(args, cfg, args.write_mode, base, chosen, demo)
+        if verify_mode is not None:
+            out["verify"] = await _verify(args, session, runner, result, verify_mode, live)
+    finally:
+        journal.close()
+    if args.json:
+        print(json.dumps(out, default=str))
+    else:
+        _print(out, live)
+    unsafe = bool(out.get("verify", {}).get("unsafe"))
+    return 1 if result.aborted or unsafe else 0
+
+
+def _simulated(mode: ModeConfig) -> bool:
+    return len(mode.launcher) >= 2 and mode.launcher[-1] == "sim"
+
+
+def _exports(plan: TunePlan, policy: Policy, base: ModeConfig, *, simulated: bool) -> list[Any]:
+    from specdash.engines.spec_export import exports
+
+    settings = {s.label: s for s in plan.order}
+    return exports(base, policy, settings, simulated)
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"
+
+
+def _report(plan: TunePlan, result: TuneResult) -> dict[str, Any]:
+    from specdash.core import tune as core
+
+    pts = result.points
+    return {
+        "name": plan.name,
+        "host": plan.host,
+        "mode": plan.base_mode,
+        "baseline": plan.baseline_mode,
+        "levels": list(plan.levels),
+        "settings": [s.label for s in plan.order],
+        "skipped": [{"setting": s.setting.label, "reason": s.reason} for s in plan.skipped],
+        "measured": {
+            name: {
+                str(c): {"median": round(p.median, 2), "spread": round(p.spread, 2), "n": p.n} for c, p in lv.items()
+            }
+            for name, lv in pts.items()
+        },
+        "crashes": list(result.state.crashes.values()),
+        "dropped": list(result.dropped),
+        "rule": "drop a setting once, at every level it measured, best.median - x.median > best.spread + x.spread "
+        f"(spread = max(MAD, {plan.noise_floor:g} x median))",
+        "restarts": result.restarts,
+        "full_grid_restarts": plan.full_grid_restarts,
+        "restarts_saved": result.restarts_saved,
+        "policy": result.policy.to_json(),
+        "baseline_label": core.BASELINE,
+        "aborted": result.aborted,
+    }
+
+
+async def _verify(
+    args: argparse.Namespace, session: RemoteSession, runner: Any, result: TuneResult, mode: str, live: Any
+) -> dict[str, Any]:
+    from dataclasses import replace
+
+    from specdash.core import tune as core
+    from specdash.errors import SpecdashError
+
+    session.config.mode(mode)
+    policy = result.policy
+    ramp = core.verify_ramp(result.plan.levels, policy.disable_above)
+    hold = (policy.disable_above + 1) if policy.disable_above else ramp[-1]
+    print(f"tune: verify {mode}: ramp {','.join(map(str, ramp))}, hold at C={hold}", file=live, flush=True)
+    measured: dict[int, float] = {}
+    crash: dict[str, Any] | None = None
+
+    def grab(event: object) -> None:
+        from specdash.core.events import BenchUpdate
+
+        if isinstance(event, BenchUpdate):
+            for row in event.rows:
+                if row.mode == mode and row.status == "done" and row.tok_s is not None:
+                    measured.setdefault(row.concurrency, row.tok_s)
+
+    session.subscribe(grab)
+    held: float | None = None
+    try:
+        await session.sweep([mode], ramp, config=runner.sweep_config, prompts=runner.prompts)
+        base_cfg = runner.sweep_config
+        long = replace(base_cfg, duration_s=(base_cfg.duration_s or 30.0) * args.hold, requests_per_level=None)
+        before = dict(measured)
+        measured.pop(hold, None)
+        await session.sweep([mode], [hold], config=long, prompts=runner.prompts)
+        held = measured.get(hold)
+        measured.update({c: v for c, v in before.items() if c != hold})
+        if held is not None:
+            measured[hold] = min(held, before.get(hold, held))
+    except SpecdashError as exc:
+        status = session.status
+        level = next((c for c in (*ramp, hold) if c not in measured), None)
+        crash = {"line": status.crash.reason if status.crash else exc.message, "level": level, "error": exc.message}
+    finally:
+        session._listeners.remove(grab)  # noqa: SLF001 - the session has no unsubscribe; ours is the last one
+    fixed = result.points.get(policy.fixed) if policy.fixed else None
+    checks = core.verify_levels(
+        measured, (*ramp,), fixed, result.points.get(core.BASELINE, {}), result.plan.noise_floor
+    )
+    worse = [v.concurrency for v in checks if v.ok is False]
+    record = {
+        "type": "verify",
+        "mode": mode,
+        "ramp": list(ramp),
+        "hold": hold,
+        "levels": [v.to_json() for v in checks],
+        "crash": crash,
+        "worse_at": worse,
+        "unsafe": crash is not None,
+        "ok": crash is None and not worse,
+    }
+    runner.journal.write(record)
+    return record
+
+
+def _write_mode(
+    args: argparse.Namespace, cfg: Config, name: str, base: ModeConfig, export: Any, demo: bool
+) -> dict[str, Any]:
+    from specdash.config import load
+    from specdash.engines.spec_export import mode_toml
+
+    if name in cfg.modes:
+        raise UsageError(f"--write-mode {name}: a mode of that name exists already")
+    text = mode_toml(name, base, export)
+    path = args.config if args.config is not None else (None if demo else cfg.path)
+    if path is None:
+        from specdash.paths import config_file
+
+        path = None if demo else config_file()
+    if path is None:
+        return {"mode": name, "written": None, "toml": text}
+    path = Path(path)
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    new = old + ("\n" if old and not old.endswith("\n\n") else "") + text
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(new, encoding="utf-8")
+    try:
+        load(tmp)  # the file must still be a valid config before it replaces the old one
+    except UsageError:
+        tmp.unlink()
+        raise
+    tmp.replace(path)
+    return {"mode": name, "written": str(path), "toml": text}
+
+
+def _print(out: dict[str, Any], live: Any) -> None:
+    policy = out["policy"]
+    print(file=live)
+    print(f"tune {out['name']}: {len(out['settings'])} settings x {len(out['levels'])} levels; "
+          f"{out['restarts']} restarts of {out['full_grid_restarts']} for the full grid "
+          f"({out['restarts_saved']} saved by the drop rule)", file=live)  # fmt: skip
+    print(f"rule: {out['rule']}", file=live)
+    if out["dropped"]:
+        print(f"dropped: {', '.join(out['dropped'])}", file=live)
+    for crash in out["crashes"]:
+        print(f"crashed: {crash['candidate']} at C={crash.get('c')}: {crash.get('reason')}", file=live)
+    print(file=live)
+    print(f"{'C range':>10}  {'setting':<14} {'speedup':>8}  {'± spread':>8}", file=live)
+    for r in policy["ranges"]:
+        span = f"{r['low']}-{r['high']}" if r["high"] is not None else f"{r['low']}+"
+        choice = "no speculation" if r["choice"] == out["baseline_label"] else r["choice"]
+        print(f"{span:>10}  {choice:<14} {r['speedup']:>7.3f}x  {r['spread']:>8.3f}", file=live)
+    threshold = policy["disable_above"]
+    print(f"speculation stops paying above C = {threshold}" if threshold else "speculation never pays", file=live)
+    print(f"best fixed setting: {policy['fixed'] or 'none (no speculation)'}", file=live)
+    print(file=live)
+    print(speedup_chart(out), file=live)
+    for e in out.get("exports", []):
+        print(f"\n{e['kind']} ({e['engine']}; {e['needs']}):\n  {e['command']}", file=live)
+        if e.get("note"):
+            print(f"  {e['note']}", file=live)
+    if "write_mode" in out:
+        w = out["write_mode"]
+        where = f"written to {w['written']}" if w["written"] else "(no config file: add this table to yours)"
+        print(f"\nmode {w['mode']} {where}:\n{w['toml']}", file=live)
+    if "verify" in out:
+        v = out["verify"]
+        print(f"\nverify {v['mode']}:", file=live)
+        for lv in v["levels"]:
+            mark = {True: "ok", False: "WORSE", None: "-"}[lv["ok"]]
+            tok = f"{lv['tok_s']:.1f}" if lv["tok_s"] is not None else "-"
+            ref = f"{lv['reference']:.1f}" if lv["reference"] is not None else "-"
+            print(f"  C={lv['c']:<4} {tok:>8} tok/s vs {ref:>8} (± {lv['spread']:.1f})  {mark}", file=live)
+        if v["crash"]:
+            print(f"  CRASH at C={v['crash']['level']}: {v['crash']['line']}", file=live)
+            print("  policy UNSAFE", file=live)
+        else:
+            print("  policy verified" if v["ok"] else f"  worse at C = {v['worse_at']}", file=live)
+
+
+def speedup_chart(out: dict[str, Any], width: int = 72, height: int = 14) -> str:
+    """Speedup over the baseline vs C (log x) of the policy's choice per level, with the 1.0 line."""
+    import plotext as plt
+
+    per_level = out["policy"]["per_level"]
+    if not per_level:
+        return "(no data)"
+    levels = sorted(int(c) for c in per_level)
+    measured = out["measured"]
+    base = measured.get(out["baseline_label"], {})
+    best = []
+    for c in levels:
+        values = [
+            lv[str(c)]["median"] for name, lv in measured.items() if name != out["baseline_label"] and str(c) in lv
+        ]
+        b = base.get(str(c), {}).get("median")
+        best.append(max(values) / b if values and b else 1.0)
+    plt.clear_figure()
+    plt.theme("clear")
+    plt.plotsize(width, height)
+    plt.xscale("log")
+    plt.plot(levels, best, marker="dot", label="best setting / baseline")
+    plt.hline(1.0)
+    plt.xticks(levels, [str(c) for c in levels])
+    plt.title("speedup vs C")
+    plt.xlabel("C")
+    import re
+
+    return re.sub(r"\x1b\[[0-9;]*m", "", str(plt.build()))  # plotext colours even the clear theme

@@ -1,0 +1,433 @@
+"""The speculation tune's pure logic: the space, the order, the drop rule, the ETA and the policy.
+
+A tune measures a set of speculative settings of one engine mode, each across the same concurrency levels,
+with one server restart per (setting, repeat) and every level of it on that restart; the baseline mode is
+measured the same way as the reference. Nothing here does I/O (`specdash.bench.tune` runs it).
+
+**Space.** `parse_space("steps=1,2,3,5 topk=1,4,8 draft=2,4,8,16")` is the cartesian product. Each point
+goes through the engine's own rules (`specdash.engines.spec_settings`): a refused point is skipped with
+the engine's reason; a point the engine adjusts (SGLang's topk = 1 forces draft = steps + 1) is skipped as
+a duplicate of the one it runs as, which is measured once.
+
+**Order** (`convergence_order`): the first setting is the one nearest the middle of every axis, then each
+next one is the setting farthest (in log-scaled axis units) from all already chosen. The first few
+settings bracket the space, so a good "current best" is known early and the drop rule bites soon.
+
+**Repeats and the drop rule.** Pass 1 measures every setting once. Passes 2..R repeat only the settings
+still in contention (the baseline is always repeated: it is the reference). A setting is *dropped* (no
+more repeats) once, at every level it has measured, it is worse than the current best at that level by
+more than both spreads: `best.median - x.median > best.spread + x.spread`, where the best is the
+highest median at that level among all settings and the baseline, and a spread is
+`max(MAD over repeats, noise_floor x median)` (the floor, 2 % by default, stands in for the run-to-run
+noise a single run cannot show). Restarts saved = the full grid's `(settings + 1) x R` minus those run.
+
+**Policy** (`build_policy`): at each level the setting with the highest median, or "no speculation"
+when the baseline's median is higher; its speedup over the baseline with a spread
+(`speedup x (best.spread / best.median + base.spread / base.median)`); consecutive levels with the same
+choice form a concurrency range `[C_i, C_next - 1]` (the last is open). The threshold above which
+speculation stops paying is the crossover of the best-setting envelope against the baseline
+(`specdash.core.compare.compute_crossover`: `disable_above`). The best *fixed* setting (one server for
+every load) is the one with the highest mean speedup over the levels up to the threshold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from specdash.core.compare import CrossoverKind, compute_crossover
+from specdash.engines.spec_settings import SGLANG_KEYS, VLLM_KEYS, SpecSetting, Verdict
+from specdash.errors import UsageError
+
+NOISE_FLOOR = 0.02
+"""Smallest relative spread a level is given (a single run shows no spread of its own)."""
+BASELINE = "baseline"
+"""The policy's name for "no speculation"."""
+MAX_SPACE = 512
+"""Upper bound on the points of a space (each one is a server restart)."""
+
+
+def parse_space(text: str) -> tuple[dict[str, tuple[int, ...]], list[SpecSetting]]:
+    """`'steps=1,2 topk=1,4 draft=4,8'` -> the axes and their cartesian product.
+
+    Axes: `steps`, `topk`, `draft` (SGLang) or `k`, `lookup_max` (vLLM); not both families.
+
+    Raises:
+        UsageError: an unknown axis, a repeated one, a value that is not a positive integer, a mix of
+            engine families or an empty or too large space.
+    """
+    axes: dict[str, tuple[int, ...]] = {}
+    for part in text.replace(";", " ").split():
+        name, sep, values = part.partition("=")
+        if not sep or name not in (*SGLANG_KEYS, *VLLM_KEYS):
+            raise UsageError(
+                f"--space {part!r}: expected NAME=V1,V2,... with NAME one of {', '.join((*SGLANG_KEYS, *VLLM_KEYS))}"
+            )
+        if name in axes:
+            raise UsageError(f"--space: {name} given twice")
+        try:
+            numbers = tuple(dict.fromkeys(int(v) for v in values.split(",") if v.strip()))
+        except ValueError:
+            raise UsageError(f"--space {part!r}: values must be integers") from None
+        if not numbers or any(n < 1 for n in numbers):
+            raise UsageError(f"--space {part!r}: values must be positive integers")
+        axes[name] = numbers
+    if not axes:
+        raise UsageError("--space is empty: e.g. 'steps=1,2,3 topk=1,4 draft=4,8' or 'k=1,2,4'")
+    families = {"sglang" if name in SGLANG_KEYS else "vllm" for name in axes}
+    if len(families) > 1:
+        raise UsageError("--space mixes SGLang axes (steps, topk, draft) with vLLM ones (k, lookup_max)")
+    names = list(axes)
+    points = [SpecSetting(**dict(zip(names, combo, strict=True))) for combo in itertools.product(*axes.values())]
+    if len(points) > MAX_SPACE:
+        raise UsageError(f"--space has {len(points)} points; at most {MAX_SPACE} (each is a server restart)")
+    return axes, points
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A point of the space that is not measured."""
+
+    setting: SpecSetting
+    """The point as given."""
+    reason: str
+    """The engine's reason, or which measured setting it duplicates."""
+
+
+def runnable(
+    points: Iterable[SpecSetting], check: Callable[[SpecSetting], Verdict]
+) -> tuple[list[SpecSetting], list[Skipped]]:
+    """The distinct settings the engine runs, and the points skipped with their reasons."""
+    keep: list[SpecSetting] = []
+    skipped: list[Skipped] = []
+    for point in points:
+        verdict = check(point)
+        if verdict.runs_as is None:
+            skipped.append(Skipped(point, f"refused: {verdict.reason}"))
+        elif verdict.runs_as != point:
+            skipped.append(Skipped(point, f"runs as {verdict.runs_as.label}: {verdict.reason}"))
+            if verdict.runs_as not in keep:
+                keep.append(verdict.runs_as)
+        elif point not in keep:
+            keep.append(point)
+    return keep, skipped
+
+
+def _coords(setting: SpecSetting) -> tuple[float, ...]:
+    return tuple(math.log2(v) for v in setting.to_json().values())
+
+
+def convergence_order(settings: Sequence[SpecSetting]) -> list[SpecSetting]:
+    """Middle first, then farthest-point order (see the module docstring); ties keep the given order."""
+    if not settings:
+        return []
+    coords = {s: _coords(s) for s in settings}
+    dims = len(next(iter(coords.values())))
+    lows = [min(c[i] for c in coords.values()) for i in range(dims)]
+    highs = [max(c[i] for c in coords.values()) for i in range(dims)]
+    scale = [(h - lo) or 1.0 for lo, h in zip(lows, highs, strict=True)]
+
+    def dist(a: SpecSetting, b: tuple[float, ...]) -> float:
+        return math.dist(
+            [x / s for x, s in zip(coords[a], scale, strict=True)], [y / s for y, s in zip(b, scale, strict=True)]
+        )
+
+    middle = tuple((lo + h) / 2 for lo, h in zip(lows, highs, strict=True))
+    order = [min(settings, key=lambda s: dist(s, middle))]
+    rest = [s for s in settings if s != order[0]]
+    while rest:
+        nxt = max(rest, key=lambda s: min(dist(s, coords[o]) for o in order))
+        order.append(nxt)
+        rest.remove(nxt)
+    return order
+
+
+@dataclass(frozen=True)
+class Point:
+    """One (candidate, level) over its repeats."""
+
+    median: float
+    """Median aggregate output tok/s."""
+    spread: float
+    """max(MAD, noise floor x median)."""
+    n: int
+    """Repeats that measured it."""
+
+
+def point(values: Sequence[float], noise_floor: float = NOISE_FLOOR) -> Point:
+    """Median and spread of one level's repeats."""
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    deviations = sorted(abs(v - median) for v in values)
+    dmid = len(deviations) // 2
+    mad = deviations[dmid] if len(deviations) % 2 else (deviations[dmid - 1] + deviations[dmid]) / 2
+    return Point(median, max(mad, noise_floor * abs(median)), len(values))
+
+
+Measurements = Mapping[str, Mapping[int, Sequence[float]]]
+"""candidate label (or BASELINE) -> level -> tok/s of each repeat."""
+
+
+def points(measured: Measurements, noise_floor: float = NOISE_FLOOR) -> dict[str, dict[int, Point]]:
+    """`Point`s of every candidate and level that has at least one value."""
+    return {
+        name: {c: point(v, noise_floor) for c, v in sorted(levels.items()) if v} for name, levels in measured.items()
+    }
+
+
+def dominated(name: str, pts: Mapping[str, Mapping[int, Point]]) -> bool:
+    """The drop rule: `name` is worse than the best at every level it measured, by more than both spreads."""
+    mine = pts.get(name, {})
+    if not mine or name == BASELINE:
+        return False
+    for c, p in mine.items():
+        rivals = [other[c] for other_name, other in pts.items() if other_name != name and c in other]
+        if not rivals:
+            return False
+        best = max(rivals, key=lambda r: r.median)
+        if not best.median - p.median > best.spread + p.spread:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class Range:
+    """One concurrency range of the policy."""
+
+    low: int
+    """First concurrency of the range."""
+    high: int | None
+    """Last concurrency (inclusive); None for the open top range."""
+    choice: str
+    """The setting's label, or BASELINE for "no speculation"."""
+    speedup: float
+    """Best median / baseline median at the range's measured levels (the lowest of them)."""
+    spread: float
+    """Spread of that speedup."""
+    levels: tuple[int, ...]
+    """The measured levels the range covers."""
+
+    def to_json(self) -> dict[str, object]:
+        """Plain data."""
+        return {
+            "low": self.low,
+            "high": self.high,
+            "choice": self.choice,
+            "speedup": round(self.speedup, 4),
+            "spread": round(self.spread, 4),
+            "levels": list(self.levels),
+        }
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What to run at which load."""
+
+    ranges: tuple[Range, ...]
+    """Concurrency ranges, ascending."""
+    per_level: dict[int, tuple[str, float, float]]
+    """level -> (choice, speedup, spread)."""
+    disable_above: int | None
+    """Speculation stops paying above this running batch (0: never pays; None: no data)."""
+    crossover: float | None
+    """The interpolated crossover concurrency, when the envelope crosses the baseline in range."""
+    fixed: str | None
+    """The best fixed setting (one server for all loads), or None when speculation never pays."""
+    fixed_speedup: dict[int, float] = field(default_factory=dict)
+    """The fixed setting's speedup at each level."""
+
+    def to_json(self) -> dict[str, object]:
+        """Plain data (the `--json` output's `policy`)."""
+        return {
+            "ranges": [r.to_json() for r in self.ranges],
+            "per_level": {
+                str(c): {"choice": ch, "speedup": round(s, 4), "spread": round(sp, 4)}
+                for c, (ch, s, sp) in sorted(self.per_level.items())
+            },
+            "disable_above": self.disable_above,
+            "crossover": self.crossover,
+            "fixed": self.fixed,
+            "fixed_speedup": {str(c): round(s, 4) for c, s in sorted(self.fixed_speedup.items())},
+        }
+
+
+def build_policy(pts: Mapping[str, Mapping[int, Point]]) -> Policy:
+    """The policy from the measured points (see the module docstring); needs the baseline's points."""
+    base = pts.get(BASELINE, {})
+    levels = sorted(base)
+    per_level: dict[int, tuple[str, float, float]] = {}
+    envelope: dict[int, float] = {}
+    for c in levels:
+        b = base[c]
+        cands = [(name, p[c]) for name, p in pts.items() if name != BASELINE and c in p]
+        if not cands or b.median <= 0:
+            per_level[c] = (BASELINE, 1.0, 0.0)
+            continue
+        name, best = max(cands, key=lambda item: item[1].median)
+        envelope[c] = best.median
+        speedup = best.median / b.median
+        spread = speedup * (best.spread / best.median + b.spread / b.median) if best.median > 0 else 0.0
+        if best.median > b.median:
+            per_level[c] = (name, speedup, spread)
+        else:
+            per_level[c] = (BASELINE, 1.0, 0.0)
+    ranges: list[Range] = []
+    for i, c in enumerate(levels):
+        choice, speedup, spread = per_level[c]
+        if ranges and ranges[-1].choice == choice:
+            last = ranges[-1]
+            ranges[-1] = Range(last.low, None, choice, last.speedup, last.spread, (*last.levels, c))
+        else:
+            if ranges:
+                prev = ranges[-1]
+                ranges[-1] = Range(prev.low, c - 1, prev.choice, prev.speedup, prev.spread, prev.levels)
+            ranges.append(Range(1 if i == 0 else c, None, choice, speedup, spread, (c,)))
+    crossover = compute_crossover({c: base[c].median for c in levels}, envelope) if envelope else None
+    disable_above = crossover.disable_above if crossover is not None else None
+    if disable_above:
+        # Where speculation hands over to plain decoding, the boundary is the crossover, not the next level.
+        for i, r in enumerate(ranges[:-1]):
+            nxt = ranges[i + 1]
+            if r.choice != BASELINE and nxt.choice == BASELINE and r.levels[-1] <= disable_above < nxt.levels[0]:
+                ranges[i] = dataclasses.replace(r, high=disable_above)
+                ranges[i + 1] = dataclasses.replace(nxt, low=disable_above + 1)
+    fixed, fixed_speedup = _best_fixed(pts, levels, disable_above)
+    return Policy(
+        ranges=tuple(ranges),
+        per_level=per_level,
+        disable_above=disable_above,
+        crossover=crossover.concurrency if crossover is not None and crossover.kind is CrossoverKind.CROSSES else None,
+        fixed=fixed,
+        fixed_speedup=fixed_speedup,
+    )
+
+
+def _best_fixed(
+    pts: Mapping[str, Mapping[int, Point]], levels: Sequence[int], disable_above: int | None
+) -> tuple[str | None, dict[int, float]]:
+    if disable_above == 0:
+        return None, {}
+    base = pts[BASELINE]
+    paying = [c for c in levels if disable_above is None or c <= disable_above] or list(levels[:1])
+    best: tuple[float, str] | None = None
+    for name, p in pts.items():
+        if name == BASELINE or not all(c in p for c in paying):
+            continue
+        score = sum(p[c].median / base[c].median for c in paying) / len(paying)
+        if best is None or score > best[0]:
+            best = (score, name)
+    if best is None:
+        return None, {}
+    name = best[1]
+    return name, {c: pts[name][c].median / base[c].median for c in levels if c in pts[name]}
+
+
+@dataclass(frozen=True)
+class Eta:
+    """The tune's remaining time."""
+
+    seconds: float
+    """Estimated seconds left."""
+    restarts_left: int
+    """Restarts still expected (the current one included if it has not started measuring)."""
+
+
+def estimate_eta(
+    restarts_left: int,
+    levels_left: int,
+    startup_s: Sequence[float],
+    level_s: Sequence[float],
+    default_startup_s: float = 600.0,
+    default_level_s: float = 60.0,
+) -> Eta:
+    """Remaining restarts x the median startup + remaining levels x the median level duration.
+
+    `startup_s` is the host's startup history (and the tune's own restarts so far), `level_s` the
+    durations of the levels measured so far; the defaults apply only when there is no history at all.
+    """
+
+    def median(values: Sequence[float], default: float) -> float:
+        if not values:
+            return default
+        ordered = sorted(values)
+        mid = len(ordered) // 2
+        return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+    seconds = restarts_left * median(startup_s, default_startup_s) + levels_left * median(level_s, default_level_s)
+    return Eta(seconds, restarts_left)
+
+
+def verify_ramp(levels: Sequence[int], threshold: int | None) -> tuple[int, ...]:
+    """The verification's levels: the tune's levels plus the threshold and the level just above it.
+
+    At `threshold + 1` concurrent streams the running batch moves between `threshold` and `threshold + 1`
+    as requests finish and arrive: a batch-size schedule switches on almost every step there.
+    """
+    extra = set() if not threshold else {threshold, threshold + 1}
+    return tuple(sorted({*levels, *extra}))
+
+
+def reference_at(curve: Mapping[int, Point], c: int) -> Point | None:
+    """The curve at `c`, interpolated linearly in log C between measured levels (None outside them)."""
+    if c in curve:
+        return curve[c]
+    below = [x for x in curve if x < c]
+    above = [x for x in curve if x > c]
+    if not below or not above:
+        return None
+    lo, hi = max(below), min(above)
+    t = (math.log(c) - math.log(lo)) / (math.log(hi) - math.log(lo))
+    a, b = curve[lo], curve[hi]
+    return Point(a.median + t * (b.median - a.median), a.spread + t * (b.spread - a.spread), min(a.n, b.n))
+
+
+@dataclass(frozen=True)
+class VerifyLevel:
+    """One level of a verification."""
+
+    concurrency: int
+    """C."""
+    tok_s: float | None
+    """Measured tok/s of the exported mode (None: not measured, e.g. after a crash)."""
+    reference: float | None
+    """The best of the fixed setting and the baseline at C (tune's medians, interpolated)."""
+    spread: float
+    """The allowed shortfall: the reference's spread plus the noise floor of the measurement."""
+
+    @property
+    def ok(self) -> bool | None:
+        """No worse than the reference within the spread (None when either side is missing)."""
+        if self.tok_s is None or self.reference is None:
+            return None
+        return self.tok_s >= self.reference - self.spread
+
+    def to_json(self) -> dict[str, object]:
+        """Plain data."""
+        return {"c": self.concurrency, "tok_s": self.tok_s, "reference": self.reference, "spread": self.spread,
+                "ok": self.ok}  # fmt: skip
+
+
+def verify_levels(
+    measured: Mapping[int, float],
+    ramp: Sequence[int],
+    fixed: Mapping[int, Point] | None,
+    baseline: Mapping[int, Point],
+    noise_floor: float = NOISE_FLOOR,
+) -> list[VerifyLevel]:
+    """Compare the exported mode's levels with the best fixed setting (or the baseline, if better) at each C.
+
+    A schedule must do at least as well as the best *fixed* choice at each load: the fixed speculative
+    setting where it pays, plain decoding where it does not.
+    """
+    out = []
+    for c in ramp:
+        refs = [p for p in (reference_at(fixed or {}, c), reference_at(baseline, c)) if p is not None]
+        ref = max(refs, key=lambda p: p.median) if refs else None
+        value = measured.get(c)
+        spread = (ref.spread if ref else 0.0) + noise_floor * (value or 0.0)
+        out.append(VerifyLevel(c, value, ref.median if ref else None, spread))
+    return out

@@ -1,0 +1,125 @@
+"""How EAGLE's draft parameters shape acceptance and step cost: the simulator's model of the tuning space.
+
+SGLang's EAGLE / EAGLE-3 worker drafts `steps` levels of a tree, keeping `topk` children per node, and
+verifies the best `draft - 1` drafted tokens (plus the root) in one target forward pass
+(`organize_draft_results` in `speculative/eagle_utils.py`, v0.5.6). Two effects decide which setting wins:
+
+* **Acceptance** grows with depth and width. The tree's usable depth is `D = min(steps, draft - 1)` and
+  its width per level `w = clamp((draft - 1) / D, 1, topk)`. Each level is accepted with probability
+  `q = 1 - (1 - p) * w ** -ALPHA` (a wider level is more likely to hold the target's token; `p` is the
+  chain acceptance of a single candidate), so the accepted length (bonus token included) is
+  `L = 1 + q + ... + q**D`.
+* **Cost** of one step over `bs` running requests is `a + b * bs` ms with
+  `a = A + steps * A_DRAFT` (the draft chain runs `steps` small forwards: latency-bound, so a fixed cost
+  per step) and `b = B + steps * B_DRAFT * sqrt(topk) + (draft - 1) * B_VERIFY` (every request adds the
+  draft tokens it drafts and the tokens it verifies: compute that grows with the batch).
+
+So at batch 1, where `a` dominates, deeper drafts pay (they multiply `L` at a small fixed cost per step);
+as the batch grows, `b * bs` dominates and each extra draft or verify token costs more than it returns,
+so the best depth falls, then speculation stops paying at all. That is the field's finding
+(sglang#22246: 4 steps best at batch 1, 2 steps at batch 64 for one model), which this model reproduces
+for topk = 1 (see `best_chain_steps`, and tests/unit/test_sim_spec_space.py).
+
+Calibration. `p` and the constants are fitted so that SGLang's default for DeepSeek-like models,
+(steps, topk, draft) = (3, 1, 4), gives exactly the calibrated EAGLE-3 figures of `specdash.sim.model`
+(a = 21.05 ms, b = 5.776 ms per request, L = 2.2: 82 tok/s at C = 1, 354 tok/s at 48 running). Other
+settings are extrapolations from that point under the two effects above, not measurements. For EAGLE
+(EAGLE-2) the chain acceptance is lower (mean 2.0 at (3, 1, 4)) at the same costs.
+
+`python -m specdash.sim.spec_space` prints the best setting per batch size over the tune demo's grid.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from specdash.sim.model import BASELINE, EAGLE3, StepCost, solve_accept_prob
+
+ALPHA = 0.5
+"""How fast a wider level raises its acceptance: `1 - q` falls as `w ** -ALPHA`."""
+A_DRAFT = 0.4
+"""ms per draft step, fixed (a draft forward at small batch is latency-bound)."""
+B_DRAFT = 0.5
+"""ms per draft step per running request at topk = 1 (times sqrt(topk) for wider levels)."""
+B_VERIFY = 0.3
+"""ms per verified draft token per running request."""
+CALIBRATION = (3, 1, 4)
+"""The (steps, topk, draft) setting that carries the field calibration."""
+A_BASE = EAGLE3.a_ms - CALIBRATION[0] * A_DRAFT
+"""Fixed cost of a speculative step without the draft chain (target verify, tree build, draft extend)."""
+B_BASE = EAGLE3.b_ms - CALIBRATION[0] * B_DRAFT - (CALIBRATION[2] - 1) * B_VERIFY
+"""Per-request cost of a speculative step without the draft and verify tokens."""
+MEAN_ACCEPT_AT_CALIBRATION: dict[str, float] = {"EAGLE3": EAGLE3.mean_accept, "EAGLE": 2.0}
+"""Mean accepted length at the calibration setting per algorithm."""
+
+
+@dataclass(frozen=True)
+class DraftShape:
+    """The tree SGLang verifies for one (steps, topk, draft) setting."""
+
+    steps: int
+    """`--speculative-num-steps`."""
+    topk: int
+    """`--speculative-eagle-topk`."""
+    draft: int
+    """`--speculative-num-draft-tokens` (after SGLang's topk = 1 adjustment)."""
+
+    @property
+    def depth(self) -> int:
+        """Usable tree depth: the longest chain of draft tokens one verify can accept."""
+        return max(0, min(self.steps, self.draft - 1))
+
+    @property
+    def width(self) -> float:
+        """Candidates per level of the verified tree (1 for a chain)."""
+        if self.depth == 0:
+            return 1.0
+        return min(float(self.topk), max(1.0, (self.draft - 1) / self.depth))
+
+
+def chain_acceptance(algo: str) -> float:
+    """Per-token acceptance of a single-candidate chain for `algo` (EAGLE or EAGLE3)."""
+    steps = CALIBRATION[0]
+    return solve_accept_prob(MEAN_ACCEPT_AT_CALIBRATION.get(algo, EAGLE3.mean_accept), steps)
+
+
+def level_acceptance(algo: str, shape: DraftShape) -> float:
+    """`q`: the probability that one level of the tree holds the target's next token."""
+    p = chain_acceptance(algo)
+    return 1.0 - (1.0 - p) * float(shape.width**-ALPHA)
+
+
+def mean_accept(algo: str, shape: DraftShape) -> float:
+    """Expected tokens a request gains per step (bonus token included)."""
+    q = level_acceptance(algo, shape)
+    return sum(q**k for k in range(shape.depth + 1))
+
+
+def step_cost(algo: str, shape: DraftShape) -> StepCost:
+    """The linear step cost and mean accepted length of `shape` (see the module docstring)."""
+    a = A_BASE + shape.steps * A_DRAFT
+    b = B_BASE + shape.steps * B_DRAFT * math.sqrt(shape.topk) + (shape.draft - 1) * B_VERIFY
+    return StepCost(a_ms=a, b_ms=b, mean_accept=mean_accept(algo, shape))
+
+
+def aggregate(algo: str | None, shape: DraftShape | None, bs: int) -> float:
+    """Steady-state aggregate decode tok/s at running batch `bs` (no cap; None = no speculation)."""
+    if algo is None or shape is None:
+        return bs * 1000.0 / BASELINE.step_ms(bs)
+    cost = step_cost(algo, shape)
+    return bs * cost.mean_accept * 1000.0 / cost.step_ms(bs)
+
+
+def best_chain_steps(bs: int, steps: Iterable[int] = range(1, 8), algo: str = "EAGLE3") -> int:
+    """The topk = 1 depth with the highest throughput at batch `bs`."""
+    return max(steps, key=lambda s: aggregate(algo, DraftShape(s, 1, s + 1), bs))
+
+
+if __name__ == "__main__":
+    grid = [DraftShape(s, k, d) for s in (1, 2, 3, 5) for k in (1, 4, 8) for d in (2, 4, 8, 16)]
+    for bs in (1, 2, 4, 8, 16, 32, 64):
+        best = max(grid, key=lambda g: aggregate("EAGLE3", g, bs))
+        base = aggregate(None, None, bs)
+        print(f"bs {bs:3d}: best {best} {aggregate('EAGLE3', best, bs):7.1f} tok/s, baseline {base:7.1f}")

@@ -1,0 +1,48 @@
+"""A CPU hog for tests that must hold on a loaded machine: one busy process per usable core.
+
+Bounded twice: each process ends by itself after `seconds`, and the context manager kills the ones it
+started (by PID, never by name) when the test is done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+_LOOP = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity), at least 1."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def cpu_hog(enabled: bool = True, *, seconds: float = 300.0) -> Iterator[list[int]]:
+    """Keep every usable core busy while the block runs (at most `seconds`); yields the hog PIDs."""
+    if not enabled:
+        yield []
+        return
+    code = _LOOP.format(seconds=float(seconds))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(usable_cores())
+    ]
+    try:
+        yield [p.pid for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()

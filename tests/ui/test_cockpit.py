@@ -1,0 +1,199 @@
+"""Pilot tests of the layout by terminal size, the keys people know (j/k/g/G, w, t, z, v), folded progress
+bars, and quitting while a sweep runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.widgets import OptionList
+
+from specdash.core.events import LogBatch
+from specdash.ui.screens.confirm import ConfirmScreen
+from specdash.ui.widgets.bench import BenchTable
+from specdash.ui.widgets.logpanel import LogPanel
+from specdash.ui.widgets.logview import LogView
+from tests.ui import scenarios as sc
+from tests.ui.conftest import AppFactory
+
+LONG = "[2025-04-16 14:24:02 TP0] Decode batch. #running-req: 10, #token: 5120, gen throughput (token/s): 1714.22"
+
+
+@pytest.mark.parametrize(
+    ("size", "paged", "width_class", "log_width"),
+    [
+        ((80, 24), True, "-narrow", 70),  # a whole message after the timestamp
+        ((100, 30), True, "-medium", 98),  # the whole terminal, less the border
+        ((120, 40), False, "-medium", 118),
+        ((160, 45), False, "-wide", len(LONG)),  # beside the side column, the whole line
+    ],
+)
+async def test_layout_follows_the_terminal_size(
+    build: AppFactory, size: tuple[int, int], paged: bool, width_class: str, log_width: int
+) -> None:
+    app, session = build(sc.ready_with_bench())
+    async with app.run_test(size=size) as pilot:
+        session.emit(LogBatch((LONG,)))
+        await pilot.pause()
+        screen = app.screen
+        assert screen.has_class(width_class)
+        assert screen.query_one("#pages").display is paged
+        assert screen.query_one("#bench").display is not paged  # paged: the server page comes first
+        view = screen.query_one(LogView)
+        assert view.scrollable_content_region.width >= log_width, view.size
+        keys = {b.binding.key for b in screen.active_bindings.values() if b.enabled}
+        assert ("v" in keys) is paged
+
+
+async def test_v_switches_pages_and_a_sweep_brings_its_page(build: AppFactory) -> None:
+    app, session = build(sc.ready_with_bench())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        await pilot.press("v")
+        assert screen.query_one("#bench").display and not screen.query_one("#main").display
+        assert isinstance(screen.focused, BenchTable)  # keys act on what is in view
+        assert screen.query_one("#gpus-bench").display and not screen.query_one("#gpus").display
+        await pilot.press("v")
+        assert screen.query_one("#main").display and not screen.query_one("#bench").display
+        await pilot.press("b")  # sweep: levels dialog, enter accepts the defaults
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.dashboard.page == "bench" and screen.query_one("#bench").display
+        assert session.calls[-1][0] == "sweep"
+
+
+async def test_z_zooms_the_focused_panel_and_esc_or_z_brings_it_back(build: AppFactory) -> None:
+    app, _ = build(sc.ready_with_bench())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        screen.query_one(LogView).focus()
+        await pilot.press("z")
+        log = screen.query_one(LogPanel)
+        assert screen.maximized is log and log.outer_size == (80, 22)  # all but the header and the footer
+        await pilot.press("escape")
+        assert screen.maximized is None
+        screen.set_focus(None)
+        await pilot.press("z")  # nothing focused: the log
+        assert screen.maximized is log
+        await pilot.press("z")
+        assert screen.maximized is None
+
+
+async def test_j_k_g_G_move_the_focused_list_or_the_log(build: AppFactory) -> None:
+    app, session = build(sc.stopped())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        modes = app.screen.query_one(OptionList)
+        assert app.screen.focused is modes and modes.highlighted == 0
+        await pilot.press("j", "j")
+        assert modes.highlighted == 2
+        await pilot.press("k")
+        assert modes.highlighted == 1
+        await pilot.press("g")
+        assert modes.highlighted == 0
+        await pilot.press("G")
+        assert modes.highlighted == 2
+        session.emit(LogBatch(tuple(f"line {i}" for i in range(300))))
+        await pilot.pause()
+        view = app.screen.query_one(LogView)
+        view.focus()
+        await pilot.press("g")
+        assert view.scroll_offset.y == 0 and not view.follow
+        await pilot.press("j")
+        assert view.scroll_target_y == 1
+        await pilot.press("G")
+        assert view.follow
+
+
+async def test_w_wraps_long_lines_and_t_hides_timestamps(build: AppFactory) -> None:
+    app, session = build(sc.stopped())
+    async with app.run_test(size=(80, 24)) as pilot:
+        session.emit(LogBatch((LONG, "short")))
+        await pilot.pause()
+        view = app.screen.query_one(LogView)
+        width = view.scrollable_content_region.width
+        await pilot.press("w")
+        assert view.wrap
+        rows = -(-len(LONG) // width)
+        assert view.virtual_size.height == rows + 1
+        shown = "".join(view.render_line(y).text for y in range(rows)).rstrip()
+        assert LONG in shown.replace("\n", "")  # every character is on screen, none scrolled away
+        await pilot.press("t")
+        assert not view.timestamps
+        assert view.render_line(0).text.startswith("[TP0] Decode batch.")
+        assert "no times" in str(app.screen.query_one(LogPanel).border_subtitle)
+        await pilot.press("t", "w")
+        assert view.timestamps and not view.wrap and view.virtual_size.height == 2
+
+
+async def test_progress_bar_redraws_fold_into_one_updating_line(build: AppFactory) -> None:
+    app, session = build(sc.stopped())
+    async with app.run_test(size=(120, 40)) as pilot:
+        shards = [
+            f"Loading safetensors checkpoint shards: {i * 100 // 4:3d}% Completed | {i}/4 [00:0{i}<00:01]"
+            for i in range(5)
+        ]
+        session.emit(LogBatch(("[2025-04-16 14:21:49 TP0] Load weight begin.", *shards[:3])))
+        session.emit(LogBatch((*shards[3:], "[2025-04-16 14:21:55 TP0] Load weight end.")))
+        # The draft model's shards: the same description counting from 0 again is a new bar.
+        session.emit(LogBatch(("Loading safetensors checkpoint shards:   0% Completed | 0/1 [00:00<?]",)))
+        await pilot.pause()
+        view = app.screen.query_one(LogView)
+        assert [line.text for line in view.shown] == [
+            "[2025-04-16 14:21:49 TP0] Load weight begin.",
+            shards[4],  # the bar's last state, where the bar started
+            "[2025-04-16 14:21:55 TP0] Load weight end.",
+            "Loading safetensors checkpoint shards:   0% Completed | 0/1 [00:00<?]",
+        ]
+        assert view.folded == 4
+        assert "4 bar redraws folded" in str(app.screen.query_one(LogPanel).border_subtitle)
+
+
+async def test_q_during_a_sweep_says_what_stops_and_waits_for_yes(build: AppFactory) -> None:
+    app, session = build(sc.ready_with_bench())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        session.sweeping = True
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        question = str(app.screen.query_one("#question").render())
+        assert "The running A/B (baseline vs eagle3) stops, 1 of 6 levels unrun" in question
+        assert "its 5 finished levels and every completed request are kept" in question
+        assert "eagle3 (pid 1234) on root@gpu-box keeps running (specdash down root@gpu-box stops it)" in question
+        await pilot.press("n")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen) and ("close", ()) not in session.calls
+        await pilot.press("q")
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause()
+    assert ("close", ()) in session.calls
+
+
+async def test_exit_summary_says_what_still_runs(build: AppFactory) -> None:
+    app, session = build(sc.ready_with_bench()[:4])
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("q")
+    summary = app.exit_summary()
+    assert summary is not None
+    assert "eagle3 (pid 1234) is still running on root@gpu-box, port 30000 (ready)" in summary
+    assert "specdash down root@gpu-box" in summary
+    stopped, _ = build(sc.stopped())
+    async with stopped.run_test(size=(100, 30)) as pilot:
+        await pilot.press("q")
+    assert stopped.exit_summary() is None
+
+
+async def test_screenshot_goes_to_a_directory_that_exists(
+    build: AppFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    app, _ = build(sc.stopped())
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.deliver_screenshot(path=str(tmp_path / "new" / "dir"), filename="shot.svg")
+        await pilot.pause()
+        await pilot.pause()
+    assert (tmp_path / "new" / "dir" / "shot.svg").read_text().startswith("<svg")

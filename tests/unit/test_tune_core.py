@@ -1,0 +1,202 @@
+"""The tune's pure logic: space, order, drop rule, policy, ETA, verification; exports in the engines' words."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specdash.config import ModeConfig
+from specdash.core import tune as core
+from specdash.engines.spec_export import exports, validate_vllm_schedule, vllm_schedule
+from specdash.engines.spec_settings import SpecSetting, check_sglang
+from specdash.errors import UsageError
+from specdash.sim.spec_space import DraftShape, aggregate
+
+
+def test_parse_space_is_the_cartesian_product() -> None:
+    axes, points = core.parse_space("steps=1,2 topk=1,4 draft=4,8")
+    assert axes == {"steps": (1, 2), "topk": (1, 4), "draft": (4, 8)}
+    assert len(points) == 8 and SpecSetting(2, 4, 8) in points
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("", "empty"),
+        ("steps=1,x", "integers"),
+        ("steps=0", "positive"),
+        ("depth=3", "expected NAME"),
+        ("steps=1 steps=2", "twice"),
+        ("steps=1 k=2", "mixes"),
+    ],
+)
+def test_parse_space_rejects_bad_input(text: str, match: str) -> None:
+    with pytest.raises(UsageError, match=match):
+        core.parse_space(text)
+
+
+def test_runnable_skips_refused_and_adjusted_points_with_reasons() -> None:
+    _, points = core.parse_space("steps=1,3 topk=1,4 draft=4,8")
+    keep, skipped = core.runnable(points, check_sglang)
+    assert SpecSetting(1, 1, 2) in keep and SpecSetting(3, 1, 4) in keep
+    assert SpecSetting(1, 4, 8) not in keep
+    reasons = {s.setting.label: s.reason for s in skipped}
+    assert reasons["s1-k4-d8"].startswith("refused:")
+    assert reasons["s3-k1-d8"].startswith("runs as s3-k1-d4")
+    assert len(keep) == len(set(keep))
+
+
+def test_convergence_order_starts_in_the_middle_and_brackets_the_space() -> None:
+    _, points = core.parse_space("steps=1,2,3,5 topk=1,4,8")
+    order = core.convergence_order(points)
+    assert sorted(order) == sorted(points)
+    assert order[0] in (SpecSetting(steps=2, topk=4), SpecSetting(steps=3, topk=4), SpecSetting(steps=2, topk=2))
+    corners = {SpecSetting(steps=s, topk=k) for s in (1, 5) for k in (1, 8)}
+    assert corners <= set(order[:5]), "the corners come right after the middle"
+
+
+def P(median: float, spread: float = 0.0) -> core.Point:  # noqa: N802 - reads like a constructor
+    return core.Point(median, spread, 1)
+
+
+def test_drop_rule_needs_every_level_beyond_both_spreads() -> None:
+    pts = {
+        core.BASELINE: {1: P(100, 2), 8: P(400, 8)},
+        "a": {1: P(150, 3), 8: P(300, 6)},
+        "b": {1: P(120, 2), 8: P(290, 6)},  # worse than a at 1 and than baseline at 8, by more than the spreads
+        "c": {1: P(146, 3), 8: P(280, 6)},  # within the spreads of a at 1: kept
+    }
+    assert core.dominated("b", pts)
+    assert not core.dominated("c", pts)
+    assert not core.dominated("a", pts)
+    assert not core.dominated(core.BASELINE, pts)
+
+
+def test_point_spread_has_a_floor() -> None:
+    assert core.point([100.0]).spread == pytest.approx(2.0)
+    assert core.point([100.0, 110.0, 90.0]).spread == pytest.approx(10.0)
+
+
+def test_policy_ranges_threshold_and_fixed_setting() -> None:
+    pts = {
+        core.BASELINE: {1: P(70, 1.4), 2: P(130, 2.6), 4: P(225, 4.5), 8: P(357, 7)},
+        "deep": {1: P(100, 2), 2: P(146, 3), 4: P(190, 4), 8: P(240, 5)},
+        "shallow": {1: P(85, 2), 2: P(140, 3), 4: P(215, 4), 8: P(260, 5)},
+    }
+    policy = core.build_policy(pts)
+    assert policy.per_level[1][0] == "deep" and policy.per_level[4][0] == core.BASELINE
+    assert policy.disable_above == 3  # the envelope (146/130 at 2, 215/225 at 4) crosses 1.0 at C≈3.2
+    assert [(r.low, r.high, r.choice) for r in policy.ranges] == [(1, 3, "deep"), (4, None, core.BASELINE)]
+    assert policy.fixed == "deep"
+    assert policy.per_level[1][1] == pytest.approx(100 / 70)
+    json.dumps(policy.to_json())
+
+
+def test_policy_never_pays() -> None:
+    pts = {core.BASELINE: {1: P(70), 2: P(130)}, "x": {1: P(60), 2: P(100)}}
+    policy = core.build_policy(pts)
+    assert policy.disable_above == 0 and policy.fixed is None
+    assert [r.choice for r in policy.ranges] == [core.BASELINE]
+
+
+def test_policy_on_the_simulator_model_picks_its_optimum() -> None:
+    # The ground truth: the model's own optimum per level over the runnable grid.
+    _, points = core.parse_space("steps=1,2,3,5 topk=1,4 draft=4,8,16")
+    keep, _ = core.runnable(points, check_sglang)
+    levels = (1, 2, 4, 8, 16)
+
+    def tok_s(s: SpecSetting | None, c: int) -> float:
+        shape = None if s is None else DraftShape(s.steps or 0, s.topk or 0, s.draft or 0)
+        return aggregate(None if s is None else "EAGLE3", shape, c)
+
+    pts = {s.label: {c: core.point([tok_s(s, c)]) for c in levels} for s in keep}
+    pts[core.BASELINE] = {c: core.point([tok_s(None, c)]) for c in levels}
+    policy = core.build_policy(pts)
+    for c in levels:
+        best = max([None, *keep], key=lambda s: tok_s(s, c))
+        assert policy.per_level[c][0] == (core.BASELINE if best is None else best.label)
+    assert policy.disable_above == 2
+
+
+def test_eta_uses_history_and_level_durations() -> None:
+    eta = core.estimate_eta(3, 12, [10.0, 12.0, 500.0], [2.0, 3.0])
+    assert eta.seconds == pytest.approx(3 * 12.0 + 12 * 2.5)
+    assert core.estimate_eta(1, 1, [], []).seconds == pytest.approx(660.0)
+
+
+def test_verify_ramp_and_checks() -> None:
+    assert core.verify_ramp((1, 2, 4, 8), 2) == (1, 2, 3, 4, 8)
+    fixed = {1: P(100, 2), 4: P(190, 4)}
+    base = {1: P(70, 1), 4: P(225, 4)}
+    checks = core.verify_levels({1: 99.0, 2: 120.0, 4: 200.0}, (1, 2, 4), fixed, base)
+    by_c = {v.concurrency: v for v in checks}
+    assert by_c[1].ok is True
+    # interpolated in log C, halfway: fixed 145, baseline 147.5; the better one is the reference
+    assert by_c[2].reference == pytest.approx(147.5)
+    assert by_c[2].ok is False
+    assert by_c[4].reference == 225.0 and by_c[4].ok is False
+
+
+def _policy() -> core.Policy:
+    pts = {
+        core.BASELINE: {1: P(70), 2: P(130), 4: P(225)},
+        "k4": {1: P(100), 2: P(140), 4: P(180)},
+        "k2": {1: P(90), 2: P(145), 4: P(200)},
+    }
+    return core.build_policy(pts)
+
+
+def test_vllm_schedule_is_inclusive_ranges_from_1_and_passes_vllms_checks() -> None:
+    policy = _policy()
+    schedule = vllm_schedule(policy, {"k4": 4, "k2": 2})
+    assert schedule[0][0] == 1 and schedule[-1][2] == 0
+    validate_vllm_schedule(schedule)
+    with pytest.raises(ValueError, match="start at 1"):
+        validate_vllm_schedule([[2, 4, 3]])
+    with pytest.raises(ValueError, match="non-overlapping"):
+        validate_vllm_schedule([[1, 4, 3], [4, 8, 1]])
+
+
+def test_exports_in_each_engines_words() -> None:
+    policy = _policy()
+    vllm = ModeConfig(
+        "ng", "vllm", "/m", args=("--speculative-config", '{"method": "ngram", "num_speculative_tokens": 9}')
+    )
+    out = exports(vllm, policy, {"k4": SpecSetting(k=4), "k2": SpecSetting(k=2)}, simulated=False)
+    fixed = json.loads(out[0].args[-1])
+    assert fixed["method"] == "ngram" and fixed["num_speculative_tokens"] == policy_k(policy)
+    dyn = json.loads(out[1].args[-1])
+    validate_vllm_schedule(dyn["num_speculative_tokens_per_batch_size"])
+    assert dyn["num_speculative_tokens"] == max(k for _, _, k in dyn["num_speculative_tokens_per_batch_size"])
+
+    sgl = ModeConfig("e3", "sglang", "/m", args=("--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "9"))
+    pts = {core.BASELINE: {1: P(70), 4: P(225)}, "s4-k1-d5": {1: P(100), 4: P(180)}}
+    out = exports(sgl, core.build_policy(pts), {"s4-k1-d5": SpecSetting(4, 1, 5)}, simulated=True)
+    kinds = [(e.kind, e.engine) for e in out]
+    assert kinds == [("fixed", "sglang"), ("dynamic", "sim"), ("dynamic", "sglang")]
+    assert out[0].args.count("--speculative-num-steps") == 1 and "4" in out[0].args
+    assert out[1].args[-2:] == ("--sim-disable-spec-above", "2")  # crossover at C≈2.6
+    assert "--speculative-adaptive" in out[2].args and "v0.5.6" in out[2].needs
+
+
+def policy_k(policy: core.Policy) -> int:
+    return {"k4": 4, "k2": 2}[policy.fixed or ""]
+
+
+def test_candidate_modes_replace_the_draft_settings_in_the_engines_words() -> None:
+    from specdash.bench.tune import candidate_mode
+
+    sgl = ModeConfig(
+        "e3", "sglang", "/m", args=("--tp", "8", "--speculative-num-steps", "2", "--speculative-eagle-topk=4")
+    )
+    mode = candidate_mode(sgl, SpecSetting(3, 1, 4))
+    assert mode.name == "e3@s3-k1-d4"
+    assert mode.args == ("--tp", "8", *("--speculative-num-steps", "3", "--speculative-eagle-topk", "1"),
+                         "--speculative-num-draft-tokens", "4")  # fmt: skip
+    spec = '{"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 3, "prompt_lookup_max": 5}'
+    vllm = ModeConfig("ng", "vllm", "/m", args=("--speculative-config", spec, "--max-num-seqs", "16"))
+    mode = candidate_mode(vllm, SpecSetting(k=2, lookup_max=2))
+    assert mode.args[:2] == ("--max-num-seqs", "16") and mode.args[2] == "--speculative-config"
+    assert json.loads(mode.args[3]) == {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 2,
+                                        "prompt_lookup_max": 2}  # fmt: skip
