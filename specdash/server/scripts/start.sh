@@ -41,7 +41,7 @@ fi
 # of the run, so a stop can tell them from whatever reuses the PID or group id later.
 env SPECDASH_RUN="$run_id" "${envs[@]}" setsid "$@" >"$dir/server.log" 2>&1 </dev/null &
 pid=$!
-ident=$(proc_identity "$pid")
+ident=$(proc_identity "$pid") || ident=0 # already gone (exited at once): a record that matches nothing
 if ! printf '%s %s %s %s\n' "$pid" "$pid" "$(date +%s.%N)" "${ident%% *}" >"$dir/pid.new" 2>/dev/null ||
     ! mv -f "$dir/pid.new" "$dir/pid" 2>/dev/null ||
     ! printf '%s\n' "$run_id" >"$SPECDASH_HOME/current.new" 2>/dev/null ||

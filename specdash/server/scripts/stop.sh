@@ -10,8 +10,13 @@ dir="$RUNS/$run_id"
 [ -f "$dir/pid" ] || { say "norun $run_id"; exit 20; }
 check_owned "$dir" "$dir/pid"
 if ! read_record "$dir/pid"; then
+    # Empty or half-written (a full disk at launch): nothing can be verified, so nothing is signalled;
+    # the run is closed so that a new launch is not refused because of it.
     say "badrecord $dir/pid"
-    exit 22
+    date +%s.%N >"$dir/stopped" 2>/dev/null
+    [ "$(current_run)" = "$run_id" ] && rm -f "$SPECDASH_HOME/current"
+    say "done"
+    exit 0
 fi
 # signal SIG: the whole group when its leader is verified, else each tagged member by PID.
 signal() {
