@@ -32,6 +32,7 @@ check: install
 	$(VENV)/bin/ruff format --check specdash tests benchmarks
 	$(VENV)/bin/ruff check specdash tests benchmarks
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 test: install system-deps check
 	env -u NO_COLOR -u TEXTUAL $(PY) -m pytest -q -m "not engine"

@@ -85,7 +85,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 OWN = ("floor", "plain", "plain-uvloop", "probe", "probe-pool")
 PEERS = ("bench_serving", "vllm-bench")
-CLIENTS = OWN + PEERS
+AGENT = ("agent",)
+CLIENTS = OWN + PEERS + AGENT
 PATHS = {"generate": "/generate", "completions": "/v1/completions"}
 LABELS = {
     "floor": "floor: bare asyncio protocol on uvloop, counts bytes only",
@@ -93,6 +94,7 @@ LABELS = {
     "plain-uvloop": "plain aiohttp + uvloop",
     "probe": "**specdash probe** (`Probe.run_level`, uvloop)",
     "probe-pool": "specdash probe in a worker process + parent (`ProbePool`)",
+    "agent": "specdash probe agent (the zipapp a host runs; stdlib asyncio, records to a file and stdout)",
 }
 
 SGLANG_LAUNCHER = """
@@ -227,28 +229,33 @@ async def _probe(url: str, endpoint: str, streams: int, requests: int, n: int) -
 
 async def _probe_pool(url: str, endpoint: str, streams: int, requests: int, n: int) -> tuple[int, float, float]:
     from specdash.bench.probe import LevelPlan, ProbeSettings
+    from specdash.bench.samples import RequestSample
     from specdash.bench.sse import Endpoint
-    from specdash.bench.workers import Message, ProbePool
+    from specdash.bench.workers import ProbePool
 
     pool = ProbePool(url, ProbeSettings(endpoint=Endpoint(endpoint), output_len=n), ("hi",))
-    events = 0
 
-    def on_message(_wid: int, msg: Message) -> None:
-        nonlocal events
-        if msg[0] == "sample":
-            events += len(msg[1].chunk_tokens)
+    class Count:
+        events = 0
 
+        def sample(self, worker: int, sample: RequestSample) -> None:
+            self.events += len(sample.chunk_tokens)
+
+        def tick(self, worker: int, arrivals: list[tuple[int, int]], inflight: int, now_ns: int) -> None:
+            pass
+
+    counter = Count()
     try:
-        await pool.run_level([LevelPlan(concurrency=streams, total_requests=streams)], lambda w, m: None)
+        await pool.run_level([LevelPlan(concurrency=streams, total_requests=streams)], Count())
         cpu0, t0 = time.process_time(), time.perf_counter()
-        outcomes = await pool.run_level([LevelPlan(concurrency=streams, total_requests=requests)], on_message)
+        outcomes = await pool.run_level([LevelPlan(concurrency=streams, total_requests=requests)], counter)
         parent_cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
     finally:
         await pool.close()
     out = outcomes[0]
     assert out is not None
     # The worker measures its own CPU share over the level (process_time / wall inside run_level).
-    return events, parent_cpu + out.headroom.cpu_share * wall, wall
+    return counter.events, parent_cpu + out.headroom.cpu_share * wall, wall
 
 
 def parse_only_us(n: int = 128, repeats: int = 200) -> float:
@@ -487,8 +494,30 @@ def command(name: str, args: argparse.Namespace, peers: Peers, url: str, request
                 "--random-input-len", str(args.input_len), "--random-output-len", n, "--random-range-ratio", "0",
                 "--num-prompts", str(requests), "--max-concurrency", c, "--request-rate", "inf", "--ignore-eos",
                 "--temperature", "0", "--disable-tqdm", "--seed", "1"]  # fmt: skip
+    if name == "agent":
+        return agent_command(args, url, requests, out_dir)
     return [sys.executable, __file__, "--client", name, "--url", url, "--endpoint", args.endpoint, "--streams", c,
             "--requests", str(requests), "--output-len", n]  # fmt: skip
+
+
+def agent_command(args: argparse.Namespace, url: str, requests: int, out_dir: str) -> list[str]:
+    """The probe agent as a host runs it: the content-hashed zipapp, the host's Python (no uvloop there)."""
+    from specdash.bench.agent.bundle import build
+    from specdash.bench.agent.wire import PROTOCOL, job_to_dict, plan_to_dict
+    from specdash.bench.probe import LevelPlan, ProbeSettings
+    from specdash.bench.sse import Endpoint
+
+    bundle = build()
+    pyz = Path(out_dir) / bundle.name
+    pyz.write_bytes(bundle.data)
+    endpoint = Endpoint.GENERATE if args.endpoint == "generate" else Endpoint.COMPLETIONS
+    settings = ProbeSettings(endpoint=endpoint, output_len=args.output_len, model="fake-model")
+    job = Path(out_dir) / "agent-job.json"
+    job.write_text(json.dumps(job_to_dict(url, settings, ("x " * args.input_len,))))
+    plan = LevelPlan(concurrency=args.streams, total_requests=requests)
+    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+    return [python, str(pyz), "--job", str(job), "--records", str(Path(out_dir) / f"agent-{requests}.jsonl"),
+            "--expect", PROTOCOL, "--plan", json.dumps(plan_to_dict(plan))]  # fmt: skip
 
 
 def differential(name: str, a: Run, b: Run, extra: int, n: int) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from typing import Any
 
 from specdash.errors import UsageError
 from specdash.limits import MAX_CONFIG_BYTES, MAX_GRACE_S, read_regular_file
+from specdash.target import parse_target
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,8 @@ class UIConfig:
 
 LINK_LOSS_POLICIES = ("pause", "stop")
 """What a sweep does when the SSH link drops (`[bench] on_link_loss`, `bench --on-link-loss`)."""
+PROBE_PLACES = ("host", "local")
+"""Where a sweep's probe runs (`[bench] probe`, `bench --probe`): next to the server, or here."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,9 @@ class BenchConfig:
     """When the SSH link drops mid-sweep: `pause` (wait, then run the interrupted level again) or `stop`."""
     link_wait: float = 600.0
     """Seconds a paused sweep waits for the link before it stops."""
+    probe: str = "host"
+    """`host`: the probe runs on the server's host (only records cross the link; falls back to `local`, with a
+    warning in the run's record, when the host has no Python >= 3.11); `local`: here, through the forward."""
 
 
 @dataclass(frozen=True)
@@ -266,11 +272,14 @@ def parse(text: str, path: Path, *, engines: Collection[str]) -> Config:
     ui_table.check_keys({"bell", "theme"})
     ui = UIConfig(bell=ui_table.boolean("bell", True), theme=ui_table.string("theme", "textual-dark") or "")
     bench_table = _Table(path, "bench", data.get("bench", {}))
-    bench_table.check_keys({"on_link_loss", "link_wait"})
+    bench_table.check_keys({"on_link_loss", "link_wait", "probe"})
     on_link_loss = bench_table.string("on_link_loss", "pause") or ""
     if on_link_loss not in LINK_LOSS_POLICIES:
         raise bench_table.error("on_link_loss", f"must be one of {', '.join(LINK_LOSS_POLICIES)}, not {on_link_loss!r}")
-    bench = BenchConfig(on_link_loss, bench_table.number("link_wait", 600.0, low=1.0, high=7 * 86400.0))
+    probe = bench_table.string("probe", "host") or ""
+    if probe not in PROBE_PLACES:
+        raise bench_table.error("probe", f"must be one of {', '.join(PROBE_PLACES)}, not {probe!r}")
+    bench = BenchConfig(on_link_loss, bench_table.number("link_wait", 600.0, low=1.0, high=7 * 86400.0), probe)
     tunes = {name: _tune(_Table(path, f"tune.{name}", t), name, modes) for name, t in _subtables(path, data, "tune")}
     return Config(path=path, hosts=hosts, modes=modes, ui=ui, bench=bench, keymap=_keymap(path, data), tunes=tunes)
 
@@ -314,8 +323,6 @@ def _subtables(path: Path, data: dict[str, Any], key: str) -> list[tuple[str, An
 
 
 def _host(t: _Table, name: str) -> HostConfig:
-    from specdash.remote.target import parse_target
-
     t.check_keys(_HOST_KEYS)
     address = t.string("address", required=True) or ""
     try:

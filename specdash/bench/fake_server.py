@@ -130,7 +130,9 @@ class FakeServer:
         return f"http://127.0.0.1:{self.port}"
 
     async def _models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+        # Both engines name themselves in `owned_by`, as the real ones do.
+        model = {"id": "fake-model", "object": "model", "owned_by": self.config.engine}
+        return web.json_response({"object": "list", "data": [model]})
 
     async def _health(self, request: web.Request) -> web.Response:
         self.health_calls += 1

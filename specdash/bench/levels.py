@@ -12,30 +12,18 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from specdash.bench.probe import CLIENT_LIMIT_CPU_SHARE, CLIENT_LIMIT_LAG_MS, Headroom, ProbeSettings
+from specdash.bench.probe import Headroom, ProbeSettings
 from specdash.bench.server_view import ServerView
 from specdash.bench.summary import LevelStats
-from specdash.config import LINK_LOSS_POLICIES
+from specdash.config import LINK_LOSS_POLICIES, PROBE_PLACES
 from specdash.core.events import BenchTick, LevelRow
+from specdash.core.levels import DEFAULT_LEVELS, MAX_LEVEL, validate_levels
 from specdash.errors import UsageError
-from specdash.limits import MAX_CONCURRENCY
 
-DEFAULT_LEVELS: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100)
-"""Concurrency levels swept by default."""
-MAX_LEVEL = MAX_CONCURRENCY
-"""The largest concurrency accepted."""
+__all__ = ["DEFAULT_LEVELS", "MAX_LEVEL", "validate_levels"]  # the one grammar lives in specdash.core.levels
+
 MAX_LEVEL_ATTEMPTS = 5
 """A level interrupted by link losses this many times ends the sweep (a flapping link measures nothing)."""
-
-
-def validate_levels(levels: tuple[int, ...]) -> tuple[int, ...]:
-    """Sorted, de-duplicated levels; a `UsageError` for any level outside 1..1024."""
-    if not levels:
-        raise UsageError("no concurrency levels given")
-    bad = [c for c in levels if c < 1 or c > MAX_LEVEL]
-    if bad:
-        raise UsageError(f"concurrency levels must be between 1 and {MAX_LEVEL}, got {bad[0]}")
-    return tuple(sorted(set(levels)))
 
 
 def url_origin(url: str) -> str:
@@ -100,12 +88,16 @@ class SweepConfig:
     interrupted level again; `stop` ends the sweep there. Either way every request sent so far is stored."""
     link_wait_s: float = 600.0
     """A pause longer than this ends the sweep."""
+    probe: str = "local"
+    """`host`: over SSH, run the probe on the server's host (`specdash.bench.agent`); `local`: here."""
     settings: ProbeSettings = field(default_factory=ProbeSettings)
     """Request shape and timeouts."""
 
     def __post_init__(self) -> None:
         if self.on_link_loss not in LINK_LOSS_POLICIES:
             raise UsageError(f"on_link_loss must be one of {', '.join(LINK_LOSS_POLICIES)}, got {self.on_link_loss!r}")
+        if self.probe not in PROBE_PLACES:
+            raise UsageError(f"probe must be one of {', '.join(PROBE_PLACES)}, got {self.probe!r}")
         if not self.link_wait_s > 0:
             raise UsageError(f"link_wait must be a positive number of seconds, got {self.link_wait_s!r}")
 
@@ -125,18 +117,6 @@ class SweepConfig:
         if self.requests_per_level is not None:
             return self.requests_per_level
         return max(self.min_requests_factor * concurrency, 10)
-
-
-def parent_reasons(parent: Headroom | None) -> tuple[str, ...]:
-    """Why the sweep's own process (SSH forward, UI) may have limited a level; empty when it had headroom."""
-    if parent is None:
-        return ()
-    out = []
-    if parent.cpu_share >= CLIENT_LIMIT_CPU_SHARE:
-        out.append(f"sweep process (SSH forward, UI) CPU {parent.cpu_share:.0%} of a core")
-    if parent.loop_lag_p99_ms >= CLIENT_LIMIT_LAG_MS:
-        out.append(f"sweep process event-loop lag p99 {parent.loop_lag_p99_ms:.1f} ms")
-    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -191,11 +171,13 @@ class LevelResult:
     """Row id in the store."""
     parent: Headroom | None = None
     """The sweep's own process (it carries the SSH forward and the UI) when the probe ran in workers."""
+    client_limits: tuple[str, ...] = ()
+    """Evidence that the client distorted the level (`specdash.bench.headroom.judge`); empty when it did not."""
 
     @property
     def client_limited(self) -> bool:
-        """True when any probe process, or the sweep's own process, may have limited the level."""
-        return bool(parent_reasons(self.parent)) or any(h.client_limited for h in self.headroom)
+        """True when there is evidence that the client (probe or the process carrying the link) distorted it."""
+        return bool(self.client_limits)
 
     def to_row(self) -> LevelRow:
         """The bench table's row for this level."""
@@ -232,6 +214,8 @@ class SweepResult:
     """Levels in the order they ran."""
     aborted: str | None
     """Why the sweep ended early."""
+    probe: dict[str, str] | None = None
+    """Where the probe ran and why: `{"where": "host", "python": "3.11.2"}` or `{"where": "local", "why": ...}`."""
 
     def curve(self) -> dict[int, float]:
         """Concurrency -> steady-state aggregate tok/s over finished levels (for `compute_crossover`)."""

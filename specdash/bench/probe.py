@@ -12,7 +12,7 @@ Cost per SSE event is what matters (reference/measurement.md §9, §12), so:
 - live token credits are harvested from in-flight streams by a ticker, so a chunk costs no extra call.
 
 The probe measures its own headroom per level (`Headroom`): the ticker's event-loop lag, the process's CPU
-share and the delay between a request's scheduled and actual send.
+share and the delay between a request's scheduled and actual send (`specdash.bench.headroom` judges it).
 """
 
 from __future__ import annotations
@@ -30,13 +30,6 @@ from specdash.bench.sse import Endpoint, StreamAccount
 from specdash.core.series import percentile
 
 perf_ns = time.perf_counter_ns
-
-CLIENT_LIMIT_CPU_SHARE = 0.80
-"""A worker using this share of one core (asyncio is single-threaded) is treated as saturated."""
-CLIENT_LIMIT_LAG_MS = 20.0
-"""p99 event-loop lag above this means reads are served late: the client distorts timings."""
-CLIENT_LIMIT_SEND_DELAY_MS = 10.0
-"""p99 delay between a slot freeing and its next request being sent, above which the client holds load back."""
 
 
 @dataclass(frozen=True)
@@ -129,23 +122,8 @@ class Headroom:
     """p99 of (actual send - scheduled send)."""
     events: int
     """Content chunks received (for CPU per event)."""
-
-    @property
-    def reasons(self) -> tuple[str, ...]:
-        """Which limits were crossed; empty when the client had headroom."""
-        out: list[str] = []
-        if self.cpu_share >= CLIENT_LIMIT_CPU_SHARE:
-            out.append(f"probe CPU {self.cpu_share:.0%} of a core")
-        if self.loop_lag_p99_ms >= CLIENT_LIMIT_LAG_MS:
-            out.append(f"event-loop lag p99 {self.loop_lag_p99_ms:.1f} ms")
-        if self.send_delay_p99_ms >= CLIENT_LIMIT_SEND_DELAY_MS:
-            out.append(f"send delay p99 {self.send_delay_p99_ms:.1f} ms")
-        return tuple(out)
-
-    @property
-    def client_limited(self) -> bool:
-        """True when the client, not the server, may have limited this level."""
-        return bool(self.reasons)
+    loop_lag_p90_ms: float = 0.0
+    """p90 lateness of the ticker's wake-ups (what `specdash.bench.headroom` weighs)."""
 
 
 @dataclass(frozen=True)
@@ -424,6 +402,7 @@ class Probe:
             loop_lag_max_ms=max(level.lags_ms, default=0.0),
             send_delay_p99_ms=percentile(level.send_delays_ms, 99) or 0.0,
             events=level.events,
+            loop_lag_p90_ms=percentile(level.lags_ms, 90) or 0.0,
         )
         return LevelOutcome(level.sent, level.failed, level.stop, headroom)
 

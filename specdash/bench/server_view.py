@@ -12,45 +12,55 @@ Read before and after each level (never `/health`, which injects generations int
 - vLLM: Δ`vllm:generation_tokens_total` / wall; acceptance length 1 + Δ`spec_decode_num_accepted_tokens` /
   Δ`spec_decode_num_drafts`; max of `vllm:num_requests_running` / `waiting`.
 
-The pure part (`parse_prometheus`, `level_view`) is separated from the HTTP part (`ServerClient`).
+The pure part (`parse_prometheus`, `level_view`) is separated from the HTTP part (`ServerClient`, on httpx:
+the control plane's one client; the probe's streams use `specdash.bench.http1`).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from specdash.limits import MAX_CONTROL_BODY_BYTES
-
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 
 DISAGREE_FRACTION = 0.10
 """Client and server throughput differing by more than this fraction produce a warning."""
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
-    """Prometheus text exposition -> metric name -> value summed over label sets (NaN and comments skipped)."""
+    """Prometheus text exposition -> sample name -> value summed over label sets (NaN and comments skipped).
+
+    Parsed by `prometheus_client`'s parser. One malformed line makes it reject the whole text, so then each
+    line is parsed alone and the bad ones are skipped: one odd metric must not hide the others.
+    """
     out: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = _SAMPLE.match(line)
-        if not m:
-            continue
-        try:
-            value = float(m.group(3))
-        except ValueError:
-            continue
-        if math.isnan(value):
-            continue
-        out[m.group(1)] = out.get(m.group(1), 0.0) + value
+    try:
+        _add_samples(out, text_string_to_metric_families(text))
+    except ValueError:
+        out.clear()
+        for line in text.splitlines():
+            try:
+                _add_samples(out, text_string_to_metric_families(line + "\n"))
+            except ValueError:
+                continue
     return out
+
+
+def _add_samples(out: dict[str, float], families: Iterable[Any]) -> None:
+    found: dict[str, float] = {}
+    for family in families:
+        for sample in family.samples:
+            value = float(sample.value)
+            if not math.isnan(value):
+                found[sample.name] = found.get(sample.name, 0.0) + value
+    for name, value in found.items():  # added only once the text (or line) parsed whole
+        out[name] = out.get(name, 0.0) + value
 
 
 @dataclass(frozen=True)
@@ -168,39 +178,44 @@ def warnings_for(
 
 
 class ServerClient:
-    """Control-plane reads of one server (`/metrics`, `/server_info`, `/v1/models`, `/flush_cache`)."""
+    """Control-plane reads of one server (`/metrics`, `/server_info`, `/v1/models`, `/flush_cache`) over httpx."""
 
     def __init__(self, base_url: str, timeout_s: float = 5.0) -> None:
-        """Prepare a client; the session opens in `__aenter__`."""
+        """Prepare a client; the connection pool opens in `__aenter__`."""
         self.base_url = base_url.rstrip("/")
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
-        self._session: aiohttp.ClientSession | None = None
+        self._timeout = httpx.Timeout(timeout_s)
+        self._client: httpx.AsyncClient | None = None
 
     async def __aenter__(self) -> ServerClient:
-        self._session = aiohttp.ClientSession(timeout=self._timeout)
+        self._client = httpx.AsyncClient(base_url=self.base_url, timeout=self._timeout, trust_env=False)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
 
-    async def _get(self, path: str) -> tuple[int, str] | None:
-        """(status, body text) or None: a body over `MAX_CONTROL_BODY_BYTES` fails this poll unread, bytes
-        that are not UTF-8 are replaced, and a redirect is not followed (it could lead to another origin)."""
-        assert self._session is not None
+    async def _request(self, method: str, path: str) -> tuple[int, str] | None:
+        """(status, body text) or None: a body over `MAX_CONTROL_BODY_BYTES` fails this poll without being
+        read further, bytes that are not UTF-8 are replaced, and a redirect is not followed (httpx's default:
+        it could lead to another origin)."""
+        assert self._client is not None
         try:
-            async with self._session.get(self.base_url + path, allow_redirects=False) as resp:
-                if resp.content_length is not None and resp.content_length > MAX_CONTROL_BODY_BYTES:
+            async with self._client.stream(method, path) as resp:
+                declared = resp.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > MAX_CONTROL_BODY_BYTES:
                     return None
                 body = bytearray()
-                async for block in resp.content.iter_chunked(64 * 1024):
+                async for block in resp.aiter_bytes():
                     body += block
                     if len(body) > MAX_CONTROL_BODY_BYTES:
                         return None
-                return resp.status, body.decode("utf-8", errors="replace")
-        except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
+                return resp.status_code, body.decode("utf-8", errors="replace")
+        except (httpx.HTTPError, OSError, ValueError):
             return None
+
+    async def _get(self, path: str) -> tuple[int, str] | None:
+        return await self._request("GET", path)
 
     async def metrics(self) -> dict[str, float] | None:
         """`/metrics` parsed, or None when unavailable (SGLang without `--enable-metrics`)."""
@@ -253,10 +268,5 @@ class ServerClient:
 
     async def flush_cache(self) -> bool:
         """POST SGLang `/flush_cache` (a 200 does not prove a flush: it is skipped while busy)."""
-        assert self._session is not None
-        try:
-            async with self._session.post(self.base_url + "/flush_cache") as resp:
-                await resp.read()
-                return resp.status == 200
-        except (aiohttp.ClientError, TimeoutError, OSError):
-            return False
+        got = await self._request("POST", "/flush_cache")
+        return got is not None and got[0] == 200

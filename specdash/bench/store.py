@@ -1,9 +1,16 @@
 """The local SQLite store: bench runs, levels, every request sample, and server start-ups.
 
-Lives at `specdash.paths.data_dir() / "specdash.db"`, in WAL mode. Every sample is committed as it
-arrives, so killing specdash at any moment loses no request it had reported as completed: a WAL commit is
-durable against a process crash as soon as `commit()` returns (`synchronous=NORMAL` only risks the last
-transactions on an OS crash or power loss, which is an acceptable trade for ~100 commits/s).
+Lives at `specdash.paths.data_dir() / "specdash.db"`, in WAL mode. Samples are written by one writer
+thread, off the caller's event loop (the UI's, under the dashboard): `add_sample` queues the row and returns;
+the thread writes whatever has arrived since its last commit in one transaction and commits it at once, so a
+sample is durable milliseconds after it arrives, and killing specdash loses at most the batch being written.
+A WAL commit is durable against a process crash as soon as it returns (`synchronous=NORMAL` only risks the
+last transactions on an OS crash or power loss). Reads and level/run updates first wait for the queue
+(`flush`), so they see every sample added before them.
+
+The schema is versioned (`PRAGMA user_version`): `MIGRATIONS[i]` takes a database from version i to i + 1,
+and opening a store applies the missing ones in order. Adding a column is one small function appended there.
+Rows are read by column name.
 
 | table | one row per | written by |
 |---|---|---|
@@ -15,11 +22,16 @@ transactions on an OS crash or power loss, which is an acceptable trade for ~100
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import os
+import queue
 import sqlite3
+import threading
+import weakref
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,7 +43,7 @@ from specdash.paths import data_dir
 from specdash.redact import REDACTED as REDACTED  # re-exported: what a secret is stored as
 from specdash.redact import redact as redact  # re-exported for the store's callers
 
-SCHEMA = """
+SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
     created TEXT NOT NULL,
@@ -94,6 +106,40 @@ CREATE TABLE IF NOT EXISTS startups (
     outcome TEXT NOT NULL
 );
 """
+
+
+def _v1(db: sqlite3.Connection) -> None:
+    """The first schema (also a no-op on stores created before versioning: every table already exists)."""
+    for statement in SCHEMA_V1.split(";"):  # not executescript: it would commit the migration's transaction
+        if statement.strip():
+            db.execute(statement)
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1]
+"""`MIGRATIONS[i]` takes the database from schema version i to i + 1 (append; never edit a released one)."""
+SCHEMA_VERSION = len(MIGRATIONS)
+"""The version this code writes."""
+
+
+def migrate(db: sqlite3.Connection) -> int:
+    """Apply the migrations the database lacks, each in its own transaction; returns the version reached.
+
+    Raises:
+        SpecdashError: The database was written by a newer specdash (its version is above ours).
+    """
+    version = int(db.execute("PRAGMA user_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise SpecdashError(f"the store's schema version {version} is newer than this specdash's ({SCHEMA_VERSION})")
+    for target in range(version, SCHEMA_VERSION):
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            MIGRATIONS[target](db)
+            db.execute(f"PRAGMA user_version = {target + 1}")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+    return SCHEMA_VERSION
 
 
 def default_path() -> Path:
@@ -197,8 +243,106 @@ class StartupRecord:
     """e.g. `ready`, `crashed`, `stopped`."""
 
 
+_SAMPLE_COLUMNS = (
+    "run_id, level_id, idx, prompt_idx, worker, error, detail, http_status, scheduled_ns, start_ns, end_ns,"
+    " first_token_ns, last_token_ns, output_tokens, requested_tokens, estimated, per_chunk_exact,"
+    " spec_accept_length, chunk_offsets_us, chunk_tokens"
+)
+_INSERT_SAMPLE = f"INSERT INTO samples ({_SAMPLE_COLUMNS}) VALUES ({','.join('?' * 20)})"
+
+
+def _sample_row(run_id: int, level_id: int, s: RequestSample) -> tuple[Any, ...]:
+    return (
+        run_id,
+        level_id,
+        s.index,
+        s.prompt_index,
+        s.worker,
+        None if s.error is None else s.error.value,
+        s.detail,
+        s.http_status,
+        s.scheduled_ns,
+        s.start_ns,
+        s.end_ns,
+        s.first_token_ns,
+        s.last_token_ns,
+        s.output_tokens,
+        s.requested_tokens,
+        int(s.estimated),
+        int(s.per_chunk_exact),
+        s.spec_accept_length,
+        _pack(s.chunk_offsets_us),
+        _pack(s.chunk_tokens),
+    )
+
+
+def _flush_at_exit(ref: weakref.ref[_SampleWriter]) -> None:
+    writer = ref()
+    if writer is not None:
+        with contextlib.suppress(SpecdashError):
+            writer.flush()
+
+
+class _SampleWriter:
+    """One thread that writes queued sample rows, each batch in one transaction committed at once."""
+
+    def __init__(self, db: sqlite3.Connection, lock: threading.Lock) -> None:
+        self._db = db
+        self._lock = lock
+        self._queue: queue.Queue[tuple[Any, ...] | None] = queue.Queue()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="specdash-store-writer", daemon=True)
+        self._thread.start()
+
+    def put(self, row: tuple[Any, ...]) -> None:
+        self._raise()
+        self._queue.put(row)
+
+    def flush(self) -> None:
+        """Wait until every queued row is committed (or failed: then raise its error)."""
+        self._queue.join()
+        self._raise()
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        self._raise()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise SpecdashError(f"could not write a sample to the store: {error}") from error
+
+    def _run(self) -> None:
+        while True:
+            rows = [self._queue.get()]
+            while True:  # whatever else has arrived goes into the same transaction
+                try:
+                    rows.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            batch = [r for r in rows if r is not None]
+            try:
+                if batch:
+                    with self._lock:
+                        self._db.execute("BEGIN")
+                        try:
+                            self._db.executemany(_INSERT_SAMPLE, batch)
+                            self._db.execute("COMMIT")
+                        except BaseException:
+                            self._db.execute("ROLLBACK")
+                            raise
+            except sqlite3.Error as exc:
+                self._error = exc
+            finally:
+                for _ in rows:
+                    self._queue.task_done()
+            if len(batch) != len(rows):
+                return
+
+
 class Store:
-    """One SQLite connection to the store (use from one thread)."""
+    """One SQLite connection to the store, used from one thread (samples are written by the store's own thread)."""
 
     def __init__(self, path: Path | str | None = None, *, create: bool = True) -> None:
         """Open (and create) the store.
@@ -223,17 +367,54 @@ class Store:
                     self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 if create and not self.path.exists():
                     os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
-            self._db = sqlite3.connect(str(self.path), isolation_level=None)
+            # One connection shared with the writer thread, every use under `_lock` (an in-memory store has no
+            # second connection to the same data).
+            self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+            self._db.row_factory = sqlite3.Row
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=5000")
-            self._db.executescript(SCHEMA)
+            self.schema_version = migrate(self._db)
+            """The schema version after migrations (`SCHEMA_VERSION`)."""
         except (sqlite3.Error, OSError) as exc:
             raise SpecdashError(f"store {self.path}: {exc}") from None
+        self._lock = threading.Lock()
+        self._writer = _SampleWriter(self._db, self._lock)
+        # A store the caller never closed still writes its queue before the interpreter exits.
+        atexit.register(_flush_at_exit, weakref.ref(self._writer))
 
     def close(self) -> None:
-        """Close the connection."""
-        self._db.close()
+        """Write what is queued, then close the connection."""
+        try:
+            self._writer.close()
+        finally:
+            self._db.close()
+
+    def flush(self) -> None:
+        """Wait until every sample added so far is committed."""
+        self._writer.flush()
+
+    def _execute(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> sqlite3.Cursor:
+        self._writer.flush()
+        with self._lock:
+            return self._db.execute(sql, params)
+
+    def _iter_rows(self, sql: str, params: tuple[Any, ...], size: int = 1000) -> Iterator[sqlite3.Row]:
+        """Rows in chunks (an export may read 100,000s of samples); the lock is not held between chunks."""
+        self._writer.flush()
+        with self._lock:
+            cur = self._db.execute(sql, params)
+        while True:
+            with self._lock:
+                rows = cur.fetchmany(size)
+            if not rows:
+                return
+            yield from rows
+
+    def _fetchall(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> list[sqlite3.Row]:
+        self._writer.flush()
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
 
     def __enter__(self) -> Store:
         return self
@@ -242,7 +423,7 @@ class Store:
         self.close()
 
     def _insert(self, sql: str, params: tuple[Any, ...]) -> int:
-        cur = self._db.execute(sql, params)
+        cur = self._execute(sql, params)
         rowid = cur.lastrowid
         assert rowid is not None
         return rowid
@@ -270,42 +451,35 @@ class Store:
             ),
         )
 
-    def update_run(self, run_id: int, *, engine: str | None = None, engine_version: str | None = None) -> None:
-        """Fill in what is learnt about the server after the run started."""
-        if engine is not None:
-            self._db.execute("UPDATE runs SET engine=? WHERE id=?", (engine, run_id))
-        if engine_version is not None:
-            self._db.execute("UPDATE runs SET engine_version=? WHERE id=?", (engine_version, run_id))
-
     def finish_run(self, run_id: int, status: str) -> None:
         """Mark a run `done`, `failed` or `interrupted`."""
-        self._db.execute("UPDATE runs SET status=?, finished=? WHERE id=?", (status, _now(), run_id))
+        self._execute("UPDATE runs SET status=?, finished=? WHERE id=?", (status, _now(), run_id))
 
     def runs(self) -> list[RunRecord]:
         """All runs, newest first."""
-        rows = self._db.execute("SELECT * FROM runs ORDER BY id DESC").fetchall()
+        rows = self._fetchall("SELECT * FROM runs ORDER BY id DESC")
         return [self._run(r) for r in rows]
 
     def run(self, run_id: int) -> RunRecord | None:
         """One run, or None."""
-        row = self._db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
-        return None if row is None else self._run(row)
+        rows = self._fetchall("SELECT * FROM runs WHERE id=?", (run_id,))
+        return self._run(rows[0]) if rows else None
 
-    def _run(self, r: tuple[Any, ...]) -> RunRecord:
+    def _run(self, r: sqlite3.Row) -> RunRecord:
         meta = RunMeta(
-            host=r[2],
-            mode=r[3],
-            engine=r[4],
-            engine_version=r[5],
-            server_args=json.loads(r[6]),
-            prompt_set=r[7],
-            prompt_hash=r[8],
-            endpoint=r[9],
-            output_len=r[10],
-            base_url=r[11],
-            config=json.loads(r[12]),
+            host=r["host"],
+            mode=r["mode"],
+            engine=r["engine"],
+            engine_version=r["engine_version"],
+            server_args=json.loads(r["server_args"]),
+            prompt_set=r["prompt_set"],
+            prompt_hash=r["prompt_hash"],
+            endpoint=r["endpoint"],
+            output_len=r["output_len"],
+            base_url=r["base_url"],
+            config=json.loads(r["config"]),
         )
-        return RunRecord(id=r[0], created=r[1], meta=meta, status=r[13])
+        return RunRecord(id=r["id"], created=r["created"], meta=meta, status=r["status"])
 
     # levels ----------------------------------------------------------------------------------------------
 
@@ -317,51 +491,31 @@ class Store:
 
     def finish_level(self, level_id: int, status: str, result: Mapping[str, Any], abort_reason: str | None) -> None:
         """Store a level's result."""
-        self._db.execute(
+        self._execute(
             "UPDATE levels SET status=?, finished=?, result=?, abort_reason=? WHERE id=?",
             (status, _now(), json.dumps(dict(result), default=str), abort_reason, level_id),
         )
 
     def levels(self, run_id: int) -> list[LevelRecord]:
         """The levels of a run in the order they ran."""
-        rows = self._db.execute(
-            "SELECT id, run_id, concurrency, status, abort_reason, result FROM levels WHERE run_id=? ORDER BY id",
-            (run_id,),
-        ).fetchall()
-        return [LevelRecord(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in rows]
+        rows = self._fetchall("SELECT * FROM levels WHERE run_id=? ORDER BY id", (run_id,))
+        return [
+            LevelRecord(
+                id=r["id"],
+                run_id=r["run_id"],
+                concurrency=r["concurrency"],
+                status=r["status"],
+                abort_reason=r["abort_reason"],
+                result=json.loads(r["result"]),
+            )
+            for r in rows
+        ]
 
     # samples ---------------------------------------------------------------------------------------------
 
     def add_sample(self, run_id: int, level_id: int, s: RequestSample) -> None:
-        """Write one request sample and commit it."""
-        self._db.execute(
-            "INSERT INTO samples (run_id, level_id, idx, prompt_idx, worker, error, detail, http_status, scheduled_ns,"
-            " start_ns, end_ns, first_token_ns, last_token_ns, output_tokens, requested_tokens, estimated,"
-            " per_chunk_exact, spec_accept_length, chunk_offsets_us, chunk_tokens)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                run_id,
-                level_id,
-                s.index,
-                s.prompt_index,
-                s.worker,
-                None if s.error is None else s.error.value,
-                s.detail,
-                s.http_status,
-                s.scheduled_ns,
-                s.start_ns,
-                s.end_ns,
-                s.first_token_ns,
-                s.last_token_ns,
-                s.output_tokens,
-                s.requested_tokens,
-                int(s.estimated),
-                int(s.per_chunk_exact),
-                s.spec_accept_length,
-                _pack(s.chunk_offsets_us),
-                _pack(s.chunk_tokens),
-            ),
-        )
+        """Queue one request sample for the writer thread, which commits it at once (see the module doc)."""
+        self._writer.put(_sample_row(run_id, level_id, s))
 
     def samples(self, run_id: int, level_id: int | None = None) -> list[RequestSample]:
         """The samples of a run (or of one level), in the order they were written."""
@@ -374,37 +528,33 @@ class Store:
 
     def iter_level_samples(self, run_id: int, level_id: int | None = None) -> Iterator[tuple[int, RequestSample]]:
         """(level id, sample) pairs of a run, in the order they were written."""
-        sql = (
-            "SELECT idx, prompt_idx, worker, error, detail, http_status, scheduled_ns, start_ns, end_ns,"
-            " first_token_ns, last_token_ns, output_tokens, requested_tokens, estimated, per_chunk_exact,"
-            " spec_accept_length, chunk_offsets_us, chunk_tokens, level_id FROM samples WHERE run_id=?"
-        )
+        sql = "SELECT * FROM samples WHERE run_id=?"
         params: tuple[Any, ...] = (run_id,)
         if level_id is not None:
             sql += " AND level_id=?"
             params += (level_id,)
-        for r in self._db.execute(sql + " ORDER BY id", params):
+        for r in self._iter_rows(sql + " ORDER BY id", params):
             yield (
-                r[18],
+                r["level_id"],
                 RequestSample(
-                    index=r[0],
-                    prompt_index=r[1],
-                    worker=r[2],
-                    error=None if r[3] is None else Failure(r[3]),
-                    detail=r[4],
-                    http_status=r[5],
-                    scheduled_ns=r[6],
-                    start_ns=r[7],
-                    end_ns=r[8],
-                    first_token_ns=r[9],
-                    last_token_ns=r[10],
-                    output_tokens=r[11],
-                    requested_tokens=r[12],
-                    estimated=bool(r[13]),
-                    per_chunk_exact=bool(r[14]),
-                    spec_accept_length=r[15],
-                    chunk_offsets_us=_unpack(r[16]),
-                    chunk_tokens=_unpack(r[17]),
+                    index=r["idx"],
+                    prompt_index=r["prompt_idx"],
+                    worker=r["worker"],
+                    error=None if r["error"] is None else Failure(r["error"]),
+                    detail=r["detail"],
+                    http_status=r["http_status"],
+                    scheduled_ns=r["scheduled_ns"],
+                    start_ns=r["start_ns"],
+                    end_ns=r["end_ns"],
+                    first_token_ns=r["first_token_ns"],
+                    last_token_ns=r["last_token_ns"],
+                    output_tokens=r["output_tokens"],
+                    requested_tokens=r["requested_tokens"],
+                    estimated=bool(r["estimated"]),
+                    per_chunk_exact=bool(r["per_chunk_exact"]),
+                    spec_accept_length=r["spec_accept_length"],
+                    chunk_offsets_us=_unpack(r["chunk_offsets_us"]),
+                    chunk_tokens=_unpack(r["chunk_tokens"]),
                 ),
             )
 
@@ -427,7 +577,7 @@ class Store:
 
     def startups(self, host: str | None = None, mode: str | None = None, limit: int = 20) -> list[StartupRecord]:
         """Recent starts, newest first, optionally for one host and/or mode (for start-up ETAs)."""
-        sql = "SELECT id, created, host, mode, engine, phases, total_s, outcome FROM startups WHERE 1=1"
+        sql = "SELECT * FROM startups WHERE 1=1"
         params: list[Any] = []
         if host is not None:
             sql += " AND host=?"
@@ -438,6 +588,15 @@ class Store:
         sql += " ORDER BY id DESC LIMIT ?"
         params.append(limit)
         return [
-            StartupRecord(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7])
-            for r in self._db.execute(sql, params)
+            StartupRecord(
+                id=r["id"],
+                created=r["created"],
+                host=r["host"],
+                mode=r["mode"],
+                engine=r["engine"],
+                phases=json.loads(r["phases"]),
+                total_s=r["total_s"],
+                outcome=r["outcome"],
+            )
+            for r in self._fetchall(sql, params)
         ]

@@ -15,7 +15,9 @@ Per level C (default levels 1, 2, 5, 10, 20, 50, 100, capped by `max_concurrency
 5. summary, warnings (client vs server > 10 %, server caps, client-limited), stored, `on_level_done`.
 
 A level whose streams all hit refused/reset connections is stopped and marked failed, and the sweep ends:
-the server died. Finished levels are kept (they are in the store already).
+the server died. A warm-up in which no request succeeded fails its level there (stored as failed, with no
+samples): a dead server costs one warm-up, not a warm-up and a level. Finished levels are kept (they are
+in the store already).
 
 The link to the server is the caller's business (an SSH forward): the caller reports `link_lost()` and
 `link_restored()`. A loss stops sending at once; the requests in flight fail on their own (the forward's
@@ -33,6 +35,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from specdash.bench.headroom import Load, evidence, judge
+from specdash.bench.hostprobe import AgentUnavailable, HostProbe
 from specdash.bench.levels import (
     DEFAULT_LEVELS,
     MAX_LEVEL,
@@ -41,19 +45,18 @@ from specdash.bench.levels import (
     LevelResult,
     SweepConfig,
     SweepResult,
-    parent_reasons,
     url_origin,
     validate_levels,
     validate_url,
 )
-from specdash.bench.probe import Headroom, LevelOutcome, LevelPlan, ListSink, Probe, ProbeSettings
+from specdash.bench.probe import Headroom, LevelOutcome, LevelPlan, Probe, ProbeSettings
 from specdash.bench.prompts import PromptSet
 from specdash.bench.samples import CONNECTION_FAILURES, RequestSample
 from specdash.bench.server_view import ServerClient, level_view, running_cap, warnings_for
 from specdash.bench.sse import Endpoint
 from specdash.bench.store import RunMeta, Store
 from specdash.bench.summary import summarize
-from specdash.bench.workers import Message, ProbePool, processes_for, split_level
+from specdash.bench.workers import LevelSink, ProbePool, processes_for, split_level
 from specdash.core.series import RateWindow
 from specdash.engines.registry import identify
 from specdash.redact import redact_url
@@ -108,8 +111,12 @@ class _ParentLoad:
             await asyncio.gather(self._task, return_exceptions=True)
         wall = max(1e-9, time.perf_counter() - self._t0)
         lags = sorted(self._lags) or [0.0]
-        p99 = lags[min(len(lags) - 1, int(0.99 * len(lags)))]
-        return Headroom((time.process_time() - self._cpu0) / wall, p99, lags[-1], 0.0, 0)
+        p90, p99 = (lags[min(len(lags) - 1, int(q * len(lags)))] for q in (0.90, 0.99))
+        return Headroom((time.process_time() - self._cpu0) / wall, p99, lags[-1], 0.0, 0, p90)
+
+
+def _load(h: Headroom) -> Load:
+    return Load(h.cpu_share, h.loop_lag_p90_ms, h.loop_lag_p99_ms)
 
 
 async def _call(cb: Callable[[Any], Awaitable[None] | None] | None, arg: Any) -> None:
@@ -127,6 +134,37 @@ async def _identify(server: ServerClient, info: Mapping[str, Any] | None) -> tup
     return engine, version
 
 
+class _AsWorker:
+    """The probe's `Sink` as probe `worker` of a `LevelSink`: the in-process path calls the level directly."""
+
+    def __init__(self, sink: LevelSink, worker: int) -> None:
+        self._sink = sink
+        self._worker = worker
+
+    def sample(self, sample: RequestSample) -> None:
+        self._sink.sample(self._worker, sample)
+
+    def tick(self, arrivals: list[tuple[int, int]], inflight: int, now_ns: int) -> None:
+        self._sink.tick(self._worker, arrivals, inflight, now_ns)
+
+
+class _WarmUp:
+    """The warm-up's `LevelSink`: its samples are dropped; only whether any succeeded, and the last error."""
+
+    def __init__(self) -> None:
+        self.ok = 0
+        self.last_error = ""
+
+    def sample(self, worker: int, sample: RequestSample) -> None:
+        if sample.ok:
+            self.ok += 1
+        elif sample.error is not None:
+            self.last_error = f"{sample.error.value}: {sample.detail[:120]}"
+
+    def tick(self, worker: int, arrivals: list[tuple[int, int]], inflight: int, now_ns: int) -> None:
+        pass
+
+
 class _InProcess:
     """The runner for `processes=0`: the probe in the caller's event loop (tests, embedding)."""
 
@@ -134,24 +172,14 @@ class _InProcess:
         self._probe = Probe(base_url, settings, prompts)
         self._entered = False
 
-    async def run_level(
-        self, plans: list[LevelPlan], on_message: Callable[[int, Message], None]
-    ) -> list[LevelOutcome | None]:
+    async def run_level(self, plans: list[LevelPlan], sink: LevelSink) -> list[LevelOutcome | None]:
         if not self._entered:
             await self._probe.__aenter__()
             self._entered = True
-
-        class _Sink(ListSink):
-            def sample(self, sample: RequestSample) -> None:
-                on_message(0, ("sample", sample))
-
-            def tick(self, arrivals: list[tuple[int, int]], inflight: int, now_ns: int) -> None:
-                on_message(0, ("tick", arrivals, inflight, now_ns))
-
         merged = dataclasses.replace(
             plans[0], concurrency=sum(p.concurrency for p in plans), index_step=1, first_index=0
         )
-        return [await self._probe.run_level(merged, _Sink())]
+        return [await self._probe.run_level(merged, _AsWorker(sink, 0))]
 
     def abort(self, reason: str) -> None:
         self._probe.stop(reason)
@@ -170,10 +198,13 @@ class Sweep:
         config: SweepConfig,
         prompts: PromptSet,
         store: Store | None = None,
+        *,
         run_meta: RunMeta | None = None,
         on_progress: ProgressCallback | None = None,
         on_level_done: LevelCallback | None = None,
         check_link: Callable[[], Awaitable[bool]] | None = None,
+        link_in_process: bool = False,
+        host_runner: Callable[[ProbeSettings, tuple[str, ...]], HostProbe] | None = None,
     ) -> None:
         """Prepare a sweep (nothing is sent until `run`).
 
@@ -188,6 +219,10 @@ class Sweep:
             check_link: Asked, when a level's requests failed, whether the link to the server still works
                 (a cut link is declared lost only after keepalive, possibly after the level gave up);
                 False counts as a link loss.
+            link_in_process: This process carries the link to `base_url` (an SSH port forward): its own
+                event-loop lag then delays the streams (see `specdash.bench.headroom`).
+            host_runner: Makes the runner of a probe on the server's host (`specdash.bench.agent`); when
+                the host cannot run it, the sweep falls back to the local probe and records why.
         """
         self.base_url = validate_url(base_url)
         self.config = config
@@ -198,6 +233,10 @@ class Sweep:
         self.on_progress = on_progress
         self.on_level_done = on_level_done
         self.check_link = check_link
+        self.link_in_process = link_in_process
+        self.host_runner = host_runner
+        self.probe: dict[str, str] = {"where": "local", "why": "the server is reached directly"}
+        """Where the probe runs and why (stored with the run, in `SweepResult.probe`)."""
         self._stop: str | None = None
         self._stopped = asyncio.Event()
         self._link_down: str | None = None
@@ -206,7 +245,7 @@ class Sweep:
         self._link_back.set()
         self.interruptions: list[tuple[int, str]] = []
         """(concurrency, reason) of every level attempt a link loss interrupted."""
-        self._runner: ProbePool | _InProcess | None = None
+        self._runner: ProbePool | _InProcess | HostProbe | None = None
         self._procs = 1
         self._level_fatal = False  # the last level failed for a reason that ends the sweep
         self._level_id: int | None = None
@@ -263,11 +302,8 @@ class Sweep:
                 settings = dataclasses.replace(settings, model=await server.model_id())
             settings = dataclasses.replace(settings, max_streams=max(settings.max_streams, max(self.levels)))
             engine, version = await _identify(server, info)
+            self._runner = await self._make_runner(settings)
             run_id = self._create_run(info, settings, engine, version)
-            if cfg.processes == 0:
-                self._runner = _InProcess(self.base_url, settings, self.prompts.prompts)
-            else:
-                self._runner = ProbePool(self.base_url, settings, self.prompts.prompts)
             results: list[LevelResult] = []
             aborted: str | None = None
             finished = False
@@ -295,7 +331,22 @@ class Sweep:
                     self.store.finish_run(run_id, status)
                     if not finished and self._level_id is not None:
                         self.store.finish_level(self._level_id, "interrupted", {}, "interrupted")
-        return SweepResult(run_id, tuple(results), aborted)
+        return SweepResult(run_id, tuple(results), aborted, dict(self.probe))
+
+    async def _make_runner(self, settings: ProbeSettings) -> ProbePool | _InProcess | HostProbe:
+        """The probe on the host when asked for and possible; else local, with the reason recorded."""
+        if self.host_runner is not None:
+            runner = self.host_runner(settings, self.prompts.prompts)
+            try:
+                python = await runner.prepare()
+            except AgentUnavailable as exc:
+                self.probe = {"where": "local", "why": str(exc)}
+            else:
+                self.probe = {"where": "host", "python": python}
+                return runner
+        if self.config.processes == 0:
+            return _InProcess(self.base_url, settings, self.prompts.prompts)
+        return ProbePool(self.base_url, settings, self.prompts.prompts)
 
     async def _level_through_outages(
         self, c: int, server: ServerClient, info: Mapping[str, Any] | None, run_id: int | None
@@ -305,7 +356,7 @@ class Sweep:
         Returns None when the sweep must end before the level could run (link down with policy `stop`, a
         pause longer than `link_wait_s`, or a stop).
         """
-        mode = self.run_meta.mode if self.run_meta and self.run_meta.mode else self.config.mode
+        mode = self._mode()
         for _ in range(MAX_LEVEL_ATTEMPTS):
             why = await self._wait_link(mode, c)
             if why is not None:
@@ -329,6 +380,7 @@ class Sweep:
         server_args = meta.server_args if meta.server_args is not None else info
         cfg = dataclasses.asdict(self.config)
         cfg["settings"] = dataclasses.asdict(settings)
+        cfg["probe"] = dict(self.probe)
         meta = dataclasses.replace(
             meta,
             mode=meta.mode or self.config.mode,
@@ -363,159 +415,127 @@ class Sweep:
     async def _level(
         self, c: int, server: ServerClient, info: Mapping[str, Any] | None, run_id: int | None
     ) -> LevelResult:
+        """One attempt at level `c`: flush, warm-up, the measured level, the server's view, the store."""
         cfg = self.config
-        runner = self._runner
-        assert runner is not None
-        mode = self.run_meta.mode if self.run_meta and self.run_meta.mode else cfg.mode
+        mode = self._mode()
         losses = self._link_losses
         if cfg.flush_cache:
             await server.flush_cache()
-        abort_after = max(3, c)
-        # Warmup: unmeasured; its samples are dropped, but a dead server fails the level here.
-        n_warm = c if cfg.warmup_requests is None else cfg.warmup_requests
-        if n_warm > 0:
-            await _call(self.on_progress, LevelProgress(mode, c, "warmup", 0.0, 0.0, 0, 0, n_warm, 0))
-            warm_ok = 0
-
-            def on_warm(_wid: int, msg: Message) -> None:
-                nonlocal warm_ok
-                if msg[0] == "sample" and msg[1].ok:
-                    warm_ok += 1
-
-            plans = self._plans(
-                min(c, n_warm),
-                n_warm,
-                output_len=cfg.warmup_output_len,
-                max_seconds=self._max_seconds(),
-                abort_after_connection_failures=abort_after,
-            )
-            await runner.run_level(plans, on_warm)
+        warm_failure = await self._warm_up(mode, c)
+        if warm_failure is not None:
+            await self._check_link_after_failure(losses)
         if self._link_losses != losses:
             return self._interrupted(mode, c, None)
-        total = cfg.requests_for(c)
-        before = await server.metrics()
         level_id = self.store.start_level(run_id, c) if self.store is not None and run_id is not None else None
         self._level_id = level_id
-        samples: list[RequestSample] = []
-        rate = RateWindow(1.0)
-        last_tick: dict[int, int] = {}
-        inflight: dict[int, int] = {}
-        polls: list[dict[str, float]] = []
-        conn_fail_streak = 0
-        t0 = time.perf_counter_ns()
-
-        def on_message(wid: int, msg: Message) -> None:
-            nonlocal conn_fail_streak
-            if msg[0] == "sample":
-                s: RequestSample = msg[1]
-                samples.append(s)
-                if self.store is not None and level_id is not None and run_id is not None:
-                    self.store.add_sample(run_id, level_id, s)
-                if s.error in CONNECTION_FAILURES:
-                    conn_fail_streak += 1
-                    if conn_fail_streak >= abort_after:
-                        runner.abort(f"server unreachable ({s.error}: {s.detail[:120]})")
-                elif s.ok:
-                    conn_fail_streak = 0
-            elif msg[0] == "tick":
-                for t, tok in msg[1]:
-                    rate.add(t, tok)
-                inflight[wid] = msg[2]
-                last_tick[wid] = msg[3]
-
-        async def report() -> None:
-            while True:
-                await asyncio.sleep(cfg.progress_interval_s)
-                now = min(last_tick.values()) if last_tick else time.perf_counter_ns()
-                failed = sum(1 for s in samples if not s.ok)
-                await _call(
-                    self.on_progress,
-                    LevelProgress(
-                        mode,
-                        c,
-                        "running",
-                        (now - t0) / 1e9,
-                        rate.rate(now),
-                        len(samples),
-                        failed,
-                        total,
-                        sum(inflight.values()),
-                    ),
-                )
-
-        async def poll() -> None:
-            while True:
-                await asyncio.sleep(cfg.metrics_poll_s)
-                m = await server.metrics()
-                if m is None:
-                    return
-                polls.append(m)
-
-        helpers = [asyncio.create_task(report())]
-        if before is not None:
-            helpers.append(asyncio.create_task(poll()))
-        plans = self._plans(
-            c,
-            total,
-            duration_s=cfg.duration_s,
-            max_seconds=self._max_seconds(),
-            abort_after_connection_failures=abort_after,
-        )
-        parent = _ParentLoad() if isinstance(runner, ProbePool) else None
-        if parent is not None:
-            parent.start()
-        try:
-            outcomes = await runner.run_level(plans, on_message)
-        finally:
-            for h in helpers:
-                h.cancel()
-            await asyncio.gather(*helpers, return_exceptions=True)
-            parent_headroom = await parent.stop() if parent is not None else None
-        failed = any(not s.ok for s in samples) or any(o is None or o.aborted for o in outcomes)
-        if failed and self._link_losses == losses and self.check_link is not None and self._stop is None:
-            if not await self.check_link() and self._link_losses == losses:
-                self.link_lost("the connection stopped carrying requests")
+        if warm_failure is not None:
+            # A dead server fails the level at its warm-up: no measured request goes to a server not there.
+            self._level_fatal = True
+            return self._finish(self._failed_result(mode, c, f"warm-up failed: {warm_failure}", level_id))
+        before = await server.metrics()
+        run = _LevelRun(self, mode, c, cfg.requests_for(c), run_id, level_id)
+        outcomes, parent = await run.run(server, poll=before is not None)
+        if run.failed(outcomes):
+            await self._check_link_after_failure(losses)
         if self._link_losses != losses and cfg.on_link_loss == "pause":
-            return self._interrupted(mode, c, level_id, samples)
+            return self._interrupted(mode, c, level_id, run.samples)
         after = await server.metrics() if before is not None else None
         info_after = await server.server_info() if info is not None else None
-        stats = summarize(samples, c)
-        view = level_view(before, after, polls, stats.wall_s, info_after, running_cap(info))
+        stats = summarize(run.samples, c)
+        view = level_view(before, after, run.polls, stats.wall_s, info_after, running_cap(info))
         headroom = tuple(o.headroom for o in outcomes if o is not None)
-        limited = tuple(r for h in headroom for r in h.reasons)
+        verdict = judge(
+            evidence(
+                run.samples,
+                c,
+                stats.window,
+                [_load(h) for h in headroom],
+                _load(parent) if parent is not None else None,
+                # With the probe on the host, this process only receives records: its lag is the UI's alone.
+                self.link_in_process and isinstance(self._runner, (ProbePool, _InProcess)),
+                view.max_running,
+                view.running_cap,
+            )
+        )
+        limited = verdict.reasons
         reasons = [o.aborted for o in outcomes if o is not None and o.aborted]
         if any(o is None for o in outcomes):
-            reasons.append("a probe process died")
+            reasons.append(getattr(self._runner, "last_failure", None) or "a probe process died")
         if self._stop is not None:
             reasons.append(self._stop)
         self._level_fatal = bool(reasons)
+        samples = run.samples
         if not reasons and samples and not any(s.ok for s in samples):
             # Every request failed (HTTP errors, malformed streams, timeouts): the level measured nothing.
             # It fails, but the sweep goes on to the next level; only the reasons above end a sweep.
             first = next((s for s in samples if s.detail), samples[0])
             reasons.append(f"all {len(samples)} requests failed (first: {first.detail or first.error})"[:400])
-        status = "failed" if reasons else "done"
         if limited and cfg.processes is None:
             # Simple rule: a client-limited level doubles the probe processes for the next one (CPU-capped).
             cap = cfg.max_processes or os.cpu_count() or 1
-            self._procs = min(cap, max(self._procs, len(plans) * 2))
+            self._procs = min(cap, max(self._procs, len(outcomes) * 2))
         # Counter deltas cover whole requests, so compare them with the whole-level rate; gauges are decode rates.
         client_rate = stats.output_tok_s_wall if view.tok_s_source.startswith("Δ") else stats.output_tok_s
-        warnings = stats.warnings + warnings_for(c, client_rate, view, limited + parent_reasons(parent_headroom))
-        result = LevelResult(
-            mode=mode,
-            concurrency=c,
-            status=status,
-            abort_reason=reasons[0] if reasons else None,
-            stats=stats,
-            server=view,
-            headroom=headroom,
-            warnings=warnings,
-            level_id=level_id,
-            parent=parent_headroom,
+        warnings = stats.warnings + warnings_for(c, client_rate, view, limited) + verdict.notes
+        return self._finish(
+            LevelResult(
+                mode=mode,
+                concurrency=c,
+                status="failed" if reasons else "done",
+                abort_reason=reasons[0] if reasons else None,
+                stats=stats,
+                server=view,
+                headroom=headroom,
+                warnings=warnings,
+                level_id=level_id,
+                parent=parent,
+                client_limits=limited,
+            )
         )
-        if self.store is not None and level_id is not None:
-            self.store.finish_level(level_id, status, result.to_json(), result.abort_reason)
+
+    def _mode(self) -> str:
+        return self.run_meta.mode if self.run_meta and self.run_meta.mode else self.config.mode
+
+    async def _warm_up(self, mode: str, c: int) -> str | None:
+        """One unmeasured wave (its samples are dropped); why it failed when no request of it succeeded."""
+        cfg = self.config
+        n_warm = c if cfg.warmup_requests is None else cfg.warmup_requests
+        if n_warm <= 0:
+            return None
+        runner = self._runner
+        assert runner is not None
+        await _call(self.on_progress, LevelProgress(mode, c, "warmup", 0.0, 0.0, 0, 0, n_warm, 0))
+        warm = _WarmUp()
+        plans = self._plans(
+            min(c, n_warm),
+            n_warm,
+            output_len=cfg.warmup_output_len,
+            max_seconds=self._max_seconds(),
+            abort_after_connection_failures=max(3, c),
+        )
+        outcomes = await runner.run_level(plans, warm)
+        if warm.ok > 0:
+            return None
+        aborted = next((o.aborted for o in outcomes if o is not None and o.aborted), None)
+        if any(o is None for o in outcomes):
+            aborted = aborted or "a probe process died"
+        return aborted or f"none of {n_warm} requests succeeded ({warm.last_error or 'no answer'})"
+
+    async def _check_link_after_failure(self, losses: int) -> None:
+        """Requests failed: ask whether the link still works (a cut link is declared lost only after keepalive)."""
+        if self._link_losses == losses and self.check_link is not None and self._stop is None:
+            if not await self.check_link() and self._link_losses == losses:
+                self.link_lost("the connection stopped carrying requests")
+
+    def _failed_result(self, mode: str, c: int, reason: str, level_id: int | None) -> LevelResult:
+        stats = summarize([], c)
+        view = level_view(None, None, [], 0.0, None, None)
+        return LevelResult(mode, c, "failed", reason, stats, view, (), (), level_id)
+
+    def _finish(self, result: LevelResult) -> LevelResult:
+        """Store a finished (done or failed) level."""
+        if self.store is not None and result.level_id is not None:
+            self.store.finish_level(result.level_id, result.status, result.to_json(), result.abort_reason)
         self._level_id = None
         return result
 
@@ -532,15 +552,119 @@ class Sweep:
         return LevelResult(mode, c, "interrupted", reason, stats, view, (), (), level_id)
 
 
+class _LevelRun:
+    """The measured part of one level (a `LevelSink`): its samples, live rate, metric polls, progress."""
+
+    def __init__(
+        self, sweep: Sweep, mode: str, c: int, total: int | None, run_id: int | None, level_id: int | None
+    ) -> None:
+        self.sweep = sweep
+        self.mode = mode
+        self.c = c
+        self.total = total
+        self.run_id = run_id
+        self.level_id = level_id
+        self.samples: list[RequestSample] = []
+        self.polls: list[dict[str, float]] = []
+        self.abort_after = max(3, c)
+        self._rate = RateWindow(1.0)
+        self._last_tick: dict[int, int] = {}
+        self._inflight: dict[int, int] = {}
+        self._conn_fail_streak = 0
+        self._t0 = time.perf_counter_ns()
+
+    async def run(self, server: ServerClient, *, poll: bool) -> tuple[list[LevelOutcome | None], Headroom | None]:
+        """Run the level's plans; returns each probe's outcome and the sweep process's own headroom."""
+        sweep, cfg = self.sweep, self.sweep.config
+        runner = sweep._runner
+        assert runner is not None
+        helpers = [asyncio.create_task(self._report())]
+        if poll:
+            helpers.append(asyncio.create_task(self._poll(server)))
+        plans = sweep._plans(
+            self.c,
+            self.total,
+            duration_s=cfg.duration_s,
+            max_seconds=sweep._max_seconds(),
+            abort_after_connection_failures=self.abort_after,
+        )
+        parent = None if isinstance(runner, _InProcess) else _ParentLoad()
+        if parent is not None:
+            parent.start()
+        self._t0 = time.perf_counter_ns()
+        try:
+            outcomes = await runner.run_level(plans, self)
+        finally:
+            for h in helpers:
+                h.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+            parent_headroom = await parent.stop() if parent is not None else None
+        return outcomes, parent_headroom
+
+    def failed(self, outcomes: list[LevelOutcome | None]) -> bool:
+        """Whether any request failed or any probe stopped early."""
+        return any(not s.ok for s in self.samples) or any(o is None or o.aborted for o in outcomes)
+
+    def tick(self, worker: int, arrivals: list[tuple[int, int]], inflight: int, now_ns: int) -> None:
+        """`LevelSink`: live credits of one probe."""
+        for t, tok in arrivals:
+            self._rate.add(t, tok)
+        self._inflight[worker] = inflight
+        self._last_tick[worker] = now_ns
+
+    def sample(self, worker: int, s: RequestSample) -> None:
+        """`LevelSink`: a finished request, stored at once (the store's writer thread commits it)."""
+        store = self.sweep.store
+        self.samples.append(s)
+        if store is not None and self.level_id is not None and self.run_id is not None:
+            store.add_sample(self.run_id, self.level_id, s)
+        if s.error in CONNECTION_FAILURES:
+            self._conn_fail_streak += 1
+            if self._conn_fail_streak >= self.abort_after and self.sweep._runner is not None:
+                self.sweep._runner.abort(f"server unreachable ({s.error}: {s.detail[:120]})")
+        elif s.ok:
+            self._conn_fail_streak = 0
+
+    async def _report(self) -> None:
+        sweep = self.sweep
+        while True:
+            await asyncio.sleep(sweep.config.progress_interval_s)
+            now = min(self._last_tick.values()) if self._last_tick else time.perf_counter_ns()
+            failed = sum(1 for s in self.samples if not s.ok)
+            progress = LevelProgress(
+                self.mode,
+                self.c,
+                "running",
+                (now - self._t0) / 1e9,
+                self._rate.rate(now),
+                len(self.samples),
+                failed,
+                self.total,
+                sum(self._inflight.values()),
+            )
+            await _call(sweep.on_progress, progress)
+
+    async def _poll(self, server: ServerClient) -> None:
+        while True:
+            await asyncio.sleep(self.sweep.config.metrics_poll_s)
+            m = await server.metrics()
+            if m is None:
+                return
+            self.polls.append(m)
+
+
 async def run_sweep(
     base_url: str,
     config: SweepConfig,
     prompts: PromptSet,
     store: Store | None = None,
+    *,
     on_progress: ProgressCallback | None = None,
     on_level_done: LevelCallback | None = None,
     run_meta: RunMeta | None = None,
 ) -> SweepResult:
     """Run one mode's sweep against `base_url` (see `Sweep`)."""
-    sweep = Sweep(base_url, config, prompts, store, run_meta, on_progress, on_level_done)
+    sweep = Sweep(
+        base_url, config, prompts, store, run_meta=run_meta, on_progress=on_progress, on_level_done=on_level_done
+    )
     return await sweep.run()

@@ -1,15 +1,18 @@
 """Probe worker processes: the probe runs off the caller's event loop (the UI's, or the CLI's).
 
 Each worker is a `spawn`ed process with its own event loop (uvloop when installed) and one long-lived
-`Probe` (one aiohttp session) for the whole sweep. The parent sends commands over a `multiprocessing`
-pipe and receives compact messages back:
+`Probe` (one `http1` connection pool) for the whole sweep. The parent sends commands over a `multiprocessing`
+pipe and receives typed messages back (frozen dataclasses, pickled by the pipe):
 
-| parent -> worker | worker -> parent |
+| parent -> worker (`Command`) | worker -> parent (`Report`) |
 |---|---|
-| `("level", LevelPlan)` | `("ready", worker)` once the session is open |
-| `("abort", reason)` (stop sending) | `("sample", RequestSample)` per finished request |
-| `("stop",)` (exit) | `("tick", arrivals, inflight, now_ns)` every `tick_s` |
-| | `("done", LevelOutcome)` at the end of the level |
+| `RunLevel(plan)` | `Ready(worker)` once the connection pool is open |
+| `Abort(reason)` (stop sending) | `SampleDone(sample)` per finished request |
+| `Stop()` (exit) | `Tick(arrivals, inflight, now_ns)` every `tick_s` |
+| | `LevelDone(outcome)` at the end of the level; `Exited()` when the pipe closed |
+
+The parent hands samples and ticks to a `LevelSink` (`sample(worker, s)`, `tick(worker, ...)`); the
+in-process runner of `specdash.bench.sweep` calls the same sink directly, with no message in between.
 
 How many processes (a simple rule): `ceil(C / streams_per_process)` (64 streams per process by default:
 64 streams at ~100 chunks/s each is ~6,400 events/s, about 15 % of a core at ≤ 25 µs/event), at most
@@ -27,17 +30,88 @@ import multiprocessing as mp
 import os
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Protocol
 
 from specdash.bench.probe import LevelOutcome, LevelPlan, Probe, ProbeSettings, install_uvloop
 from specdash.bench.samples import RequestSample
 from specdash.errors import SpecdashError
 
-Message = tuple[Any, ...]
-"""A pipe message: a tag string then its fields (see the module docstring)."""
+
+@dataclass(frozen=True)
+class RunLevel:
+    """Run this share of a level."""
+
+    plan: LevelPlan
+
+
+@dataclass(frozen=True)
+class Abort:
+    """Send no more requests in the current level (in-flight ones finish)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Stop sending and exit."""
+
+    reason: str = "stopped"
+
+
+Command = RunLevel | Abort | Stop
+"""Parent -> worker."""
+
+
+@dataclass(frozen=True)
+class Ready:
+    """The worker's connection pool is open."""
+
+    worker: int
+
+
+@dataclass(frozen=True)
+class SampleDone:
+    """A request finished or failed."""
+
+    sample: RequestSample
+
+
+@dataclass(frozen=True)
+class Tick:
+    """Live token credits (arrival ns, tokens) since the last tick, and the in-flight count."""
+
+    arrivals: list[tuple[int, int]]
+    inflight: int
+    now_ns: int
+
+
+@dataclass(frozen=True)
+class LevelDone:
+    """The worker's share of the level ended."""
+
+    outcome: LevelOutcome
+
+
+@dataclass(frozen=True)
+class Exited:
+    """The pipe closed: the worker is gone (said by the parent's reader, never sent)."""
+
+
+Report = Ready | SampleDone | Tick | LevelDone | Exited
+"""Worker -> parent."""
+
+
+class LevelSink(Protocol):
+    """Where the parent puts what the probes report during a level (`worker` is the probe's number)."""
+
+    def sample(self, worker: int, sample: RequestSample) -> None:
+        """A request finished or failed."""
+
+    def tick(self, worker: int, arrivals: list[tuple[int, int]], inflight: int, now_ns: int) -> None:
+        """Live credits and the in-flight count of one probe."""
 
 
 def processes_for(concurrency: int, streams_per_process: int = 64, max_processes: int | None = None) -> int:
@@ -67,10 +141,10 @@ class _PipeSink:
         self._conn = conn
 
     def sample(self, sample: RequestSample) -> None:
-        self._conn.send(("sample", sample))
+        self._conn.send(SampleDone(sample))
 
     def tick(self, arrivals: list[tuple[int, int]], inflight: int, now_ns: int) -> None:
-        self._conn.send(("tick", arrivals, inflight, now_ns))
+        self._conn.send(Tick(arrivals, inflight, now_ns))
 
 
 def worker_main(
@@ -112,7 +186,7 @@ def _has_fd(stream: object) -> bool:
         return False
 
 
-def _reader_thread(conn: Connection, loop: asyncio.AbstractEventLoop, deliver: Callable[[Message], None]) -> None:
+def _reader_thread(conn: Connection, loop: asyncio.AbstractEventLoop, deliver: Callable[[Any], None]) -> None:
     """Blocking reads in a thread: `loop.add_reader` would make the pipe non-blocking for our writes too."""
 
     def run() -> None:
@@ -120,12 +194,12 @@ def _reader_thread(conn: Connection, loop: asyncio.AbstractEventLoop, deliver: C
             try:
                 msg = conn.recv()
             except (EOFError, OSError):
-                msg = ("exit",)
+                msg = Exited()
             try:
                 loop.call_soon_threadsafe(deliver, msg)
             except RuntimeError:
                 return  # the loop is closed
-            if msg[0] == "exit":
+            if isinstance(msg, Exited):
                 return
 
     threading.Thread(target=run, name="specdash-pipe-reader", daemon=True).start()
@@ -135,34 +209,34 @@ async def _serve(
     conn: Connection, base_url: str, settings: ProbeSettings, prompts: tuple[str, ...], worker: int
 ) -> None:
     loop = asyncio.get_running_loop()
-    inbox: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
+    inbox: asyncio.Queue[Command] = asyncio.Queue()
 
-    def deliver(msg: Message) -> None:
-        inbox.put_nowait(("stop",) if msg[0] == "exit" else msg)
+    def deliver(msg: Command | Exited) -> None:
+        inbox.put_nowait(Stop("the parent went away") if isinstance(msg, Exited) else msg)
 
     _reader_thread(conn, loop, deliver)
     sink = _PipeSink(conn)
     async with Probe(base_url, settings, prompts, worker) as probe:
-        conn.send(("ready", worker))
+        conn.send(Ready(worker))
         while True:
             msg = await inbox.get()
-            if msg[0] == "stop":
+            if isinstance(msg, Stop):
                 return
-            if msg[0] != "level":
+            if not isinstance(msg, RunLevel):
                 continue
-            run = asyncio.create_task(probe.run_level(msg[1], sink))
+            run = asyncio.create_task(probe.run_level(msg.plan, sink))
             while not run.done():
                 getter = asyncio.create_task(inbox.get())
                 await asyncio.wait({run, getter}, return_when=asyncio.FIRST_COMPLETED)
                 if getter.done():
                     cmd = getter.result()
-                    if cmd[0] in ("abort", "stop"):
-                        probe.stop(str(cmd[1]) if len(cmd) > 1 else "stopped")
-                    if cmd[0] == "stop":
+                    if isinstance(cmd, Abort | Stop):
+                        probe.stop(cmd.reason)
+                    if isinstance(cmd, Stop):
                         inbox.put_nowait(cmd)
                 else:
                     getter.cancel()
-            conn.send(("done", run.result()))
+            conn.send(LevelDone(run.result()))
 
 
 @dataclass
@@ -188,7 +262,7 @@ class ProbePool:
         self.prompts = prompts
         self._ctx = mp.get_context("spawn")
         self._workers: list[_Worker] = []
-        self._queue: asyncio.Queue[tuple[int, Message]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[int, Report]] = asyncio.Queue()
 
     @property
     def size(self) -> int:
@@ -216,47 +290,46 @@ class ProbePool:
             async with asyncio.timeout(timeout_s):
                 while not all(w.ready for w in self._workers):
                     wid, msg = await self._queue.get()
-                    if msg[0] == "ready":
+                    if isinstance(msg, Ready):
                         self._workers[wid].ready = True
-                    elif msg[0] == "exit":
+                    elif isinstance(msg, Exited):
                         raise SpecdashError(f"probe process {wid} exited during start-up")
         except TimeoutError as exc:
             raise SpecdashError(f"probe processes not ready after {timeout_s:g} s") from exc
 
-    def _deliver(self, wid: int, msg: Message) -> None:
+    def _deliver(self, wid: int, msg: Report) -> None:
         self._queue.put_nowait((wid, msg))
 
     def abort(self, reason: str) -> None:
         """Ask every worker to stop sending new requests in the current level."""
         for w in self._workers:
             try:
-                w.conn.send(("abort", reason))
+                w.conn.send(Abort(reason))
             except OSError:
                 pass
 
-    async def run_level(
-        self, plans: list[LevelPlan], on_message: Callable[[int, Message], Awaitable[None] | None]
-    ) -> list[LevelOutcome | None]:
-        """Run `plans[i]` on worker i; pass every sample/tick to `on_message`; return each outcome.
+    async def run_level(self, plans: list[LevelPlan], sink: LevelSink) -> list[LevelOutcome | None]:
+        """Run `plans[i]` on worker i; hand every sample and tick to `sink`; return each outcome.
 
         A worker that dies mid-level yields None as its outcome instead of hanging the level.
         """
         await self.ensure(len(plans))
         for w, plan in zip(self._workers, plans, strict=False):
-            w.conn.send(("level", plan))
+            w.conn.send(RunLevel(plan))
         outcomes: list[LevelOutcome | None] = [None] * len(plans)
         pending = set(range(len(plans)))
         while pending:
             wid, msg = await self._queue.get()
-            if msg[0] == "done":
-                outcomes[wid] = msg[1]
-                pending.discard(wid)
-            elif msg[0] == "exit":
-                pending.discard(wid)
-            else:
-                res = on_message(wid, msg)
-                if res is not None:
-                    await res
+            match msg:
+                case SampleDone(sample):
+                    sink.sample(wid, sample)
+                case Tick(arrivals, inflight, now_ns):
+                    sink.tick(wid, arrivals, inflight, now_ns)
+                case LevelDone(outcome):
+                    outcomes[wid] = outcome
+                    pending.discard(wid)
+                case Exited():
+                    pending.discard(wid)
         return outcomes
 
     async def close(self, timeout_s: float = 5.0) -> None:
@@ -264,17 +337,18 @@ class ProbePool:
         loop = asyncio.get_running_loop()
         for w in self._workers:
             try:
-                w.conn.send(("stop",))
+                w.conn.send(Stop())
             except OSError:
                 pass
         deadline = loop.time() + timeout_s
         for w in self._workers:
+            # Joins run in a thread: this loop may be the UI's, and a blocking join would freeze it.
             await loop.run_in_executor(None, w.process.join, max(0.0, deadline - loop.time()))
             if w.process.is_alive():
                 w.process.terminate()
-                w.process.join(1.0)
+                await loop.run_in_executor(None, w.process.join, 1.0)
             if w.process.is_alive():
                 w.process.kill()
-                w.process.join(1.0)
+                await loop.run_in_executor(None, w.process.join, 1.0)
             w.conn.close()
         self._workers.clear()

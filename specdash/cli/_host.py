@@ -75,7 +75,10 @@ def open_session(args: argparse.Namespace, cfg: Config, hc: HostConfig) -> Remot
     )
     # `bench HOST --db FILE` writes there; every other command uses the default store.
     sweep_defaults = SweepConfig(
-        progress_interval_s=0.25, on_link_loss=cfg.bench.on_link_loss, link_wait_s=cfg.bench.link_wait
+        progress_interval_s=0.25,
+        on_link_loss=cfg.bench.on_link_loss,
+        link_wait_s=cfg.bench.link_wait,
+        probe=cfg.bench.probe,
     )
     return RemoteSession(
         SSHHost(hc.address, options), hc, cfg, store=Store(getattr(args, "db", None)), sweep_defaults=sweep_defaults

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from specdash.core.levels import DEFAULT_LEVELS, LEVELS_GRAMMAR, MAX_LEVEL, format_levels, parse_levels
 from specdash.errors import UsageError
 
 if TYPE_CHECKING:
@@ -32,22 +33,18 @@ MAX_PROCESSES = 64
 """Upper bound on `--processes`."""
 
 
-def parse_levels(text: str) -> tuple[int, ...]:
-    """`1,2,5,10` -> (1, 2, 5, 10); a `UsageError` for anything else or a level outside 1..1024."""
-    from specdash.bench.sweep import validate_levels
-
-    try:
-        levels = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError as exc:
-        raise UsageError(f"--levels: expected comma-separated integers, got {text!r}") from exc
-    return validate_levels(levels)
+def probe_line(probe: dict[str, str] | None) -> str:
+    """`probe on the host (Python 3.11.2)` or `probe here: <why>`."""
+    if probe and probe.get("where") == "host":
+        return f"probe on the host (Python {probe.get('python', '?')})"
+    return f"probe here: {(probe or {}).get('why', 'local')}"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the bench flags."""
     from specdash.cli._host import add_host_arguments
-    from specdash.config import LINK_LOSS_POLICIES
-    from specdash.limits import MAX_CONCURRENCY, MAX_OUTPUT_LEN, SECONDS, int_option
+    from specdash.config import LINK_LOSS_POLICIES, PROBE_PLACES
+    from specdash.limits import MAX_OUTPUT_LEN, SECONDS, int_option
 
     add_host_arguments(parser, optional=True)
     parser.add_argument("--url", help="instead of HOST: a server base URL, e.g. http://127.0.0.1:30000")
@@ -58,8 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="default",
         help="mode(s) to measure; with HOST, a comma-separated list runs an A/B (e.g. baseline,eagle3)",
     )
-    parser.add_argument("--levels", default="1,2,5,10,20,50,100", help="concurrency levels (default %(default)s)")
-    parser.add_argument("--max-concurrency", type=int_option(1, MAX_CONCURRENCY), help="drop levels above this")
+    parser.add_argument(
+        "--levels",
+        default=format_levels(DEFAULT_LEVELS),
+        help=f"concurrency levels: {LEVELS_GRAMMAR}; 1 to {MAX_LEVEL} (default %(default)s)",
+    )
+    parser.add_argument("--max-concurrency", type=int_option(1, MAX_LEVEL), help="drop levels above this")
     amount = parser.add_mutually_exclusive_group()
     amount.add_argument(
         "--requests-per-level", type=int_option(1, MAX_REQUESTS), help="requests per level (default max(5 x C, 10))"
@@ -89,6 +90,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--link-wait", type=SECONDS, help="HOST only: seconds a paused sweep waits (default 600)")
     parser.add_argument(
+        "--probe",
+        choices=PROBE_PLACES,
+        help="HOST only: run the probe on the host next to the server, or here through the tunnel "
+        "(default: config, host)",
+    )
+    parser.add_argument(
         "--repeats",
         type=int_option(1, MAX_REPEATS),
         default=1,
@@ -104,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
 
     if bool(args.url) == bool(args.host):
         raise UsageError("give either HOST (measure over SSH) or --url (a server you can reach), not both or neither")
+    if args.url and args.probe:
+        raise UsageError("--probe needs HOST: with --url the probe runs here")
     url = validate_url(args.url) if args.url else ""
     if url:
         # The SSH-only options would be silently ignored with --url: refuse them instead.
@@ -111,7 +120,10 @@ def run(args: argparse.Namespace) -> int:
                             ("--link-wait", args.link_wait)):  # fmt: skip
             if value is not None:
                 raise UsageError(f"{flag} applies to HOST only (over SSH), not to --url")
-    levels = parse_levels(args.levels)
+    try:
+        levels = parse_levels(args.levels)
+    except UsageError as exc:
+        raise UsageError(f"--levels: {exc.message}") from exc
 
     import asyncio
 
@@ -160,7 +172,13 @@ def run(args: argparse.Namespace) -> int:
         meta = RunMeta(host=url_origin(url), mode=args.mode)
         results = []
         for _ in range(args.repeats):
-            results.append(asyncio.run(run_sweep(url, config, prompts, store, on_progress, on_level_done, meta)))
+            results.append(
+                asyncio.run(
+                    run_sweep(
+                        url, config, prompts, store, on_progress=on_progress, on_level_done=on_level_done, run_meta=meta
+                    )
+                )
+            )
             if results[-1].aborted:
                 break
     if args.repeats > 1:
@@ -168,7 +186,8 @@ def run(args: argparse.Namespace) -> int:
     result = results[0]
     levels_json = [lv.to_json() for lv in result.levels]
     if args.json:
-        print(json.dumps({"run_id": result.run_id, "aborted": result.aborted, "levels": levels_json}, default=str))
+        out = {"run_id": result.run_id, "aborted": result.aborted, "probe": result.probe, "levels": levels_json}
+        print(json.dumps(out, default=str))
     else:
         print()
         print(f"run {result.run_id} ({args.mode}, {prompts.name} prompts, {args.endpoint}, {args.output_len} tokens)")
@@ -228,6 +247,7 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
         progress_interval_s=1.0,
         on_link_loss=args.on_link_loss or cfg.bench.on_link_loss,
         link_wait_s=args.link_wait or cfg.bench.link_wait,
+        probe=args.probe or cfg.bench.probe,
     )
     repeats: dict[str, list[SweepResult]] = {mode: [] for mode in modes}
     async with connected(args, cfg, host_config(args, cfg), listen) as session:
@@ -247,7 +267,7 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
     crossover = compute_crossover(curves[modes[0]], curves[modes[1]]) if len(modes) >= 2 else None
     if args.json:
         out: dict[str, object] = {
-            m: {"run_id": r.run_id, "aborted": r.aborted, "levels": [lv.to_json() for lv in r.levels]}
+            m: {"run_id": r.run_id, "aborted": r.aborted, "probe": r.probe, "levels": [lv.to_json() for lv in r.levels]}
             for m, r in results.items()
         }
         if crossover is not None:
@@ -256,7 +276,7 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
         print(json.dumps(out, default=str))
     else:
         for mode, r in results.items():
-            print(f"\nrun {r.run_id} ({mode} on {args.host})")
+            print(f"\nrun {r.run_id} ({mode} on {args.host}; {probe_line(r.probe)})")
             print(level_table([lv.to_json() for lv in r.levels]))
         if crossover is not None:
             where = f"C = {crossover.concurrency:.1f}" if crossover.concurrency else crossover.kind.value

@@ -16,7 +16,7 @@ HELP = "run the dashboard offline against the built-in SGLang simulator (no GPU,
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from specdash.demo import TIME_SCALE, TOUR_TIME_SCALE
+    from specdash.cli.demo_session import TIME_SCALE, TOUR_TIME_SCALE
 
     parser.add_argument(
         "--time-scale",
@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specdash.demo import TIME_SCALE, TOUR_TIME_SCALE
+    from specdash.cli.demo_session import TIME_SCALE, TOUR_TIME_SCALE
     from specdash.errors import UsageError
 
     if args.time_scale is None:
@@ -51,7 +51,7 @@ DEMO_QUIT = (
 
 
 async def _demo(autoplay: bool, time_scale: float, screenshot_dir: Path | None = None) -> int:
-    from specdash.demo import demo_session
+    from specdash.cli.demo_session import demo_session
     from specdash.ui.app import make_app
 
     async with demo_session(time_scale, tour=autoplay) as demo:

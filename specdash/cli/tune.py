@@ -4,7 +4,7 @@
 sshd, no GPU), with the demo's modes (`baseline`, `eagle3`, `eagle3-dynamic`, `spec-v2`).
 
 The search, the drop rule and the policy are `specdash.core.tune`; the restarts and the journal are
-`specdash.bench.tune`; the engine's own words are `specdash.engines.spec_export`.
+`specdash.server.tune`; the engine's own words are `specdash.core.spec_export`.
 """
 
 from __future__ import annotations
@@ -15,19 +15,20 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from specdash.core.levels import LEVELS_GRAMMAR
 from specdash.errors import UsageError
 
 if TYPE_CHECKING:
-    from specdash.bench.tune import TunePlan, TuneResult
     from specdash.config import Config, HostConfig, ModeConfig
     from specdash.core.tune import Policy
     from specdash.server.remote_session import RemoteSession
+    from specdash.server.tune import TunePlan, TuneResult
 
 NAME = "tune"
 HELP = "search speculative settings per load with restarts, export the policy, verify it live"
 DEMO_HOST = "demo"
 MAX_REPEATS = 10
-DEFAULT_LEVELS = "1,2,4,8,16,32"
+DEFAULT_LEVELS = "1-32x2"
 DEFAULT_REPEATS = 2
 
 
@@ -63,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--space",
         help="settings to try, e.g. 'steps=1,2,3,5 topk=1,4,8 draft=2,4,8,16' (SGLang) or 'k=1,2,4' (vLLM)",
     )
-    parser.add_argument("--levels", help=f"concurrency levels (default {DEFAULT_LEVELS})")
+    parser.add_argument("--levels", help=f"concurrency levels: {LEVELS_GRAMMAR} (default {DEFAULT_LEVELS})")
     parser.add_argument(
         "--repeats", type=int, help=f"passes; later ones only for contenders (default {DEFAULT_REPEATS})"
     )
@@ -101,10 +102,13 @@ def _check_args(args: argparse.Namespace) -> None:
 
 
 def _check_tune(args: argparse.Namespace, cfg: Config) -> tuple[int, ...]:
-    from specdash.cli.bench import parse_levels
+    from specdash.core.levels import parse_levels
 
     apply_tune_table(args, cfg)
-    levels = parse_levels(args.levels)
+    try:
+        levels = parse_levels(args.levels)
+    except UsageError as exc:
+        raise UsageError(f"--levels: {exc.message}") from exc
     if not 1 <= args.repeats <= MAX_REPEATS:
         raise UsageError(f"--repeats must be between 1 and {MAX_REPEATS}, got {args.repeats}")
     if args.verify is None and not args.space:
@@ -116,10 +120,10 @@ def make_plan(args: argparse.Namespace, cfg: Config, levels: tuple[int, ...]) ->
     """The tune's plan from the flags and the config."""
     import hashlib
 
-    from specdash.bench.tune import TunePlan
     from specdash.core import tune as core
-    from specdash.engines.spec_export import vllm_speculative_config
+    from specdash.core.spec_export import vllm_speculative_config
     from specdash.engines.spec_settings import SpecSetting, Verdict, check_sglang, check_vllm
+    from specdash.server.tune import TunePlan
 
     base = cfg.mode(args.mode)
     cfg.mode(args.baseline)
@@ -181,7 +185,7 @@ async def _main(args: argparse.Namespace) -> int:
     from specdash.server.remote_session import running
 
     if args.host == DEMO_HOST:
-        from specdash.demo import TOUR_TIME_SCALE, demo_config, demo_session
+        from specdash.cli.demo_session import TOUR_TIME_SCALE, demo_config, demo_session
 
         levels = _check_tune(args, demo_config(0))  # fails before the demo host starts
         async with demo_session(args.time_scale or TOUR_TIME_SCALE) as demo:
@@ -215,7 +219,7 @@ async def _tune(
 
     from specdash.bench.probe import ProbeSettings
     from specdash.bench.prompts import load_prompts
-    from specdash.bench.tune import Journal, TuneEvent, TuneRunner, open_journal
+    from specdash.server.tune import Journal, TuneEvent, TuneRunner, open_journal
 
     plan = make_plan(args, cfg, levels)
     live = sys.stderr if args.json else sys.stdout
@@ -246,8 +250,8 @@ async def _tune(
         if args.verify is None:
             result = await runner.run()
         else:
-            from specdash.bench.tune import TuneResult
             from specdash.core import tune as core
+            from specdash.server.tune import TuneResult
 
             pts = core.points(state.measured(), plan.noise_floor)
             if core.BASELINE not in pts:
@@ -256,7 +260,9 @@ async def _tune(
         out = _report(plan, result)
         base = session.config.mode(plan.base_mode)
         exported = _exports(plan, result.policy, base, simulated=_simulated(base))
-        out["exports"] = [{**e.to_json(), "command": e.command(base, hc)} for e in exported]
+        from specdash.server.launch import paste_command
+
+        out["exports"] = [{**e.to_json(), "command": paste_command(base, hc, e.args)} for e in exported]
         verify_mode = args.verify
         if verify_mode is None and exported and not args.no_verify and result.aborted is None:
             chosen = next(
@@ -287,7 +293,7 @@ def _simulated(mode: ModeConfig) -> bool:
 
 
 def _exports(plan: TunePlan, policy: Policy, base: ModeConfig, *, simulated: bool) -> list[Any]:
-    from specdash.engines.spec_export import exports
+    from specdash.core.spec_export import exports
 
     settings = {s.label: s for s in plan.order}
     return exports(base, policy, settings, simulated)
@@ -400,7 +406,8 @@ def _write_mode(
     args: argparse.Namespace, cfg: Config, name: str, base: ModeConfig, export: Any, demo: bool
 ) -> dict[str, Any]:
     from specdash.config import load
-    from specdash.engines.spec_export import mode_toml
+    from specdash.core.spec_export import mode_toml
+    from specdash.engines.registry import names
 
     if name in cfg.modes:
         raise UsageError(f"--write-mode {name}: a mode of that name exists already")
@@ -419,7 +426,7 @@ def _write_mode(
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(new, encoding="utf-8")
     try:
-        load(tmp)  # the file must still be a valid config before it replaces the old one
+        load(tmp, engines=names())  # the file must still be a valid config before it replaces the old one
     except UsageError:
         tmp.unlink()
         raise

@@ -2,7 +2,7 @@
 
 A tune measures a set of speculative settings of one engine mode, each across the same concurrency levels,
 with one server restart per (setting, repeat) and every level of it on that restart; the baseline mode is
-measured the same way as the reference. Nothing here does I/O (`specdash.bench.tune` runs it).
+measured the same way as the reference. Nothing here does I/O (`specdash.server.tune` runs it).
 
 **Space.** `parse_space("steps=1,2,3,5 topk=1,4,8 draft=2,4,8,16")` is the cartesian product. Each point
 goes through the engine's own rules (`specdash.engines.spec_settings`): a refused point is skipped with

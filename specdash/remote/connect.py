@@ -24,7 +24,7 @@ from specdash.redact import redact_command
 from specdash.remote.knownhosts import GLOBAL_KNOWN_HOSTS, HostKeyPolicy
 from specdash.remote.options import SSHOptions
 from specdash.remote.ssherror import SSHError, SSHErrorKind
-from specdash.remote.target import Target, parse_target
+from specdash.target import Target, parse_target
 
 DEFAULT_KEY_FILES = ("id_rsa", "id_ecdsa", "id_ecdsa_sk", "id_ed25519", "id_ed25519_sk", "id_dsa")
 """What OpenSSH (and asyncssh) offer from `~/.ssh` when neither `-i` nor IdentityFile says otherwise."""

@@ -50,7 +50,7 @@ from specdash.remote.host import RunResult
 from specdash.remote.options import SSHOptions
 from specdash.remote.ssherror import SSHError, SSHErrorKind
 from specdash.remote.tagging import PID_MARKER, reap_script, wrap_streamed
-from specdash.remote.target import Target, parse_target
+from specdash.target import Target, parse_target
 
 __all__ = ["SSHHost", "SSHOptions", "route_asyncssh_logging"]
 
@@ -149,11 +149,6 @@ class SSHHost:
         queue: asyncio.Queue[ConnectionEvent] = asyncio.Queue(maxsize)
         self._queues.append(queue)
         return queue
-
-    def unsubscribe(self, queue: asyncio.Queue[ConnectionEvent]) -> None:
-        """Stop feeding a queue from `subscribe()`."""
-        if queue in self._queues:
-            self._queues.remove(queue)
 
     def _emit(self, event: ConnectionEvent) -> None:
         log.info("%s: %s", self._name, event)

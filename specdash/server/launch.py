@@ -10,7 +10,9 @@ Servers bind 127.0.0.1 only: specdash reaches them through the SSH port forward.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from specdash.config import HostConfig, ModeConfig
 from specdash.engines.registry import get
@@ -44,3 +46,10 @@ def launch_argv(mode: ModeConfig, host: HostConfig) -> list[str]:
 def launch_env(mode: ModeConfig, host: HostConfig) -> dict[str, str]:
     """The environment added to the remote shell's for the launch (mode over host over defaults)."""
     return {**BASE_ENV, **get(mode.engine).launch_env, **host.env, **mode.env}
+
+
+def paste_command(mode: ModeConfig, host: HostConfig, args: Sequence[str]) -> str:
+    """The launch of `mode` with `args` in place of its own, as a command line a user can paste (env first)."""
+    run = replace(mode, args=tuple(args))
+    env = [f"{k}={shlex.quote(v)}" for k, v in launch_env(run, host).items()]
+    return " ".join([*env, shlex.join(launch_argv(run, host))])

@@ -28,8 +28,6 @@ class LogFollower:
         self.path = path
         self.offset = offset
         """Bytes of the file already delivered as complete lines."""
-        self.restarts = 0
-        """How many times the stream was re-opened after a lost connection."""
 
     def command(self) -> str:
         """The remote command for the current offset (tail's own complaints are dropped, not logged)."""
@@ -51,9 +49,7 @@ class LogFollower:
             except SSHError:
                 # The connection may still look up for a moment after it died: back off so the supervisor
                 # can notice, instead of spinning on failing channel opens.
-                self.restarts += 1
                 await asyncio.sleep(RETRY_S)
                 continue
             # tail ended by itself (its file's directory vanished, or it was killed): retry after a pause.
-            self.restarts += 1
             await asyncio.sleep(RETRY_S)

@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 
+from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import PromptSet, load_prompts
 from specdash.bench.store import RunMeta, Store
 from specdash.bench.sweep import LevelProgress, LevelResult, Sweep, SweepConfig, SweepResult
@@ -36,6 +37,7 @@ from specdash.remote.ssh import SSHHost
 from specdash.remote.ssherror import SSHError
 from specdash.server.gpu import poll_gpus
 from specdash.server.lifecycle import Lifecycle, RunRecord
+from specdash.server.probe_agent import HostRunner
 from specdash.server.session import Listener
 from specdash.server.watch import ServerWatch
 
@@ -107,6 +109,7 @@ class RemoteSession:
         finally:
             for task in (relay, gpus):
                 task.cancel()
+            await asyncio.gather(relay, gpus, return_exceptions=True)
             await self._stop_watching()
 
     def server_live(self) -> bool:
@@ -310,6 +313,14 @@ class RemoteSession:
 
     # -- bench ------------------------------------------------------------------------------------------
 
+    def _host_runner(self, port: int) -> Callable[[ProbeSettings, tuple[str, ...]], HostRunner]:
+        """Runners of a probe on the host, against the server on the host's loopback."""
+
+        def make(settings: ProbeSettings, prompts: tuple[str, ...]) -> HostRunner:
+            return HostRunner(self.host, f"http://127.0.0.1:{port}", settings, prompts)
+
+        return make
+
     async def _sweep_mode(self, mode: str, config: SweepConfig, prompts: PromptSet) -> None:
         cfg = self.config.mode(mode)
         local = await self.host.forward(cfg.port)
@@ -335,11 +346,15 @@ class RemoteSession:
             replace(config, mode=mode),
             prompts,
             self.store,
-            meta,
+            run_meta=meta,
             on_progress=progress,
             on_level_done=level_done,
             check_link=self._link_ok,
+            link_in_process=True,  # the port forward runs in this process (SSHHost)
+            host_runner=self._host_runner(cfg.port) if config.probe == "host" else None,
         )
+        if config.probe != "host":
+            runner.probe = {"where": "local", "why": 'probe = "local" (the config\'s [bench] or --probe)'}
         if self.host.state is not ConnectionState.CONNECTED:
             runner.link_lost(f"connection {self.host.state.value}")
         self._sweep = runner
@@ -354,6 +369,7 @@ class RemoteSession:
                 if sweep.done() and not sweep.cancelled() and sweep.exception() is None:
                     self.results[mode] = sweep.result()
                 sweep.cancel()
+                await asyncio.gather(sweep, return_exceptions=True)
                 # Levels run in order: the first unfinished one was in flight (even before its first progress).
                 for key, row in self._rows.items():
                     if key[0] == mode and row.status not in ("done", "failed"):
@@ -366,6 +382,7 @@ class RemoteSession:
                 self._emit(Notice(f"{mode}: sweep stopped: {result.aborted}", "warning"))
         finally:
             crash.cancel()
+            await asyncio.gather(crash, return_exceptions=True)
             self._sweep = None
             for c, why in runner.interruptions:
                 self._emit(Notice(f"{mode} C={c}: {why}; the level ran again after the link came back", "warning"))
@@ -469,6 +486,7 @@ async def running(session: RemoteSession, listener: Listener | None = None) -> A
         yield session
     finally:
         attached.cancel()
+        await asyncio.gather(attached, return_exceptions=True)
         await session.close()
         runner.cancel()
         await asyncio.gather(runner, return_exceptions=True)

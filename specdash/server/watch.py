@@ -23,7 +23,7 @@ import contextlib
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import httpx
 
@@ -59,8 +59,6 @@ class WatchState:
     """The main process is gone."""
     note: str = ""
     """Extra line for the server panel."""
-    metrics: list[MetricsSeen] = field(default_factory=list)
-    """The most recent periodic metrics lines (bounded)."""
 
 
 class ServerWatch:
@@ -241,8 +239,7 @@ class ServerWatch:
             if self.on_event is not None:
                 self.on_event(event)
             if isinstance(event, MetricsSeen):
-                self.state.metrics = [*self.state.metrics[-19:], event]
-                continue
+                continue  # periodic throughput lines change nothing the status shows
             changed = True
             if isinstance(event, Ready):
                 self.emit(Notice(f"{self.record.mode} is ready on {self.label}", bell=True))
@@ -300,7 +297,7 @@ class ServerWatch:
 
 
 def _wait_exit_command(pid: int) -> str:
-    """`wait_exit.sh` inlined as one command line (streams take a command, not a script on stdin)."""
+    """A command line that prints `exited` once `pid` is gone or a zombie, and ends (a stream, not a poll)."""
     return (
         f'while st=$(ps -o stat= -p {pid} 2>/dev/null); [ -n "$st" ] && [ "${{st#Z}}" = "$st" ]; '
         f'do sleep 0.2; done; echo "exited $(date +%s.%N)"'

@@ -33,7 +33,7 @@ from specdash.sim.faults import crash_traceback, warmup_fail_lines
 from specdash.sim.logstyle import LogWriter
 from specdash.sim.model import BASELINE, BASELINE_MAX_RUNNING, SPEC_COSTS, ThroughputModel
 from specdash.sim.presets import Preset, choose_preset
-from specdash.sim.scheduler import Scheduler
+from specdash.sim.scheduler import Scheduler, SimRequest
 from specdash.sim.server import SimServer, Status
 from specdash.sim.spec_space import DraftShape, step_cost
 
@@ -58,6 +58,23 @@ def build_model(config: SimConfig) -> ThroughputModel:
         disable_spec_above=config.disable_spec_above,
         speed=config.speed,
     )
+
+
+def request_record(req: SimRequest) -> dict[str, Any]:
+    """One `--sim-request-log` line: the server's own timestamps of a finished request.
+
+    Times are `time.monotonic()` seconds (CLOCK_MONOTONIC: on Linux the same clock as a client's
+    `perf_counter`, across network namespaces too): `created` when the request was parsed, `first` when its
+    first token was produced, `finished` at its last; `emitted` lists (time, cumulative tokens) per step.
+    """
+    return {
+        "rid": req.rid,
+        "created": req.created,
+        "first": req.first_token_at,
+        "finished": req.finished_at,
+        "tokens": len(req.output_ids),
+        "emitted": req.emitted,
+    }
 
 
 class ProcessTree:
@@ -118,10 +135,16 @@ class SimApp:
             decode_log_interval=config.decode_log_interval,
             crash_at_batch=config.faults.crash_at_batch,
             on_crash=self._crash,
+            on_finish=self._log_request if config.request_log else None,
         )
+        self._request_log = open(config.request_log, "a", buffering=1) if config.request_log else None
         self.server = SimServer(config, self.preset, self.scheduler, self.log)
         self.uvicorn_started = False
         self._tasks: set[asyncio.Task[None]] = set()
+
+    def _log_request(self, req: SimRequest) -> None:
+        if self._request_log is not None:
+            self._request_log.write(json.dumps(request_record(req), separators=(",", ":")) + "\n")
 
     def _scaled(self, seconds: float) -> float:
         return seconds * self.c.time_scale

@@ -61,6 +61,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sim.add_argument("--sim-log-style", choices=LOG_STYLES, default="sglang-0.5")
     sim.add_argument("--sim-fault", action="append", default=[], metavar="FAULT", help="see specdash.sim.faults")
     sim.add_argument("--sim-disable-spec-above", type=int, default=None, metavar="N")
+    sim.add_argument(
+        "--sim-request-log",
+        default=None,
+        metavar="PATH",
+        help="append one JSON line per finished request (ground truth)",
+    )
     sim.add_argument("--sim-exit-with", type=int, default=None, metavar="PID", help="exit when PID is gone (demo)")
     _keep_unknown(parser)
 
@@ -114,6 +120,9 @@ class SimConfig:
     faults: Faults = field(default_factory=Faults)
     exit_with: int | None = None
     """Exit (with the whole tree) once this PID is gone: `specdash demo` leaves no simulator behind."""
+    request_log: str | None = None
+    """Append one JSON line per finished request here (see `specdash.sim.app.request_record`): the
+    server-side timestamps benchmarks compare a client's measurements with."""
     unknown_flags: tuple[str, ...] = ()
 
     @property
@@ -272,6 +281,7 @@ def resolve(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> tup
         log_style=ns.sim_log_style,
         disable_spec_above=ns.sim_disable_spec_above,
         exit_with=ns.sim_exit_with,
+        request_log=ns.sim_request_log,
         faults=faults,
         unknown_flags=unknown,
     )

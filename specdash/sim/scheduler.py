@@ -55,6 +55,8 @@ class SimRequest:
     created: float = field(default_factory=time.monotonic)
     first_token_at: float | None = None
     finished_at: float | None = None
+    emitted: list[tuple[float, int]] = field(default_factory=list)
+    """(monotonic time, cumulative tokens) at every step that produced tokens: the request log's ground truth."""
     _waiter: asyncio.Future[None] | None = None
     _word_rng: random.Random | None = None
 
@@ -96,6 +98,8 @@ class SimRequest:
         if self.first_token_at is None and n:
             self.first_token_at = now
         total = len(self.output_ids)
+        if n:
+            self.emitted.append((now, total))
         if self.stop_at is not None and total >= self.stop_at and self.stop_at <= self.max_new_tokens:
             self.finish_reason = {"type": "stop", "matched": EOS_TOKEN_ID}
         elif total >= self.max_new_tokens:
@@ -155,6 +159,7 @@ class Scheduler:
         decode_log_interval: int = 40,
         crash_at_batch: int | None = None,
         on_crash: Callable[[], None] | None = None,
+        on_finish: Callable[[SimRequest], None] | None = None,
     ) -> None:
         self.model = model
         self.log = log
@@ -166,6 +171,8 @@ class Scheduler:
         self.interval = decode_log_interval
         self.crash_at_batch = crash_at_batch
         self.on_crash = on_crash
+        self.on_finish = on_finish
+        """Called with every finished client request (not health probes, not aborted ones)."""
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
         self.gauges = Gauges()
@@ -222,6 +229,8 @@ class Scheduler:
             c.e2e.append(req.finished_at - req.created)
         if len(c.ttft) > 10000:  # bounded: histograms only need recent samples
             del c.ttft[:5000], c.e2e[:5000]
+        if self.on_finish is not None:
+            self.on_finish(req)
 
     async def _sleep_until(self, loop: asyncio.AbstractEventLoop, deadline: float) -> float:
         delay = deadline - loop.time()

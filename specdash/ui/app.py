@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from functools import partial
 from pathlib import Path, PurePath
 from typing import Any
@@ -119,7 +119,9 @@ class SpecdashApp(App[None]):
         """Ring the terminal bell on notices that ask for it."""
         self._theme_name = ui.theme
         self._clock = clock
-        self.dashboard = DashboardScreen(session.label, clock, chart_interval=chart_interval, tick=tick)
+        self.dashboard = DashboardScreen(
+            session, self.run_session_action, clock, chart_interval=chart_interval, tick=tick, bell=ui.bell
+        )
         """The one dashboard screen; session messages are posted to it."""
         if keymap:
             self.set_keymap(dict(keymap))
@@ -229,19 +231,14 @@ class SpecdashApp(App[None]):
 
     # --------------------------------------------------------------------------------------- workers
 
-    def run_session_action(self, name: str, call: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Run one session action (start, stop, ...) in a worker; its failure becomes a notification."""
-        self.run_worker(call(), name=name, group="action", exit_on_error=False)
+    def run_session_action(
+        self, name: str, call: Callable[[], Coroutine[Any, Any, None]], group: str = "action"
+    ) -> None:
+        """Run one session action in a worker; its failure becomes a notification.
 
-    def run_sweep(self, modes: Sequence[str], levels: Sequence[int]) -> None:
-        """Run a sweep in its own worker (it returns when the sweep ends)."""
-        self.run_worker(
-            self.session.sweep(list(modes), list(levels)),
-            name="sweep",
-            group="sweep",
-            exclusive=True,
-            exit_on_error=False,
-        )
+        Group `sweep` is exclusive (a sweep returns when it ends; a new one replaces it), `action` is not.
+        """
+        self.run_worker(call(), name=name, group=group, exclusive=group == "sweep", exit_on_error=False)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state is WorkerState.ERROR:

@@ -91,3 +91,19 @@ def test_bench_ab_over_ssh_finds_the_crossover(cli) -> None:
     assert spec[8] < base[8]  # ... and loses under load
     assert result["crossover"]["kind"] == "crosses"
     assert 1 < result["crossover"]["concurrency"] < 8
+    # The default: the probe ran on the host (it has Python >= 3.11), and --json says so.
+    for mode in ("baseline", "eagle3"):
+        assert result[mode]["probe"]["where"] == "host", result[mode]["probe"]
+        assert result[mode]["probe"]["python"].startswith("3.")
+
+
+def test_bench_probe_local_runs_the_probe_here_and_says_why(cli) -> None:
+    out = cli(
+        "bench", "sim", "--mode", "baseline", "--levels", "2", "--output-len", "16",
+        "--requests-per-level", "6", "--probe", "local", "--json", timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    probe = json.loads(out.stdout)["baseline"]["probe"]
+    assert probe["where"] == "local" and "--probe" in probe["why"]
+    usage = cli("bench", "--url", "http://127.0.0.1:9", "--probe", "host")
+    assert usage.returncode == 2 and "--probe needs HOST" in usage.stderr and "Traceback" not in usage.stderr

@@ -16,9 +16,9 @@ from pathlib import Path
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Label
 
+from specdash.cli.demo_session import demo_session
 from specdash.config import Config, HostConfig
 from specdash.core.models import Phase
-from specdash.demo import demo_session
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession
 from specdash.ui.app import SpecdashApp, make_app

@@ -27,7 +27,8 @@ for i in range(200_000):
                       output_tokens=8, requested_tokens=8, estimated=False, per_chunk_exact=True,
                       chunk_offsets_us=(1, 2, 3), chunk_tokens=(2, 3, 3))
     store.add_sample(run, level, s)
-    print(i, flush=True)  # reported as completed only after the commit returned
+    store.flush()
+    print(i, flush=True)  # reported as completed only after the writer thread's commit returned
 """
 
 
@@ -106,3 +107,33 @@ def test_default_store_lives_in_the_data_dir(tmp_path: Path) -> None:
     with Store() as store:
         store.create_run(RunMeta(host="h", mode="m"))
     assert path.exists()
+
+
+def test_schema_is_versioned_and_migrations_apply_in_order(tmp_path: Path, monkeypatch) -> None:
+    import pytest
+
+    from specdash.bench import store as store_mod
+    from specdash.errors import SpecdashError
+
+    db = tmp_path / "v.db"
+    # A store written before versioning: the tables exist, user_version is 0.
+    raw = sqlite3.connect(db)
+    raw.executescript(store_mod.SCHEMA_V1)
+    raw.execute("INSERT INTO runs (created, host, mode) VALUES ('t', 'old-host', 'm')")
+    raw.commit()
+    raw.close()
+    with Store(db) as store:
+        assert store.schema_version == store_mod.SCHEMA_VERSION == 1
+        assert [r.meta.host for r in store.runs()] == ["old-host"]
+
+    def add_note(conn: sqlite3.Connection) -> None:
+        conn.execute("ALTER TABLE runs ADD COLUMN note TEXT NOT NULL DEFAULT ''")
+
+    monkeypatch.setattr(store_mod, "MIGRATIONS", [*store_mod.MIGRATIONS, add_note])
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 2)
+    with Store(db) as store:
+        assert store.schema_version == 2
+        assert [r.meta.host for r in store.runs()] == ["old-host"]  # rows read by name: the new column is ignored
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 1)
+    with pytest.raises(SpecdashError, match="newer"):
+        Store(db)

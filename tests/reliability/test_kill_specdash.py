@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import httpx
 
+from specdash.bench.agent.bundle import build
 from specdash.config import HostConfig
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle, RunRecord
@@ -21,7 +23,7 @@ from tests.integration.conftest import target
 from tests.integration.remote_sim import sim_config
 from tests.reliability.conftest import state_dir as unique_state_dir
 from tests.reliability.conftest import timing
-from tests.sshd import Keys, Sshd, _children, free_port
+from tests.sshd import TEST_HOME, Keys, Sshd, _children, free_port
 
 LEVEL = 4
 
@@ -49,6 +51,33 @@ def _descendants(pid: int) -> list[int]:
             found.append(kid)
             todo.append(kid)
     return found
+
+
+def _agents() -> list[int]:
+    """Probe agents of this client version running on the "host" (this machine)."""
+    name = build().name.encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if name in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _host_records() -> int:
+    """Successful request records in the newest agent run's files on the "host"."""
+    runs = [d for d in (TEST_HOME / ".specdash" / "agent" / "runs").iterdir() if d.is_dir()]
+    newest = max(runs, key=lambda d: d.stat().st_mtime)
+    count = 0
+    for f in newest.glob("*.jsonl"):
+        for line in f.read_text().splitlines():
+            rec = json.loads(line)
+            if rec["t"] == "s" and rec["d"][3] is None:  # field 3: error
+                count += 1
+    return count
 
 
 def _alive(pid: int) -> bool:
@@ -106,9 +135,9 @@ state_dir = "{state_dir}"
     )
     try:
         deadline = time.monotonic() + 90
-        while _rows(db)[0] < 30:  # another process: poll its store with a deadline
+        while _rows(db)[0] < 30 or not _agents():  # another process: poll its store with a deadline
             assert proc.poll() is None, (tmp_path / "bench.out").read_text()[-3000:]
-            assert time.monotonic() < deadline, "the sweep did not get going"
+            assert time.monotonic() < deadline, "the sweep did not get going (with its probe on the host)"
             time.sleep(0.1)
         helpers = _descendants(proc.pid)
         proc.send_signal(signal.SIGKILL)
@@ -124,6 +153,10 @@ state_dir = "{state_dir}"
         while [p for p in helpers if _alive(p)]:
             assert time.monotonic() < deadline, f"probe processes outlived specdash: {helpers}"
             time.sleep(0.1)
+        # The probe agent on the host (the default over SSH) loses its channel and ends by itself.
+        while agents := _agents():
+            assert time.monotonic() < deadline, f"probe agents outlived specdash: {agents}"
+            time.sleep(0.1)
         orphans_gone_s = time.monotonic() - killed_at
 
         async def on_the_host() -> tuple[int, RunRecord]:
@@ -138,7 +171,11 @@ state_dir = "{state_dir}"
                 return await Lifecycle(host, hc).current(), runs.stdout.split()
 
         finished, record = asyncio.run(on_the_host())
-        assert finished - LEVEL <= stored_ok <= finished, (finished, stored_ok)
+        # With the probe on the host, every finished request is in the agent's record file there (written
+        # before it was sent); the local store has what reached it before the kill, nothing else.
+        on_host = _host_records()
+        assert stored_ok <= on_host, (stored_ok, on_host)
+        assert finished - LEVEL <= on_host <= finished, (finished, on_host)
         again = subprocess.run(
             [*bench, "--levels", "1", "--requests-per-level", "3"], capture_output=True, text=True, env=env, timeout=120
         )

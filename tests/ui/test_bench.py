@@ -8,8 +8,10 @@ import pytest
 from textual.widgets import DataTable, Label
 
 from specdash.core.events import BenchTick, BenchUpdate
+from specdash.core.levels import DEFAULT_LEVELS, parse_levels
+from specdash.errors import UsageError
 from specdash.ui.app import SpecdashApp
-from specdash.ui.screens.confirm import ConfirmScreen, LevelsScreen, parse_levels
+from specdash.ui.screens.confirm import ConfirmScreen, LevelsScreen
 from specdash.ui.widgets.bench import BenchPanel, row_cells
 from specdash.ui.widgets.charts import CurvesChart, LiveChart, nice_ticks
 from specdash.ui.widgets.gpu import GpuPanel
@@ -33,7 +35,7 @@ async def test_b_asks_for_levels_then_sweeps_the_live_mode(build: AppFactory) ->
         assert isinstance(app.screen, LevelsScreen)
         await pilot.press("enter")
         await settle(app)
-        assert session.calls == [("sweep", (("eagle3",), (1, 2, 5, 10, 20, 50)))]
+        assert session.calls == [("sweep", (("eagle3",), DEFAULT_LEVELS))]
 
 
 async def test_levels_are_editable_and_validated(build: AppFactory) -> None:
@@ -65,7 +67,7 @@ async def test_ab_marks_modes_and_confirms_when_a_server_is_live(build: AppFacto
         assert session.calls == []
         await pilot.press("y")
         await settle(app)
-        assert session.calls == [("sweep", (("baseline", "eagle3"), (1, 2, 5, 10, 20, 50)))]
+        assert session.calls == [("sweep", (("baseline", "eagle3"), DEFAULT_LEVELS))]
 
 
 async def test_cancel_sweep_only_while_one_runs_and_after_confirming(build: AppFactory) -> None:
@@ -145,15 +147,25 @@ async def test_empty_update_keeps_panel_usable(build: AppFactory) -> None:
 
 @pytest.mark.parametrize(
     ("text", "levels"),
-    [("1,2,5,10,20,50", (1, 2, 5, 10, 20, 50)), ("10 5, 5 1", (1, 5, 10)), (" 64 ", (64,))],
+    [
+        ("1,2,5,10,20,50", (1, 2, 5, 10, 20, 50)),
+        ("10 5, 5 1", (1, 5, 10)),
+        (" 64 ", (64,)),
+        ("1-64x2", (1, 2, 4, 8, 16, 32, 64)),
+        ("1-4", (1, 2, 3, 4)),
+        ("3-100x3, 1", (1, 3, 9, 27, 81)),
+        ("1-1024x2", tuple(2**i for i in range(11))),
+    ],
 )
 def test_parse_levels(text: str, levels: tuple[int, ...]) -> None:
     assert parse_levels(text) == levels
 
 
-@pytest.mark.parametrize("text", ["", "0", "-1", "1.5", "abc", "5000"])
+@pytest.mark.parametrize(
+    "text", ["", "0", "-1", "1.5", "abc", "5000", "1025", "8-2", "1-64x1", "1-64x", "1-2000x2", "1-100", "2x4", "1--4"]
+)
 def test_parse_levels_rejects(text: str) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(UsageError):
         parse_levels(text)
 
 

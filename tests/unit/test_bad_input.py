@@ -78,6 +78,7 @@ CASES = [
     ),
     cfg_case("bench-link-wait", "[bench]\nlink_wait = 0", "[bench] link_wait: 0 is out of range"),
     cfg_case("bench-unknown", "[bench]\nlevels = [1]", "[bench] levels: unknown key"),
+    cfg_case("bench-probe", '[bench]\nprobe = "gpu"', "[bench] probe: must be one of host, local, not 'gpu'"),
     # -- CLI: empty args, host strings, ports, modes, levels, URLs -------------------------------------
     Case("no-command", (), 2, ("usage: specdash",)),
     Case("up-no-host", ("up",), 2, ("the following arguments are required: HOST",)),
@@ -92,7 +93,8 @@ CASES = [
     Case("mode-unknown", ("up", "box", "--mode", "nosuch"), 2, ("unknown mode 'nosuch'", "known modes: base")),
     Case("levels-zero", ("bench", "box", "--levels", "0"), 2, ("between 1 and 1024, got 0",)),
     Case("levels-huge", ("bench", "box", "--levels", "2000"), 2, ("between 1 and 1024, got 2000",)),
-    Case("levels-text", ("bench", "box", "--levels", "a,b"), 2, ("--levels", "'a,b'")),
+    Case("levels-text", ("bench", "box", "--levels", "a,b"), 2, ("--levels", "'a'", "1-64x2")),
+    Case("levels-range-backwards", ("bench", "box", "--levels", "64-1x2"), 2, ("--levels", "'64-1x2'", "below")),
     Case("levels-empty", ("bench", "box", "--levels", ","), 2, ("no concurrency levels",)),
     Case("link-wait-zero", ("bench", "box", "--link-wait", "0"), 2, ("argument --link-wait: must be more than 0",)),
     Case(

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from specdash.bench.probe import Headroom
 from specdash.bench.report import compare_table, level_table
 from specdash.bench.samples import Failure, RequestSample
 from specdash.bench.server_view import ServerView, level_view, parse_prometheus, running_cap, warnings_for
@@ -133,13 +132,6 @@ def test_warnings_disagreement_cap_and_client_limit() -> None:
     assert warnings_for(8, 950.0, view, ()) == ()
 
 
-def test_headroom_flags_the_client_as_the_limit() -> None:
-    ok = Headroom(cpu_share=0.3, loop_lag_p99_ms=1.0, loop_lag_max_ms=2.0, send_delay_p99_ms=0.1, events=100)
-    assert not ok.client_limited
-    busy = Headroom(cpu_share=0.95, loop_lag_p99_ms=40.0, loop_lag_max_ms=90.0, send_delay_p99_ms=0.1, events=100)
-    assert busy.client_limited and len(busy.reasons) == 2
-
-
 def test_split_level_interleaves_indices_and_spreads_streams() -> None:
     plans = split_level(10, 3, 30)
     assert [p.concurrency for p in plans] == [4, 3, 3]
@@ -200,13 +192,3 @@ def test_cli_usage_errors_exit_2_without_traceback(argv: list[str]) -> None:
     out = subprocess.run([sys.executable, "-m", "specdash", *argv], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2, out.stderr
     assert "Traceback" not in out.stderr and "error" in out.stderr
-
-
-def test_parent_reasons_name_the_sweep_process() -> None:
-    from specdash.bench.levels import parent_reasons
-    from specdash.bench.probe import Headroom
-
-    assert parent_reasons(None) == ()
-    assert parent_reasons(Headroom(0.3, 2.0, 5.0, 0.0, 0)) == ()
-    busy = parent_reasons(Headroom(0.95, 25.0, 80.0, 0.0, 0))
-    assert busy == ("sweep process (SSH forward, UI) CPU 95% of a core", "sweep process event-loop lag p99 25.0 ms")

@@ -93,6 +93,11 @@ async def test_aborted_requests_leave_the_batch(log_fd: int) -> None:
     a.abort()
     await asyncio.wait_for(b.wait_progress(31), 5)
     assert a.finish_reason is not None and a.finish_reason["type"] == "abort"
+    # The scheduler drops finished and aborted requests at its next step: wait for it, with a deadline.
+    for _ in range(500):  # at most 5 s
+        if sched.idle:
+            break
+        await asyncio.sleep(0.01)
     assert sched.idle
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specdash.errors import EXIT_USAGE, UsageError
-from specdash.remote.target import Target, parse_target
+from specdash.target import Target, parse_target
 
 
 @pytest.mark.parametrize(

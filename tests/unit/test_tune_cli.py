@@ -8,6 +8,7 @@ import pytest
 
 from specdash.cli import main
 from specdash.config import parse
+from specdash.engines.registry import names
 from specdash.errors import UsageError
 
 SPACE = ("--space", "steps=1,3 topk=1,4 draft=4")
@@ -62,7 +63,11 @@ MODES = '[modes.eagle3]\nengine = "sglang"\nmodel = "/m"\n[modes.baseline]\nengi
 
 
 def test_tune_table_is_validated() -> None:
-    cfg = parse(MODES + '[tune.night]\nmode = "eagle3"\nspace = "steps=1,2 topk=1 draft=2"\nrepeats = 3\n', Path("c"))
+    cfg = parse(
+        MODES + '[tune.night]\nmode = "eagle3"\nspace = "steps=1,2 topk=1 draft=2"\nrepeats = 3\n',
+        Path("c"),
+        engines=names(),
+    )
     t = cfg.tunes["night"]
     assert (t.mode, t.baseline, t.space, t.repeats, t.levels) == (
         "eagle3",
@@ -72,8 +77,8 @@ def test_tune_table_is_validated() -> None:
         "",
     )
     with pytest.raises(UsageError, match=r"\[tune.night\] mode: no mode named 'x'"):
-        parse(MODES + '[tune.night]\nmode = "x"\nspace = "k=1"\n', Path("c"))
+        parse(MODES + '[tune.night]\nmode = "x"\nspace = "k=1"\n', Path("c"), engines=names())
     with pytest.raises(UsageError, match=r"\[tune.night\] space"):
-        parse(MODES + '[tune.night]\nmode = "eagle3"\n', Path("c"))
+        parse(MODES + '[tune.night]\nmode = "eagle3"\n', Path("c"), engines=names())
     with pytest.raises(UsageError, match="unknown key"):
-        parse(MODES + '[tune.night]\nmode = "eagle3"\nspace = "k=1"\nfoo = 1\n', Path("c"))
+        parse(MODES + '[tune.night]\nmode = "eagle3"\nspace = "k=1"\nfoo = 1\n', Path("c"), engines=names())

@@ -8,7 +8,7 @@ import pytest
 
 from specdash.config import ModeConfig
 from specdash.core import tune as core
-from specdash.engines.spec_export import exports, validate_vllm_schedule, vllm_schedule
+from specdash.core.spec_export import exports, validate_vllm_schedule, vllm_schedule
 from specdash.engines.spec_settings import SpecSetting, check_sglang
 from specdash.errors import UsageError
 from specdash.sim.spec_space import DraftShape, aggregate
@@ -185,7 +185,7 @@ def policy_k(policy: core.Policy) -> int:
 
 
 def test_candidate_modes_replace_the_draft_settings_in_the_engines_words() -> None:
-    from specdash.bench.tune import candidate_mode
+    from specdash.server.tune import candidate_mode
 
     sgl = ModeConfig(
         "e3", "sglang", "/m", args=("--tp", "8", "--speculative-num-steps", "2", "--speculative-eagle-topk=4")

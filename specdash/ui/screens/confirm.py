@@ -9,23 +9,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label
 
-DEFAULT_LEVELS = (1, 2, 5, 10, 20, 50)
-"""Concurrency levels offered for a new sweep."""
-
-MAX_LEVEL = 4096
-
-
-def parse_levels(text: str) -> tuple[int, ...]:
-    """`1, 2,5 10` -> (1, 2, 5, 10): sorted, unique; ValueError with a sentence for the user otherwise."""
-    parts = [part for part in text.replace(",", " ").split() if part]
-    if not parts:
-        raise ValueError("give at least one concurrency level, e.g. 1,2,5,10")
-    levels: set[int] = set()
-    for part in parts:
-        if not part.isdigit() or not 1 <= int(part) <= MAX_LEVEL:
-            raise ValueError(f"{part!r} is not a concurrency level (a whole number from 1 to {MAX_LEVEL})")
-        levels.add(int(part))
-    return tuple(sorted(levels))
+from specdash.core.levels import format_levels, parse_levels
+from specdash.errors import UsageError
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -72,16 +57,16 @@ class LevelsScreen(ModalScreen[tuple[int, ...] | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label(self._title, id="question", markup=False)
-            yield Input(", ".join(map(str, self._levels)), placeholder="1,2,5,10,20,50", id="levels")
+            yield Input(format_levels(self._levels), placeholder="1,2,5,10 or 1-64x2", id="levels")
             yield Label("enter: run · esc: cancel", id="levels-error", markup=False)
 
     @on(Input.Submitted, "#levels")
     def _submitted(self, event: Input.Submitted) -> None:
         try:
             self.dismiss(parse_levels(event.value))
-        except ValueError as exc:
+        except UsageError as exc:
             error = self.query_one("#levels-error", Label)
-            error.update(str(exc))
+            error.update(exc.message)
             error.add_class("-invalid")
 
     def action_cancel(self) -> None:

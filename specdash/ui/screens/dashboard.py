@@ -8,7 +8,7 @@ that the session would refuse, and they hand the session call to the app, which 
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual import events, on
 from textual.app import ComposeResult
@@ -19,8 +19,10 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer, OptionList, Tab, Tabs
 
 from specdash.core.events import BenchUpdate, ServerStatus
+from specdash.core.levels import DEFAULT_LEVELS
 from specdash.core.models import Phase
 from specdash.remote.events import Connected
+from specdash.server.session import Session
 from specdash.ui.messages import (
     BenchTicked,
     BenchUpdated,
@@ -31,7 +33,7 @@ from specdash.ui.messages import (
     NoticePosted,
     StatusChanged,
 )
-from specdash.ui.screens.confirm import DEFAULT_LEVELS, ConfirmScreen, LevelsScreen
+from specdash.ui.screens.confirm import ConfirmScreen, LevelsScreen
 from specdash.ui.screens.keys import BENCH_BINDINGS, LOG_BINDINGS, MODE_BINDINGS, SERVER_BINDINGS, VIEW_BINDINGS
 from specdash.ui.widgets.bench import BenchPanel, BenchTable
 from specdash.ui.widgets.gpu import GpuPanel
@@ -41,9 +43,11 @@ from specdash.ui.widgets.logview import LogView
 from specdash.ui.widgets.modes import ModeList
 from specdash.ui.widgets.server import ServerPanel
 
-if TYPE_CHECKING:
-    from specdash.ui.app import SpecdashApp
-
+Action = Callable[[], Coroutine[Any, Any, None]]
+"""A session call (start, stop, sweep...) to run in a worker."""
+RunAction = Callable[[str, Action, str], None]
+"""Runs an action in a worker (name, action, group `action` or `sweep`): the app's, so a failure becomes a
+notification and the dashboard never reaches into the app."""
 
 _NEEDS_HOST = {"start", "stop", "restart", "switch", "sweep", "ab", "cancel_sweep"}
 """Actions that talk to the host, so wait for a connection."""
@@ -86,9 +90,29 @@ class DashboardScreen(Screen[None]):
     page: reactive[str] = reactive("server", init=False)
     """The page in view when the terminal is too small for both: `server` (server, modes, log) or `bench`."""
 
-    def __init__(self, label: str, clock: Callable[[], float], *, chart_interval: float, tick: float | None) -> None:
+    def __init__(
+        self,
+        session: Session,
+        run_action: RunAction,
+        clock: Callable[[], float],
+        *,
+        chart_interval: float,
+        tick: float | None,
+        bell: bool = True,
+    ) -> None:
+        """Args:
+        session: What the screen shows and controls (its answers decide which keys apply).
+        run_action: How a key's session call runs (in one of the app's workers).
+        clock: Epoch seconds.
+        chart_interval: Minimum seconds between chart redraws.
+        tick: Seconds between clock ticks; None disables the timer.
+        bell: Ring the terminal bell on notices that ask for it.
+        """
         super().__init__()
-        self._label = label
+        self.session = session
+        self._run_action = run_action
+        self._bell = bell
+        self._label = session.label
         self._clock = clock
         self._chart_interval = chart_interval
         self._tick = tick
@@ -96,14 +120,6 @@ class DashboardScreen(Screen[None]):
         self._connected = False
         self._levels: tuple[int, ...] = DEFAULT_LEVELS
         self._bench: BenchUpdate | None = None
-
-    @property
-    def specdash(self) -> SpecdashApp:
-        """The app, typed."""
-        from specdash.ui.app import SpecdashApp
-
-        assert isinstance(self.app, SpecdashApp)
-        return self.app
 
     def compose(self) -> ComposeResult:
         yield StatusHeader(self._label, self._clock, id="header")
@@ -252,7 +268,7 @@ class DashboardScreen(Screen[None]):
     def _notice(self, message: NoticePosted) -> None:
         notice = message.notice
         self.notify(notice.text, severity=notice.severity, timeout=8 if notice.severity == "error" else 5)
-        if notice.bell and self.specdash.bell_enabled:
+        if notice.bell and self._bell:
             self.app.bell()
 
     # ------------------------------------------------------------------------------------ what applies
@@ -265,7 +281,7 @@ class DashboardScreen(Screen[None]):
 
     def _applies(self, action: str) -> bool:
         """Whether `action` makes sense in the current state (the footer hides it otherwise)."""
-        session = self.specdash.session
+        session = self.session
         live, sweeping = session.server_live(), session.sweep_running()
         modes = self.query_one(ModeList)
         match action:
@@ -300,9 +316,7 @@ class DashboardScreen(Screen[None]):
 
     def _sweep_clause(self) -> str:
         return (
-            " The running sweep will be cancelled; finished levels are kept."
-            if (self.specdash.session.sweep_running())
-            else ""
+            " The running sweep will be cancelled; finished levels are kept." if (self.session.sweep_running()) else ""
         )
 
     def quit_question(self) -> str:
@@ -315,7 +329,7 @@ class DashboardScreen(Screen[None]):
         stops = f"The running {kind} stops" + (f", {left} of {len(rows)} levels unrun" if left else "")
         levels = f"{done} finished level{'s' if done != 1 else ''}"
         kept = f"its {levels} and every completed request are kept in the local store"
-        if self.specdash.session.server_live():
+        if self.session.server_live():
             server = f"{self._server_name()} keeps running (specdash down {self._label} stops it)"
         else:
             server = "No server of ours is running"
@@ -329,29 +343,27 @@ class DashboardScreen(Screen[None]):
         self.app.push_screen(ConfirmScreen(question, yes=yes), answered)
 
     def _run(self, name: str, call: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        self.specdash.run_session_action(name, call)
+        self._run_action(name, call, "action")
 
     def action_start(self) -> None:
         mode = self.query_one(ModeList).selected
         if mode is not None:
-            self._run(f"start {mode}", lambda: self.specdash.session.start(mode))
+            self._run(f"start {mode}", lambda: self.session.start(mode))
 
     def action_stop(self) -> None:
         question = f"Stop {self._server_name()}?{self._sweep_clause()}"
-        self._confirm(question, "Stop", lambda: self._run("stop", self.specdash.session.stop))
+        self._confirm(question, "Stop", lambda: self._run("stop", self.session.stop))
 
     def action_restart(self) -> None:
         question = f"Restart {self._server_name()}? It serves nothing until it is ready again.{self._sweep_clause()}"
-        self._confirm(question, "Restart", lambda: self._run("restart", self.specdash.session.restart))
+        self._confirm(question, "Restart", lambda: self._run("restart", self.session.restart))
 
     def action_switch(self) -> None:
         mode = self.query_one(ModeList).selected
         if mode is None:
             return
         question = f"Stop {self._server_name()} and start {mode}?{self._sweep_clause()}"
-        self._confirm(
-            question, "Switch", lambda: self._run(f"switch to {mode}", lambda: self.specdash.session.switch(mode))
-        )
+        self._confirm(question, "Switch", lambda: self._run(f"switch to {mode}", lambda: self.session.switch(mode)))
 
     def show_tour(self, modes: list[str]) -> None:
         """Autoplay: highlight and mark the modes the tour compares, so the audience sees what runs."""
@@ -387,7 +399,7 @@ class DashboardScreen(Screen[None]):
     def action_ab(self) -> None:
         modes = [name for name in self.query_one(ModeList).names if name in self.query_one(ModeList).marked]
         warn = None
-        if self.specdash.session.server_live():
+        if self.session.server_live():
             warn = (
                 f"A/B across {', '.join(modes)} restarts the server in each mode: {self._server_name()} "
                 "is stopped first."
@@ -403,7 +415,7 @@ class DashboardScreen(Screen[None]):
             def go() -> None:
                 self.query_one(BenchPanel).new_sweep()
                 self.show_page("bench")
-                self.specdash.run_sweep(modes, levels)
+                self._run_action("sweep", lambda: self.session.sweep(modes, levels), "sweep")
 
             if warning:
                 self._confirm(warning, "Run A/B", go)
@@ -416,7 +428,7 @@ class DashboardScreen(Screen[None]):
         self._confirm(
             "Cancel the running sweep? Finished levels are kept.",
             "Cancel sweep",
-            lambda: self._run("cancel sweep", self.specdash.session.cancel_sweep),
+            lambda: self._run("cancel sweep", self.session.cancel_sweep),
         )
 
     def action_follow(self) -> None:

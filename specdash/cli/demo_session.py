@@ -1,4 +1,4 @@
-"""`specdash demo`: the whole product offline, against the built-in SGLang simulator.
+"""The session behind `specdash demo` (`cli/demo.py`): the product offline, against the built-in simulator.
 
 An embedded SSH server on loopback (ephemeral keys, 127.0.0.1 only) stands in for the GPU host, and the
 session connects to it through the normal SSH code path (`SSHHost`, known_hosts check, exec channels, port

@@ -37,7 +37,7 @@ from specdash.config import ModeConfig
 from specdash.core import tune as core
 from specdash.core.events import BenchUpdate, ServerStatus
 from specdash.core.models import Phase
-from specdash.engines.spec_export import vllm_mode_args
+from specdash.core.spec_export import vllm_mode_args
 from specdash.engines.spec_settings import SGLANG_DRAFT_FLAGS, SpecSetting, sglang_flags, strip_flags
 from specdash.errors import SpecdashError, UsageError
 from specdash.remote.events import ConnectionState

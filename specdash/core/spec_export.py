@@ -26,7 +26,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from specdash.config import HostConfig, ModeConfig
+from specdash.config import ModeConfig
 from specdash.core.tune import BASELINE, Policy
 from specdash.engines.spec_settings import SGLANG_DRAFT_FLAGS, SpecSetting, sglang_flags, strip_flags
 
@@ -132,16 +132,6 @@ class Export:
     """Which engine version accepts it."""
     note: str = ""
     """Caveats."""
-
-    def command(self, mode: ModeConfig, host: HostConfig) -> str:
-        """A command line the user can paste (environment first, as the launch sets it)."""
-        from dataclasses import replace
-
-        from specdash.engines.launch import launch_argv
-
-        run = replace(mode, args=self.args)
-        env = [f"{k}={shlex.quote(v)}" for k, v in run.env.items()]
-        return " ".join([*env, shlex.join(launch_argv(run, host))])
 
     def to_json(self) -> dict[str, object]:
         """Plain data."""

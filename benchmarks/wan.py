@@ -1,0 +1,173 @@
+"""Through an 80 ms-RTT link vs on the host: what the SSH tunnel does to TTFT/TPOT/ITL and tok/s.
+
+Run (root: it builds a network namespace): .venv/bin/python benchmarks/wan.py [--levels 1,8,64] [--output-len 128]
+
+The rig is tests/wan.py: the simulator and sshd inside a namespace, reached through tests/relay.py (40 ms ±
+4 ms each way) and `tbf` (50 Mbit/s each way). The same sweep (`run_sweep`, duration-free levels of
+`--waves` x C requests, one sweep per level) runs twice against the simulator, both over SSH through the relay:
+
+- `tunnel`: the probe here, through an SSH port forward (`[bench] probe = "local"`);
+- `agent`: the probe on the host (`specdash.bench.agent`, the default), against the simulator's loopback,
+  only its records crossing the link;
+
+and both are compared with the simulator's own per-request log (`--sim-request-log`), summarised by the very
+same code (`tests.wan.truth_samples` + `summarize`): TTFT from the server's receipt of a request to its first
+token, ITL per token from the server's decode steps, tok/s over the same steady-state rule. "Client CPU per
+event" is this machine's CPU (this process and its probe worker processes, warmup included; the relay's own
+process left out: it stands for the network) over the level's streamed chunks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import resource
+import shutil
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from specdash.bench.probe import ProbeSettings  # noqa: E402
+from specdash.bench.prompts import load_prompts  # noqa: E402
+from specdash.bench.samples import RequestSample  # noqa: E402
+from specdash.bench.store import Store  # noqa: E402
+from specdash.bench.summary import LevelStats, summarize  # noqa: E402
+from specdash.bench.sweep import Sweep, SweepConfig  # noqa: E402
+from specdash.remote.ssh import SSHHost  # noqa: E402
+from specdash.server.probe_agent import HostRunner  # noqa: E402
+from tests.netns import Netns  # noqa: E402
+from tests.sshd import Keys, ensure_test_user, make_dir  # noqa: E402
+from tests.wan import WanHost, client_options, read_truth, truth_samples, wan_host  # noqa: E402
+
+
+def config(levels: tuple[int, ...], waves: int, output_len: int) -> SweepConfig:
+    return SweepConfig(
+        mode="baseline",
+        levels=levels,
+        requests_per_level=None,
+        min_requests_factor=waves,
+        settings=ProbeSettings(output_len=output_len),
+    )
+
+
+def _cpu_s() -> float:
+    """CPU of this process and of its finished children (the probe worker processes)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+async def run_mode(wan: WanHost, port: int, cfg: SweepConfig, db: Path, where: str) -> dict[int, float]:
+    """One sweep per level through the relay, the probe here (`tunnel`) or on the host (`agent`); returns this
+    machine's CPU seconds per level (warmup included)."""
+    store = Store(db)
+    cpu: dict[int, float] = {}
+    async with SSHHost(wan.address, wan.options) as host:
+        local = await host.forward(port)
+
+        def agent(settings: ProbeSettings, prompts: tuple[str, ...]) -> HostRunner:
+            return HostRunner(host, f"http://127.0.0.1:{port}", settings, prompts)
+
+        for c in cfg.levels:
+            before = _cpu_s()
+            sweep = Sweep(
+                f"http://127.0.0.1:{local}",
+                replace(cfg, levels=(c,), mode=where),
+                load_prompts("chat"),
+                store,
+                link_in_process=True,
+                host_runner=agent if where == "agent" else None,
+            )
+            result = await sweep.run()
+            cpu[c] = _cpu_s() - before
+            assert result.probe is not None and (result.probe["where"] == "host") == (where == "agent"), result.probe
+    store.close()
+    return cpu
+
+
+def stats_of(db: Path) -> list[tuple[int, list[RequestSample]]]:
+    store = Store(db)
+    out = [
+        (lv.concurrency, store.samples(run.id, lv.id))
+        for run in store.runs()
+        for lv in store.levels(run.id)
+        if lv.status == "done"
+    ]
+    out.sort(key=lambda x: x[0])
+    store.close()
+    return out
+
+
+def _fmt(p: Any) -> str:
+    return "/".join(f"{v:.1f}" if v is not None else "-" for v in (p.p50, p.p90, p.p99))
+
+
+def row(c: int, where: str, st: LevelStats, truth: LevelStats | None, cpu: str = "") -> str:
+    d_ttft = ""
+    d_tok = ""
+    if truth is not None and st.ttft_ms.p50 is not None and truth.ttft_ms.p50 is not None:
+        d_ttft = f"{st.ttft_ms.p50 - truth.ttft_ms.p50:+.1f}"
+        d_tok = f"{(st.output_tok_s / truth.output_tok_s - 1) * 100:+.2f} %" if truth.output_tok_s else ""
+    return (
+        f"| {c} | {where} | {st.completed} | {_fmt(st.ttft_ms)} | {d_ttft} | {_fmt(st.tpot_ms)} | "
+        f"{_fmt(st.itl_token_ms)} | {st.output_tok_s:.1f} | {d_tok} | {cpu} |"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--levels", default="1,8,64")
+    parser.add_argument("--waves", type=int, default=4, help="requests per level = waves x C (at least 10)")
+    parser.add_argument("--output-len", type=int, default=128)
+    args = parser.parse_args()
+    levels = tuple(int(x) for x in args.levels.split(","))
+    cfg = config(levels, args.waves, args.output_len)
+    ensure_test_user()
+    directory = make_dir("specdash-wan-")
+    keys = Keys.create(directory)
+    ns = Netns.create()
+    began = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    try:
+        with wan_host(ns, keys, client_options(keys, directory), directory) as wan:
+            log = directory / "requests.jsonl"
+            port = wan.start_sim(request_log=log)
+            tunnel_db, host_db = directory / "tunnel.db", directory / "host.db"
+            cpu = {"tunnel": asyncio.run(run_mode(wan, port, cfg, tunnel_db, "tunnel"))}
+            cpu["agent"] = asyncio.run(run_mode(wan, port, cfg, host_db, "agent"))
+            records = read_truth(log)
+            print(f"## Through an 80 ms-RTT link vs on the host ({began})\n")
+            print(
+                f"`{' '.join(['benchmarks/wan.py', *sys.argv[1:]])}`. Machine: {platform.node()}, "
+                f"{os.cpu_count()} cores, Python {platform.python_version()}, Linux {platform.release()}; "
+                f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}.\n"
+            )
+            print(
+                "| C | where | ok | TTFT ms p50/p90/p99 | TTFT p50 - truth | TPOT ms p50/p90/p99 "
+                "| ITL/token ms p50/p90/p99 | tok/s | tok/s vs truth | client CPU µs/event |"
+            )
+            print("|--:|---|--:|---|--:|---|---|--:|--:|--:|")
+            out: dict[str, Any] = {}
+            for (c, tun), (_, hst) in zip(stats_of(tunnel_db), stats_of(host_db), strict=True):
+                for where, samples in (("agent", hst), ("tunnel", tun)):
+                    slack = 0.15 if where == "agent" else 0.0  # the agent's clock offset is estimated
+                    truth = summarize(truth_samples(records, samples, slack), c)
+                    st = summarize(samples, c)
+                    events = sum(len(x.chunk_tokens) for x in samples)
+                    per_event = f"{cpu[where][c] / events * 1e6:.0f}" if events else ""
+                    print(row(c, f"server's truth ({where} run)", truth, None))
+                    print(row(c, "probe on the host (agent)" if where == "agent" else where, st, truth, per_event))
+                    out[f"{c}/{where}"] = {"tok_s": st.output_tok_s, "truth_tok_s": truth.output_tok_s}
+            print("\n" + json.dumps(out))
+    finally:
+        ns.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

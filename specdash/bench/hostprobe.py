@@ -1,0 +1,34 @@
+"""What the sweep needs of a probe that runs on the server's host (the runner itself is `server.probe_agent`).
+
+The sweep sits below the SSH layer, so it knows the host probe only by this interface; the server layer, which
+holds the SSH connection, makes the runner and hands the sweep a factory for it.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from specdash.bench.probe import LevelOutcome, LevelPlan
+from specdash.bench.workers import LevelSink
+
+
+class AgentUnavailable(Exception):
+    """The host cannot run the agent (no Python, too old, upload refused, link error): one line saying why."""
+
+
+class HostProbe(Protocol):
+    """A probe on the host: the local runners' interface plus `prepare` and the last failure's reason."""
+
+    last_failure: str | None
+
+    async def prepare(self) -> str:
+        """Get the host ready; the host's Python version. Raises `AgentUnavailable`."""
+
+    async def run_level(self, plans: list[LevelPlan], sink: LevelSink) -> list[LevelOutcome | None]:
+        """Run one level's plans on the host."""
+
+    def abort(self, reason: str) -> None:
+        """End the level in flight."""
+
+    async def close(self) -> None:
+        """End the agent and clean up."""

@@ -1,0 +1,182 @@
+"""The probe on the host (specdash.bench.agent) through the real loopback sshd: shipped once by content hash,
+run with the host's Python, records streamed back and kept on the host, nothing left running; no/old Python
+falls back to the local probe with the reason recorded; a crash fails the level with the agent's traceback;
+a version mismatch is refused.
+
+The "host" is this machine as the test user, so the agent reaches the fake server on 127.0.0.1 as a probe on a
+GPU box reaches its server on that box's loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from specdash.bench.agent.bundle import MODULES, build
+from specdash.bench.agent.wire import PROTOCOL, sample_from_list, sample_to_list
+from specdash.bench.fake_server import FakeServer
+from specdash.bench.probe import ProbeSettings
+from specdash.bench.prompts import load_prompts
+from specdash.bench.store import Store
+from specdash.bench.sweep import Sweep, SweepConfig
+from specdash.remote.ssh import SSHHost
+from specdash.server.probe_agent import HostRunner, check_hello, parse_python_version
+from tests.sshd import TEST_HOME, make_dir
+
+
+def config(levels: tuple[int, ...] = (1, 3), **kw: object) -> SweepConfig:
+    base: dict[str, object] = dict(mode="m", levels=levels, requests_per_level=6, metrics_poll_s=0.05,
+                                   progress_interval_s=0.05, settings=ProbeSettings(output_len=8))  # fmt: skip
+    base.update(kw)
+    return SweepConfig(**base)  # type: ignore[arg-type]
+
+
+def agents_running(name: str) -> list[int]:
+    """PIDs on this machine whose command line runs the agent zipapp `name`."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if name.encode() in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+async def test_a_sweep_with_the_probe_on_the_host(host: SSHHost, server: FakeServer) -> None:
+    store = Store(":memory:")
+    runners: list[HostRunner] = []
+
+    def make(settings: ProbeSettings, prompts: tuple[str, ...]) -> HostRunner:
+        runners.append(HostRunner(host, server.url, settings, prompts))
+        return runners[-1]
+
+    bundle = build()
+    (TEST_HOME / ".specdash" / "agent" / bundle.name).unlink(missing_ok=True)
+    sweep = Sweep(server.url, config(), load_prompts("chat"), store, host_runner=make, link_in_process=True)
+    result = await sweep.run()
+    assert result.probe == {"where": "host", "python": runners[0].python_version}
+    assert parse_python_version(runners[0].python_version) is not None
+    assert [lv.status for lv in result.levels] == ["done", "done"]
+    assert result.run_id is not None
+    run = store.run(result.run_id)
+    assert run is not None and run.meta.config is not None and run.meta.config["probe"]["where"] == "host"
+    for lv in result.levels:
+        assert lv.level_id is not None
+        samples = store.samples(result.run_id, lv.level_id)
+        assert len(samples) == 6 and all(s.ok and s.output_tokens == 8 for s in samples)
+        assert len(lv.headroom) == 1 and lv.headroom[0].events > 0  # the agent's own headroom, from the host
+    # Every record was kept on the host too: one file per agent run (warmup and level), one line per request.
+    runs = TEST_HOME / ".specdash" / "agent" / "runs"
+    files = sorted(runs.glob("*/*.jsonl"), key=os.path.getmtime)[-4:]
+    lines = [json.loads(x) for f in files for x in f.read_text().splitlines()]
+    assert sum(1 for x in lines if x["t"] == "s") == 1 + 6 + 3 + 6  # warmups of C requests, then 6 each
+    assert sum(1 for x in lines if x["t"] == "done") == 4
+    # Shipped once by content hash: a second sweep finds it cached (same file, untouched).
+    path = TEST_HOME / ".specdash" / "agent" / bundle.name
+    before = path.stat().st_mtime_ns
+    assert path.read_bytes() == bundle.data
+    again = await Sweep(server.url, config((1,)), load_prompts("chat"), host_runner=make).run()
+    assert again.probe is not None and again.probe["where"] == "host"
+    assert path.stat().st_mtime_ns == before
+    assert agents_running(bundle.name) == []  # each agent ended by itself
+
+
+async def test_no_python_on_the_host_falls_back_to_the_local_probe(host: SSHHost, server: FakeServer) -> None:
+    def make(settings: ProbeSettings, prompts: tuple[str, ...]) -> HostRunner:
+        return HostRunner(host, server.url, settings, prompts, python="python-nowhere-to-be-found")
+
+    store = Store(":memory:")
+    result = await Sweep(server.url, config((1,)), load_prompts("chat"), store, host_runner=make).run()
+    assert result.probe is not None and result.probe["where"] == "local"
+    assert "no python-nowhere-to-be-found on the host" in result.probe["why"]
+    assert [lv.status for lv in result.levels] == ["done"]  # measured locally instead
+    assert result.run_id is not None
+    run = store.run(result.run_id)
+    assert run is not None and run.meta.config is not None and run.meta.config["probe"] == result.probe
+
+
+async def test_an_old_python_on_the_host_falls_back_with_one_line(host: SSHHost, server: FakeServer) -> None:
+    directory = make_dir("specdash-oldpy-")
+    old = directory / "python3.8"
+    old.write_text("#!/bin/sh\necho 3.8.10\n")
+    old.chmod(old.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+    def make(settings: ProbeSettings, prompts: tuple[str, ...]) -> HostRunner:
+        return HostRunner(host, server.url, settings, prompts, python=str(old))
+
+    result = await Sweep(server.url, config((1,)), load_prompts("chat"), host_runner=make).run()
+    assert result.probe is not None and result.probe["where"] == "local"
+    assert "is 3.8.10, the probe agent needs >= 3.11" in result.probe["why"]
+    assert "\n" not in result.probe["why"]
+
+
+async def test_an_agent_crash_fails_the_level_with_its_traceback(host: SSHHost, server: FakeServer) -> None:
+    runner = HostRunner(host, server.url, ProbeSettings(output_len=8), ("one",))
+    await runner.prepare()
+    # Break the job the agent reads (a field this version does not know): the real agent crashes on it.
+    job = TEST_HOME / runner._job  # noqa: SLF001 - the test reaches into the host's file on purpose
+    data = json.loads(job.read_text())
+    data["settings"]["no_such_setting"] = 1
+    job.write_text(json.dumps(data))
+
+    store = Store(":memory:")
+    result = await Sweep(server.url, config((2,), warmup_requests=0), load_prompts("chat"), store,
+                         host_runner=lambda s, p: runner).run()  # fmt: skip
+    level = result.levels[0]
+    assert level.status == "failed"
+    assert level.abort_reason is not None
+    assert "Traceback" in level.abort_reason and "no_such_setting" in level.abort_reason
+    assert level.level_id is not None
+    stored = [lv for run in store.runs() for lv in store.levels(run.id)]
+    assert stored[0].abort_reason == level.abort_reason  # the tail is in the store
+
+
+async def test_a_version_mismatch_is_refused_by_the_agent_and_by_the_client(host: SSHHost) -> None:
+    runner = HostRunner(host, "http://127.0.0.1:1", ProbeSettings(), ("one",))
+    await runner.prepare()
+    done = await host.run(
+        f"cd && python3 {runner.agent_path} --job x --plan '{{}}' --records /dev/null --expect 0.0.0+0"
+    )
+    assert done.exit_status == 2
+    first = json.loads(done.stdout.splitlines()[0])
+    assert first["t"] == "refused" and PROTOCOL in first["why"] and "0.0.0+0" in first["why"]
+    assert check_hello(first) == first["why"]
+    assert check_hello({"t": "hello", "v": "9.9.9+9", "pid": 1, "now": 0}) is not None
+    assert check_hello({"t": "hello", "v": PROTOCOL, "pid": 1, "now": 0}) is None
+
+
+@pytest.mark.parametrize("offset", [0, -5_000_000_000])
+async def test_records_round_trip_onto_the_clients_clock(server: FakeServer, offset: int) -> None:
+    from specdash.bench.probe import Probe
+
+    async with Probe(server.url, ProbeSettings(output_len=4), ("x",)) as probe:
+        s = await probe.request(0, 123)
+    back = sample_from_list(json.loads(json.dumps(sample_to_list(s))), offset)
+    assert back.start_ns == s.start_ns + offset and back.end_ns == s.end_ns + offset
+    assert back.chunk_tokens == s.chunk_tokens and back.error is s.error and back.output_tokens == 4
+
+
+def test_the_agent_ships_only_stdlib_modules() -> None:
+    import ast
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    for rel in MODULES:
+        tree = ast.parse((root / rel).read_text())
+        for node in tree.body:  # module level: optional imports inside functions (uvloop) may fail there
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            for name in names:
+                top = name.split(".")[0]
+                assert (
+                    top in sys.stdlib_module_names
+                    or name in {m[:-3].replace("/", ".") for m in MODULES}
+                    or (top == "specdash" and f"{name.replace('.', '/')}/__init__.py" in MODULES)
+                ), f"{rel} imports {name}"
