@@ -17,12 +17,14 @@ $(STAMP): pyproject.toml requirements.lock
 install: $(STAMP)
 
 # What the tests need from the OS: the OpenSSH server (tests run a real sshd on loopback),
-# tmux (end-to-end tests drive the app in it) and iproute2 (network-namespace tests).
+# tmux (end-to-end tests drive the app in it), iproute2 (network-namespace tests) and chromium (the HTML
+# report is checked in a real headless browser).
 system-deps:
 	@missing=""; \
 	[ -x /usr/sbin/sshd ] || missing="$$missing openssh-server"; \
 	command -v tmux >/dev/null || missing="$$missing tmux"; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \

@@ -24,9 +24,37 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specdash.core.models import STARTUP_ORDER, Phase
 from specdash.errors import UsageError
 from specdash.limits import MAX_CONFIG_BYTES, MAX_GRACE_S, read_regular_file
 from specdash.target import parse_target
+
+# The stuck-phase rules a mode may set; `core.stuck` applies them (its docstring states the rules).
+HISTORY_FACTOR = 3.0
+"""The history rule's multiple of the slowest recorded duration."""
+HISTORY_FLOOR_S = 120.0
+"""The history rule's lowest limit: a phase that once took 2 s may still pause for a minute."""
+
+
+@dataclass(frozen=True)
+class StuckPolicy:
+    """A mode's stuck rules, `[modes.NAME.stuck]`."""
+
+    factor: float = HISTORY_FACTOR
+    """The limit from history is this many times the slowest recorded duration of the phase."""
+    floor: float = HISTORY_FLOOR_S
+    """The limit from history is never below this many seconds."""
+    fixed: Mapping[Phase, float] = field(default_factory=dict)
+    """Phases with a fixed limit in seconds, history or not."""
+
+
+def phase_named(name: str) -> Phase | None:
+    """The startup phase a config key names: `capturing CUDA graphs`, `capturing-cuda-graphs`, `dist_init`."""
+    wanted = name.strip().lower().replace("_", " ").replace("-", " ")
+    for phase in STARTUP_ORDER:
+        if phase.value.lower().replace("-", " ") == wanted and phase is not Phase.READY:
+            return phase
+    return None
 
 
 @dataclass(frozen=True)
@@ -75,6 +103,9 @@ class ModeConfig:
     """One line shown in the mode list."""
     stop_timeout: float = 30.0
     """Seconds to wait after SIGTERM before SIGKILL of the process group."""
+    stuck: StuckPolicy = field(default_factory=StuckPolicy)
+    """When a startup phase counts as stuck, `[modes.NAME.stuck]`: `factor` x the slowest recorded
+    duration of the phase for this mode and host, at least `floor` seconds; or a fixed limit per phase."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +135,8 @@ class BenchConfig:
     probe: str = "host"
     """`host`: the probe runs on the server's host (only records cross the link; falls back to `local`, with a
     warning in the run's record, when the host has no Python >= 3.11); `local`: here, through the forward."""
+    slo: str = ""
+    """An SLO every sweep is judged against, e.g. `ttft_p90=500ms,tpot_p90=50ms` (`--slo` overrides)."""
 
 
 @dataclass(frozen=True)
@@ -231,7 +264,7 @@ def _kind(value: Any) -> str:
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HOST_KEYS = {"address", "jump", "identity_file", "known_hosts", "workdir", "python", "state_dir", "env"}
-_MODE_KEYS = {"extends", "engine", "model", "port", "args", "env", "launcher", "description", "stop_timeout"}
+_MODE_KEYS = {"extends", "engine", "model", "port", "args", "env", "launcher", "description", "stop_timeout", "stuck"}
 _TOP_KEYS = {"hosts", "modes", "ui", "bench", "keymap", "tune"}
 
 
@@ -272,14 +305,22 @@ def parse(text: str, path: Path, *, engines: Collection[str]) -> Config:
     ui_table.check_keys({"bell", "theme"})
     ui = UIConfig(bell=ui_table.boolean("bell", True), theme=ui_table.string("theme", "textual-dark") or "")
     bench_table = _Table(path, "bench", data.get("bench", {}))
-    bench_table.check_keys({"on_link_loss", "link_wait", "probe"})
+    bench_table.check_keys({"on_link_loss", "link_wait", "probe", "slo"})
     on_link_loss = bench_table.string("on_link_loss", "pause") or ""
     if on_link_loss not in LINK_LOSS_POLICIES:
         raise bench_table.error("on_link_loss", f"must be one of {', '.join(LINK_LOSS_POLICIES)}, not {on_link_loss!r}")
     probe = bench_table.string("probe", "host") or ""
     if probe not in PROBE_PLACES:
         raise bench_table.error("probe", f"must be one of {', '.join(PROBE_PLACES)}, not {probe!r}")
-    bench = BenchConfig(on_link_loss, bench_table.number("link_wait", 600.0, low=1.0, high=7 * 86400.0), probe)
+    slo = bench_table.string("slo", "") or ""
+    if slo:
+        from specdash.core.slo import SloError, parse_slo
+
+        try:
+            parse_slo(slo)
+        except SloError as exc:
+            raise bench_table.error("slo", str(exc)) from None
+    bench = BenchConfig(on_link_loss, bench_table.number("link_wait", 600.0, low=1.0, high=7 * 86400.0), probe, slo)
     tunes = {name: _tune(_Table(path, f"tune.{name}", t), name, modes) for name, t in _subtables(path, data, "tune")}
     return Config(path=path, hosts=hosts, modes=modes, ui=ui, bench=bench, keymap=_keymap(path, data), tunes=tunes)
 
@@ -388,4 +429,23 @@ def _mode(path: Path, name: str, raw: dict[str, Any], chain: tuple[str, ...], en
         launcher=launcher or (parent.launcher if parent else ()),
         description=t.string("description", parent.description if parent else "") or "",
         stop_timeout=t.number("stop_timeout", parent.stop_timeout if parent else 30.0, low=0, high=MAX_GRACE_S),
+        stuck=_stuck(_Table(path, f"modes.{name}.stuck", t.data.get("stuck", {})), parent.stuck if parent else None),
+    )
+
+
+def _stuck(t: _Table, parent: StuckPolicy | None) -> StuckPolicy:
+    base = parent or StuckPolicy()
+    fixed = dict(base.fixed)
+    for key in t.data:
+        if key in ("factor", "floor"):
+            continue
+        phase = phase_named(key)
+        if phase is None:
+            names = ", ".join(f'"{p.value}"' for p in STARTUP_ORDER if p is not Phase.READY)
+            raise t.error(key, f"neither factor, floor nor a startup phase ({names})")
+        fixed[phase] = t.number(key, 0.0, low=1.0, high=7 * 86400.0)
+    return StuckPolicy(
+        factor=t.number("factor", base.factor, low=1.0, high=100.0),
+        floor=t.number("floor", base.floor, low=1.0, high=7 * 86400.0),
+        fixed=fixed,
     )

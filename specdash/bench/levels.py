@@ -18,6 +18,7 @@ from specdash.bench.summary import LevelStats
 from specdash.config import LINK_LOSS_POLICIES, PROBE_PLACES
 from specdash.core.events import BenchTick, LevelRow
 from specdash.core.levels import DEFAULT_LEVELS, MAX_LEVEL, validate_levels
+from specdash.core.slo import LevelSlo, Slo
 from specdash.errors import UsageError
 
 __all__ = ["DEFAULT_LEVELS", "MAX_LEVEL", "validate_levels"]  # the one grammar lives in specdash.core.levels
@@ -92,6 +93,8 @@ class SweepConfig:
     """`host`: over SSH, run the probe on the server's host (`specdash.bench.agent`); `local`: here."""
     settings: ProbeSettings = field(default_factory=ProbeSettings)
     """Request shape and timeouts."""
+    slo: Slo | None = None
+    """Judge every level against this SLO (attainment, goodput); `--slo` / `[bench] slo`."""
 
     def __post_init__(self) -> None:
         if self.on_link_loss not in LINK_LOSS_POLICIES:
@@ -173,6 +176,8 @@ class LevelResult:
     """The sweep's own process (it carries the SSH forward and the UI) when the probe ran in workers."""
     client_limits: tuple[str, ...] = ()
     """Evidence that the client distorted the level (`specdash.bench.headroom.judge`); empty when it did not."""
+    slo: LevelSlo | None = None
+    """The level against the sweep's SLO, when one was given."""
 
     @property
     def client_limited(self) -> bool:
@@ -201,6 +206,7 @@ class LevelResult:
         """A JSON-ready dict (stored in `levels.result`)."""
         d = dataclasses.asdict(self)
         d["client_limited"] = self.client_limited
+        d["slo"] = None if self.slo is None else self.slo.to_json()
         return d
 
 

@@ -1,11 +1,17 @@
-"""Plain-text tables for the headless CLI: the live line, a sweep's final table, the comparison (pure)."""
+"""Plain-text tables for the headless CLI: the live line, a sweep's final table, the comparison, the verdict."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from specdash.core.compare import Crossover, CrossoverKind, Spread, compute_crossover
+from specdash.core.compare import Spread, compute_crossover
+from specdash.core.pareto import ParetoPoint, frontier
+from specdash.core.slo import Slo, goodput_curve, max_concurrency_meeting
+from specdash.core.verdict import crossover_sentence, verdict
+
+if TYPE_CHECKING:
+    from specdash.bench.levels import SweepResult
 
 
 def _f(v: Any, fmt: str = ".1f") -> str:
@@ -32,21 +38,41 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def level_table(results: Sequence[Mapping[str, Any]]) -> str:
-    """The final table of one sweep from `LevelResult.to_json()` dicts, warnings listed underneath."""
-    header = ("C", "status", "tok/s", "server", "req tok/s p50", "TTFT p50", "TTFT p99", "TPOT p50",
-              "ITL/chunk p50", "ok", "failed", "accept", "conc")  # fmt: skip
+def level_table(results: Sequence[Mapping[str, Any]], reference: Mapping[int, float] | None = None) -> str:
+    """The final table of one sweep from `LevelResult.to_json()` dicts, warnings listed underneath.
+
+    With `reference` (C -> the reference mode's tok/s) a speedup column; with SLO results, their columns.
+    """
+    header: tuple[str, ...] = ("C", "status", "tok/s", "server", "req tok/s p50", "TTFT p50", "TTFT p99",
+                               "TPOT p50", "ITL/chunk p50", "ok", "failed", "accept", "conc")  # fmt: skip
+    if reference is not None:
+        header = header[:3] + ("speedup",) + header[3:]
+    with_slo = any(r.get("slo") for r in results)
+    if with_slo:
+        header += ("SLO", "attain %", "goodput tok/s")
     rows = []
     notes = []
     for r in results:
         st = r.get("stats") or {}
         sv = r.get("server") or {}
         accept = sv.get("accept_length") or st.get("accept_length")
+        tok_s = st.get("output_tok_s")
+        ref = None if reference is None else reference.get(int(r.get("concurrency") or 0))
+        speed = ("-" if not ref or tok_s is None or r.get("status") != "done" else f"{tok_s / ref:.2f}x",)
+        slo = r.get("slo") or {}
+        slo_cells: tuple[str, ...] = ()
+        if with_slo:
+            slo_cells = (
+                ("met" if slo.get("meets") else "missed") if slo else "-",
+                _f(100 * slo["attainment"], ".0f") if slo else "-",
+                _f(slo.get("token_goodput")),
+            )
         rows.append(
             (
                 str(r.get("concurrency")),
                 str(r.get("status")),
-                _f(st.get("output_tok_s")),
+                _f(tok_s),
+                *(speed if reference is not None else ()),
                 _f(sv.get("tok_s")),
                 _f((st.get("per_request_tok_s") or {}).get("p50")),
                 _f((st.get("ttft_ms") or {}).get("p50")),
@@ -57,6 +83,7 @@ def level_table(results: Sequence[Mapping[str, Any]]) -> str:
                 str(st.get("failed", 0)),
                 _f(accept, ".2f"),
                 _f(st.get("achieved_concurrency")),
+                *slo_cells,
             )
         )
         for w in r.get("warnings") or ():
@@ -71,26 +98,13 @@ def level_table(results: Sequence[Mapping[str, Any]]) -> str:
     return out
 
 
-def crossover_text(mode: str, baseline: str, x: Crossover) -> str:
-    """A sentence about where speculation stops paying."""
-    if x.kind is CrossoverKind.CROSSES and x.concurrency is not None:
-        return (
-            f"{mode} beats {baseline} up to C≈{x.concurrency:.1f}; disable speculation above "
-            f"{x.disable_above} running requests"
-        )
-    if x.kind is CrossoverKind.ABOVE_RANGE:
-        return f"{mode} beats {baseline} at every measured level (up to C={x.ratios[-1].concurrency})"
-    if x.kind is CrossoverKind.NEVER_PAYS:
-        return f"{mode} does not beat {baseline} even at C={x.ratios[0].concurrency}"
-    return f"{mode} and {baseline} share no measured level"
-
-
 def compare_table(names: Sequence[str], curves: Sequence[Mapping[int, float]]) -> str:
-    """Per-level tok/s of each run and its ratio to the first (the baseline), then the crossovers."""
+    """Per-level tok/s of each run, its speedup over the first (the reference) and the % delta, then the
+    crossovers."""
     levels = sorted({c for curve in curves for c in curve})
     header = ["C", names[0]]
     for n in names[1:]:
-        header += [n, "ratio"]
+        header += [n, "speedup", "Δ %"]
     rows = []
     base = curves[0]
     for c in levels:
@@ -98,11 +112,12 @@ def compare_table(names: Sequence[str], curves: Sequence[Mapping[int, float]]) -
         for curve in curves[1:]:
             v = curve.get(c)
             b = base.get(c)
-            row += [_f(v), "-" if v is None or not b else f"{v / b:.2f}x"]
+            row += [_f(v), "-" if v is None or not b else f"{v / b:.2f}x",
+                    "-" if v is None or not b else f"{(v / b - 1) * 100:+.1f}"]  # fmt: skip
         rows.append(row)
     out = _table(header, rows)
     for n, curve in zip(names[1:], curves[1:], strict=True):
-        out += "\n" + crossover_text(n, names[0], compute_crossover(base, curve))
+        out += "\n" + crossover_sentence(n, names[0], compute_crossover(base, curve))
     return out
 
 
@@ -132,5 +147,35 @@ def repeats_table(modes: Sequence[str], pooled: Sequence[Mapping[int, Spread]]) 
         out += "\n~ noisy: MAD over 5 % of the median; more repeats or a quieter machine"
     medians = [{c: s.median for c, s in spreads.items()} for spreads in pooled]
     for m, curve in zip(modes[1:], medians[1:], strict=True):
-        out += "\n" + crossover_text(m, modes[0], compute_crossover(medians[0], curve))
+        out += "\n" + crossover_sentence(m, modes[0], compute_crossover(medians[0], curve))
     return out
+
+
+def sweep_verdict(results: Mapping[str, SweepResult], slo: Slo | None = None) -> str:
+    """`verdict: ...`: the answer of a headless sweep (modes in the order run, the first is the reference)."""
+    curves = {m: r.curve() for m, r in results.items()}
+    if slo is None:
+        text = verdict(curves)
+    else:
+        judged = {
+            m: [lv.slo for lv in r.levels if lv.slo is not None and lv.status == "done"] for m, r in results.items()
+        }
+        text = verdict(
+            curves,
+            slo_text=slo.text,
+            capacity={m: max_concurrency_meeting(v) for m, v in judged.items()},
+            goodput={m: goodput_curve(v) for m, v in judged.items()},
+        )
+    return f"verdict: {text or 'no level finished'}"
+
+
+def pareto_table(points: Sequence[ParetoPoint], tpot_pct: str = "p50") -> str:
+    """The Pareto view as text: every point (mode, C, tok/s per user, total, per GPU), frontier points starred."""
+    front = {(p.mode, p.concurrency) for p in frontier(points)}
+    header = ("mode", "C", f"tok/s/user ({tpot_pct})", "total tok/s", "per GPU", "frontier")
+    rows = [
+        (p.mode, str(p.concurrency), _f(p.per_user_tok_s), _f(p.total_tok_s), _f(p.per_gpu_tok_s),
+         "*" if (p.mode, p.concurrency) in front else "")
+        for p in sorted(points, key=lambda p: (-p.per_user_tok_s, p.mode))
+    ]  # fmt: skip
+    return _table(header, rows)

@@ -36,6 +36,9 @@ DISAGREE_FRACTION = 0.10
 def parse_prometheus(text: str) -> dict[str, float]:
     """Prometheus text exposition -> sample name -> value summed over label sets (NaN and comments skipped).
 
+    A series with a `position` label (vLLM's per-position acceptance counter) is also kept on its own as
+    `name{position=N}` (summed over its other labels, e.g. engines).
+
     Parsed by `prometheus_client`'s parser. One malformed line makes it reject the whole text, so then each
     line is parsed alone and the bad ones are skipped: one odd metric must not hide the others.
     """
@@ -59,6 +62,10 @@ def _add_samples(out: dict[str, float], families: Iterable[Any]) -> None:
             value = float(sample.value)
             if not math.isnan(value):
                 found[sample.name] = found.get(sample.name, 0.0) + value
+                pos = sample.labels.get("position")
+                if pos is not None and pos.isdigit():
+                    key = f"{sample.name}{{position={pos}}}"
+                    found[key] = found.get(key, 0.0) + value
     for name, value in found.items():  # added only once the text (or line) parsed whole
         out[name] = out.get(name, 0.0) + value
 
@@ -81,6 +88,11 @@ class ServerView:
     """Most queued requests seen while polling."""
     running_cap: int | None = None
     """The server's cap on running requests (`max_running_requests`), when known."""
+    accept_per_position: tuple[float, ...] = ()
+    """vLLM: share of drafts whose token at position i was accepted (Δ per-position accepted / Δdrafts)."""
+    draft_share: float | None = None
+    """Share of the level's output tokens that came from accepted drafts (vLLM Δaccepted / Δgenerated;
+    SGLang 1 - Δverify calls / Δgenerated: every verify step also yields one token of the target's own)."""
 
 
 def _delta(before: Mapping[str, float], after: Mapping[str, float], name: str) -> float | None:
@@ -129,6 +141,19 @@ def level_view(
                 accept, acc_src = float(v), "/server_info avg_spec_accept_length"
         if accept is None and a.get("sglang:spec_accept_length", 0) > 0:
             accept, acc_src = a["sglang:spec_accept_length"], "sglang:spec_accept_length gauge"
+    per_position: list[float] = []
+    if d_drafts:
+        for i in range(64):
+            d = _delta(b, a, f"vllm:spec_decode_num_accepted_tokens_per_pos_total{{position={i}}}")
+            if d is None:
+                break
+            per_position.append(d / d_drafts)
+    share = None
+    d_vgen = _delta(b, a, "vllm:generation_tokens_total")
+    if d_acc is not None and d_vgen:
+        share = d_acc / d_vgen
+    elif d_gen and d_verify is not None:
+        share = max(0.0, 1.0 - d_verify / d_gen)
     running = [p[n] for p in polls for n in ("sglang:num_running_reqs", "vllm:num_requests_running") if n in p]
     queued = [p[n] for p in polls for n in ("sglang:num_queue_reqs", "vllm:num_requests_waiting") if n in p]
     return ServerView(
@@ -139,6 +164,8 @@ def level_view(
         max_running=max(running) if running else None,
         max_queued=max(queued) if queued else None,
         running_cap=running_cap,
+        accept_per_position=tuple(per_position),
+        draft_share=share,
     )
 
 

@@ -14,7 +14,7 @@ Rows are read by column name.
 
 | table | one row per | written by |
 |---|---|---|
-| `runs` | sweep of one mode (host, mode, engine, version, server args, prompts + hash) | `create_run` |
+| `runs` | sweep of one mode (host, mode, engine, version, server args, prompts + hash, provenance) | `create_run` |
 | `levels` | level of a run (stats, server view, headroom, warnings as JSON) | `finish_level` |
 | `samples` | request (timings, counts, failure reason, per-chunk arrays) | `add_sample` |
 | `startups` | server start (host, mode, per-phase durations, total, outcome) | the lifecycle, for ETAs |
@@ -115,7 +115,13 @@ def _v1(db: sqlite3.Connection) -> None:
             db.execute(statement)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1]
+def _v2(db: sqlite3.Connection) -> None:
+    """`runs.provenance`: command line, GPUs, versions, workload fingerprint (`specdash.bench.provenance`)."""
+    if "provenance" not in {r[1] for r in db.execute("PRAGMA table_info(runs)")}:
+        db.execute("ALTER TABLE runs ADD COLUMN provenance TEXT NOT NULL DEFAULT '{}'")
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2]
 """`MIGRATIONS[i]` takes the database from schema version i to i + 1 (append; never edit a released one)."""
 SCHEMA_VERSION = len(MIGRATIONS)
 """The version this code writes."""
@@ -145,6 +151,11 @@ def migrate(db: sqlite3.Connection) -> int:
 def default_path() -> Path:
     """`data_dir()/specdash.db`."""
     return data_dir() / "specdash.db"
+
+
+def demo_path() -> Path:
+    """`data_dir()/demo.db`: the demo's runs stay out of the user's own store."""
+    return data_dir() / "demo.db"
 
 
 def _now() -> str:
@@ -187,6 +198,8 @@ class RunMeta:
     """The URL the probe used."""
     config: Mapping[str, Any] | None = None
     """The sweep configuration, stored as JSON."""
+    provenance: Mapping[str, Any] | None = None
+    """Where the figures come from (`specdash.bench.provenance`): command line, GPUs, versions, workload."""
 
 
 @dataclass(frozen=True)
@@ -434,7 +447,7 @@ class Store:
         """Record a new run; returns its id."""
         return self._insert(
             "INSERT INTO runs (created, host, mode, engine, engine_version, server_args, prompt_set, prompt_hash,"
-            " endpoint, output_len, base_url, config) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            " endpoint, output_len, base_url, config, provenance) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 _now(),
                 meta.host,
@@ -448,6 +461,7 @@ class Store:
                 meta.output_len,
                 meta.base_url,
                 json.dumps(redact(dict(meta.config or {})), default=str),
+                json.dumps(redact(dict(meta.provenance or {})), default=str),
             ),
         )
 
@@ -478,6 +492,7 @@ class Store:
             output_len=r["output_len"],
             base_url=r["base_url"],
             config=json.loads(r["config"]),
+            provenance=json.loads(r["provenance"]),
         )
         return RunRecord(id=r["id"], created=r["created"], meta=meta, status=r["status"])
 

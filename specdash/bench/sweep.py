@@ -51,13 +51,18 @@ from specdash.bench.levels import (
 )
 from specdash.bench.probe import Headroom, LevelOutcome, LevelPlan, Probe, ProbeSettings
 from specdash.bench.prompts import PromptSet
+from specdash.bench.provenance import build as build_provenance
 from specdash.bench.samples import CONNECTION_FAILURES, RequestSample
 from specdash.bench.server_view import ServerClient, level_view, running_cap, warnings_for
 from specdash.bench.sse import Endpoint
 from specdash.bench.store import RunMeta, Store
+from specdash.bench.summary import outcomes as slo_outcomes
 from specdash.bench.summary import summarize
 from specdash.bench.workers import LevelSink, ProbePool, processes_for, split_level
+from specdash.core.acceptance import is_speculative
+from specdash.core.guards import sweep_guards
 from specdash.core.series import RateWindow
+from specdash.core.slo import evaluate_level
 from specdash.engines.registry import identify
 from specdash.redact import redact_url
 
@@ -205,6 +210,7 @@ class Sweep:
         check_link: Callable[[], Awaitable[bool]] | None = None,
         link_in_process: bool = False,
         host_runner: Callable[[ProbeSettings, tuple[str, ...]], HostProbe] | None = None,
+        on_warning: Callable[[str], None] | None = None,
     ) -> None:
         """Prepare a sweep (nothing is sent until `run`).
 
@@ -223,6 +229,7 @@ class Sweep:
                 event-loop lag then delays the streams (see `specdash.bench.headroom`).
             host_runner: Makes the runner of a probe on the server's host (`specdash.bench.agent`); when
                 the host cannot run it, the sweep falls back to the local probe and records why.
+            on_warning: Called before the first level with each guard warning (`core.guards`).
         """
         self.base_url = validate_url(base_url)
         self.config = config
@@ -237,6 +244,9 @@ class Sweep:
         self.host_runner = host_runner
         self.probe: dict[str, str] = {"where": "local", "why": "the server is reached directly"}
         """Where the probe runs and why (stored with the run, in `SweepResult.probe`)."""
+        self.on_warning = on_warning
+        self.guards: list[str] = []
+        """Warnings from the checks before the sweep (`core.guards`), also stored in the run's provenance."""
         self._stop: str | None = None
         self._stopped = asyncio.Event()
         self._link_down: str | None = None
@@ -303,6 +313,10 @@ class Sweep:
             settings = dataclasses.replace(settings, max_streams=max(settings.max_streams, max(self.levels)))
             engine, version = await _identify(server, info)
             self._runner = await self._make_runner(settings)
+            self.guards = self._guards(info)
+            for warning in self.guards:
+                if self.on_warning is not None:
+                    self.on_warning(warning)
             run_id = self._create_run(info, settings, engine, version)
             results: list[LevelResult] = []
             aborted: str | None = None
@@ -369,6 +383,20 @@ class Sweep:
         self._stop = f"level {c} interrupted by link losses {MAX_LEVEL_ATTEMPTS} times"
         return None
 
+    def _guards(self, info: Mapping[str, Any] | None) -> list[str]:
+        """The checks before the first level, from `/server_info` and the launch command (`core.guards`)."""
+        prov = dict((self.run_meta.provenance if self.run_meta else None) or {})
+        argv = [str(a) for a in prov.get("command") or ()]
+        args = (self.run_meta.server_args if self.run_meta else None) or info
+        return sweep_guards(
+            self.levels,
+            args,
+            argv,
+            speculative=is_speculative(args, argv),
+            prompts=self.prompts.prompts,
+            draft_architectures=[str(a) for a in prov.get("draft_architectures") or ()],
+        )
+
     def _create_run(
         self, info: Mapping[str, Any] | None, settings: ProbeSettings, engine: str, version: str
     ) -> int | None:
@@ -381,6 +409,20 @@ class Sweep:
         cfg = dataclasses.asdict(self.config)
         cfg["settings"] = dataclasses.asdict(settings)
         cfg["probe"] = dict(self.probe)
+        cfg["slo"] = None if self.config.slo is None else self.config.slo.spec()
+        load = {k: cfg[k] for k in ("requests_per_level", "duration_s", "warmup_requests")}
+        provenance = build_provenance(
+            self.prompts,
+            settings,
+            load={"levels": list(self.levels), **load},
+            extra={
+                **dict(meta.provenance or {}),
+                "engine": engine,
+                "engine_version": version,
+                "slo": cfg["slo"],
+                "guards": self.guards,
+            },  # fmt: skip
+        )
         meta = dataclasses.replace(
             meta,
             mode=meta.mode or self.config.mode,
@@ -393,6 +435,7 @@ class Sweep:
             output_len=settings.output_len,
             base_url=redact_url(self.base_url),
             config=cfg,
+            provenance=provenance,
         )
         return self.store.create_run(meta)
 
@@ -490,6 +533,7 @@ class Sweep:
                 level_id=level_id,
                 parent=parent,
                 client_limits=limited,
+                slo=None if cfg.slo is None else evaluate_level(slo_outcomes(run.samples), c, stats.wall_s, cfg.slo),
             )
         )
 
@@ -662,9 +706,17 @@ async def run_sweep(
     on_progress: ProgressCallback | None = None,
     on_level_done: LevelCallback | None = None,
     run_meta: RunMeta | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> SweepResult:
     """Run one mode's sweep against `base_url` (see `Sweep`)."""
     sweep = Sweep(
-        base_url, config, prompts, store, run_meta=run_meta, on_progress=on_progress, on_level_done=on_level_done
+        base_url,
+        config,
+        prompts,
+        store,
+        run_meta=run_meta,
+        on_progress=on_progress,
+        on_level_done=on_level_done,
+        on_warning=on_warning,
     )
     return await sweep.run()

@@ -16,10 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specdash.core.levels import DEFAULT_LEVELS, LEVELS_GRAMMAR, MAX_LEVEL, format_levels, parse_levels
-from specdash.errors import UsageError
+from specdash.errors import SpecdashError, UsageError
 
 if TYPE_CHECKING:
     from specdash.bench.levels import SweepResult
+    from specdash.config import Config
+    from specdash.core.greedy import GreedyCheck
+    from specdash.server.remote_session import RemoteSession
 
 NAME = "bench"
 HELP = "sweep concurrency levels against a server and measure tok/s, TTFT, TPOT, ITL"
@@ -31,6 +34,8 @@ MAX_REQUESTS = 1_000_000
 """Upper bound on `--requests-per-level` and `--warmup`."""
 MAX_PROCESSES = 64
 """Upper bound on `--processes`."""
+MAX_GREEDY = 1000
+"""Upper bound on `--check-greedy`."""
 
 
 def probe_line(probe: dict[str, str] | None) -> str:
@@ -101,6 +106,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1,
         help="run the whole sweep N times (A/B in A-B-B-A order) and report median ± MAD per level (default 1)",
     )
+    from specdash.cli._slo import add_slo_argument
+
+    add_slo_argument(parser)
+    parser.add_argument(
+        "--check-greedy",
+        type=int,
+        metavar="N",
+        help="after the sweep, send N prompts at temperature 0 to the reference and the speculative mode and "
+        "report how many outputs are identical (HOST with two modes, or --url with --greedy-reference)",
+    )
+    parser.add_argument(
+        "--greedy-reference", metavar="URL", help="with --url and --check-greedy: the reference mode's server"
+    )
     parser.add_argument("--db", type=Path, help="store file (default: the data dir's specdash.db)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (live lines go to stderr)")
 
@@ -124,12 +142,24 @@ def run(args: argparse.Namespace) -> int:
         levels = parse_levels(args.levels)
     except UsageError as exc:
         raise UsageError(f"--levels: {exc.message}") from exc
+    from specdash.cli._slo import slo_from
+
+    slo = slo_from(args.slo)
+    if args.check_greedy is not None and not 1 <= args.check_greedy <= MAX_GREEDY:
+        raise UsageError(f"--check-greedy must be between 1 and {MAX_GREEDY}, got {args.check_greedy}")
+    if args.greedy_reference is not None and not (args.url and args.check_greedy):
+        raise UsageError("--greedy-reference goes with --url and --check-greedy")
+    if args.check_greedy and args.url and not args.greedy_reference:
+        raise UsageError("--check-greedy with --url needs --greedy-reference URL (the reference mode's server)")
+    if args.check_greedy and args.host and len([m for m in args.mode.split(",") if m.strip()]) < 2:
+        raise UsageError("--check-greedy over SSH needs two modes (--mode REFERENCE,SPECULATIVE)")
+    greedy_ref = validate_url(args.greedy_reference) if args.greedy_reference else ""
 
     import asyncio
 
     from specdash.bench.probe import ProbeSettings, install_uvloop
     from specdash.bench.prompts import load_prompts
-    from specdash.bench.report import level_table, progress_line
+    from specdash.bench.report import level_table, progress_line, sweep_verdict
     from specdash.bench.sse import Endpoint
     from specdash.bench.store import RunMeta, Store
     from specdash.bench.sweep import LevelProgress, LevelResult, SweepConfig, run_sweep
@@ -145,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
         level_timeout_s=args.level_timeout,
         flush_cache=args.flush_cache,
         processes=args.processes,
+        slo=slo,
         settings=ProbeSettings(
             endpoint=Endpoint(args.endpoint),
             output_len=args.output_len,
@@ -165,6 +196,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"[{r.mode} C={r.concurrency}] {r.status}: {s.output_tok_s:.1f} tok/s steady, "
               f"{s.completed} ok, {s.failed} failed", file=live, flush=True)  # fmt: skip
 
+    def on_warning(text: str) -> None:
+        print(f"warning: {text}", file=live, flush=True)
+
     install_uvloop()
     if args.host:
         return asyncio.run(_over_ssh(args, config, prompts, on_progress, on_level_done))
@@ -175,25 +209,41 @@ def run(args: argparse.Namespace) -> int:
             results.append(
                 asyncio.run(
                     run_sweep(
-                        url, config, prompts, store, on_progress=on_progress, on_level_done=on_level_done, run_meta=meta
+                        url,
+                        config,
+                        prompts,
+                        store,
+                        on_progress=on_progress,
+                        on_level_done=on_level_done,
+                        run_meta=meta,
+                        on_warning=on_warning,
                     )
                 )
             )
             if results[-1].aborted:
                 break
+    greedy = None
+    if args.check_greedy:
+        greedy = asyncio.run(_greedy_check(args, {"reference": greedy_ref, args.mode: url}, prompts.prompts))
     if args.repeats > 1:
         return _print_repeats(args, {args.mode: results}) or _failed_levels(results)
     result = results[0]
     levels_json = [lv.to_json() for lv in result.levels]
     if args.json:
-        out = {"run_id": result.run_id, "aborted": result.aborted, "probe": result.probe, "levels": levels_json}
+        out: dict[str, object] = {"run_id": result.run_id, "aborted": result.aborted, "probe": result.probe,
+               "levels": levels_json, "verdict": sweep_verdict({args.mode: result}, slo)}  # fmt: skip
+        if greedy is not None:
+            out["greedy"] = dataclasses.asdict(greedy)
         print(json.dumps(out, default=str))
     else:
         print()
         print(f"run {result.run_id} ({args.mode}, {prompts.name} prompts, {args.endpoint}, {args.output_len} tokens)")
         print(level_table(levels_json))
+        print(sweep_verdict({args.mode: result}, slo))
         if result.aborted:
             print(f"sweep stopped: {result.aborted}")
+    if greedy is not None and not args.json:
+        print(greedy.text)
     return 1 if result.aborted is not None else _failed_levels(results)
 
 
@@ -211,9 +261,10 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
     """The HOST form: start or switch each mode through the lifecycle, sweep it, compare."""
     from dataclasses import replace
 
-    from specdash.bench.report import level_table
+    from specdash.bench.report import level_table, sweep_verdict
     from specdash.cli._host import connected, host_config, load_config
     from specdash.cli._live import StatusPrinter
+    from specdash.cli._slo import slo_from
     from specdash.core.compare import compute_crossover
     from specdash.core.events import BenchTick, BenchUpdate
 
@@ -244,6 +295,7 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
 
     config = replace(
         config,
+        slo=config.slo or slo_from(cfg.bench.slo, f"{cfg.path or 'config'}: [bench] slo"),
         progress_interval_s=1.0,
         on_link_loss=args.on_link_loss or cfg.bench.on_link_loss,
         link_wait_s=args.link_wait or cfg.bench.link_wait,
@@ -261,6 +313,7 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
             if any(res.aborted for res in session.results.values()):
                 break
         results = dict(session.results)
+        greedy = await _greedy_over_ssh(args, session, cfg, modes, prompts.prompts) if args.check_greedy else None
     if args.repeats > 1:
         return _print_repeats(args, repeats) or _failed_levels([r for runs in repeats.values() for r in runs])
     curves = {mode: r.curve() for mode, r in results.items()}
@@ -273,14 +326,19 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
         if crossover is not None:
             out["crossover"] = {"kind": crossover.kind.value, "concurrency": crossover.concurrency,
                                 "disable_above": crossover.disable_above}  # fmt: skip
+        out["verdict"] = sweep_verdict({m: results[m] for m in modes if m in results}, config.slo)
+        if greedy is not None:
+            out["greedy"] = dataclasses.asdict(greedy)
         print(json.dumps(out, default=str))
     else:
+        reference = curves[modes[0]] if len(results) >= 2 and modes[0] in curves else None
         for mode, r in results.items():
             print(f"\nrun {r.run_id} ({mode} on {args.host}; {probe_line(r.probe)})")
-            print(level_table([lv.to_json() for lv in r.levels]))
-        if crossover is not None:
-            where = f"C = {crossover.concurrency:.1f}" if crossover.concurrency else crossover.kind.value
-            print(f"\ncrossover {modes[1]} vs {modes[0]}: {where}; disable speculation above {crossover.disable_above}")
+            print(level_table([lv.to_json() for lv in r.levels], None if mode == modes[0] else reference))
+        print()
+        print(sweep_verdict({m: results[m] for m in modes if m in results}, config.slo))
+        if greedy is not None:
+            print(greedy.text)
     if not all(r.aborted is None for r in results.values()):
         return 1
     return _failed_levels(list(results.values()))
@@ -316,3 +374,43 @@ def _print_repeats(args: argparse.Namespace, repeats: dict[str, list[SweepResult
         for reason in aborted:
             print(f"sweep stopped: {reason}")
     return 0 if not aborted else 1
+
+
+async def _greedy_texts(args: argparse.Namespace, url: str, prompts: tuple[str, ...]) -> list[str]:
+    """The first `--check-greedy` prompts' outputs at temperature 0 from the server at `url`."""
+    from specdash.bench.greedy import greedy_outputs
+    from specdash.bench.sse import Endpoint
+
+    chosen = [prompts[i % len(prompts)] for i in range(args.check_greedy)]
+    return await greedy_outputs(
+        url, chosen, endpoint=Endpoint(args.endpoint), output_len=args.output_len, model=args.model
+    )
+
+
+async def _greedy_check(args: argparse.Namespace, urls: dict[str, str], prompts: tuple[str, ...]) -> GreedyCheck:
+    """`--check-greedy N` against two reachable servers: `urls` is {reference name: URL, other name: URL}."""
+    from specdash.core.greedy import compare_outputs
+
+    (ref, ref_url), (other, other_url) = list(urls.items())
+    ref_texts = await _greedy_texts(args, ref_url, prompts)
+    return compare_outputs(ref, other, ref_texts, await _greedy_texts(args, other_url, prompts))
+
+
+async def _greedy_over_ssh(
+    args: argparse.Namespace, session: RemoteSession, cfg: Config, modes: list[str], prompts: tuple[str, ...]
+) -> GreedyCheck:
+    """`--check-greedy N` over SSH: the last swept mode first (it is live, no restart), then the reference mode
+    (started again through the lifecycle)."""
+    from specdash.core.greedy import compare_outputs
+    from specdash.core.models import Phase
+
+    texts: dict[str, list[str]] = {}
+    for mode in (modes[-1], modes[0]):
+        if session.status.mode != mode or session.status.phase is not Phase.READY:
+            await session.switch(mode)
+            status = await session.wait_status([Phase.READY, Phase.CRASHED, Phase.EXITED], timeout=3600)
+            if status.phase is not Phase.READY:
+                raise SpecdashError(f"greedy check: {mode} did not become ready ({status.phase.value})")
+        port = await session.host.forward(cfg.mode(mode).port)
+        texts[mode] = await _greedy_texts(args, f"http://127.0.0.1:{port}", prompts)
+    return compare_outputs(modes[0], modes[-1], texts[modes[0]], texts[modes[-1]])

@@ -1,7 +1,10 @@
-"""`specdash compare RUN [RUN...]`: tok/s per level side by side, ratios to the first run, the crossover.
+"""`specdash compare RUN [RUN...]`: tok/s per level side by side, speedup and % delta against the first run,
+the verdict (crossover), the Pareto view, and with `--slo` attainment and goodput.
 
-When a mode appears in more than one run (repeats, e.g. from `bench --repeats 3`), its runs are pooled: each
-level shows the median ± MAD over the runs, and the crossover is computed on the medians.
+Runs whose workloads differ (prompt set, endpoint, output length, sampling) are refused; `--force` compares
+them anyway and marks the output. When a mode appears in more than one run (repeats, e.g. from
+`bench --repeats 3`), its runs are pooled: each level shows the median ± MAD over the runs, and the crossover
+is computed on the medians.
 """
 
 from __future__ import annotations
@@ -9,49 +12,60 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from specdash.errors import UsageError
+from specdash.cli._slo import add_slo_argument, slo_from
 
 NAME = "compare"
-HELP = "compare stored runs per concurrency level (the first run is the baseline) and find the crossover"
+HELP = "compare stored runs per concurrency level (the first run is the reference): speedup, crossover, Pareto"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the compare flags."""
-    parser.add_argument("runs", nargs="+", type=int, metavar="RUN", help="run ids (see 'specdash export')")
+    parser.add_argument("runs", nargs="+", type=int, metavar="RUN", help="run ids (see 'specdash runs')")
+    add_slo_argument(parser)
+    parser.add_argument("--tpot", choices=["p50", "p90"], default="p50", help="TPOT percentile for tok/s per user")
+    parser.add_argument("--force", action="store_true", help="compare runs whose workloads differ (marked as such)")
     parser.add_argument("--db", type=Path, help="store file (default: the data dir's specdash.db)")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the comparison table."""
-    from specdash.bench.report import compare_table, repeats_table
+    """Print the comparison."""
+    from dataclasses import replace
+
+    from specdash.bench.report import compare_table, level_table, pareto_table, repeats_table
+    from specdash.bench.run_data import alarms, check_workloads, load_runs, runs_verdict, series_names
     from specdash.bench.store import Store
     from specdash.core.compare import pool_runs
 
-    names: list[str] = []
-    modes: list[str] = []
-    curves: list[dict[int, float]] = []
-    hashes: set[str] = set()
+    slo = slo_from(args.slo)
     with Store(args.db, create=False) as store:
-        for run_id in args.runs:
-            rec = store.run(run_id)
-            if rec is None:
-                raise UsageError(f"no run {run_id} in {store.path}")
-            hashes.add(f"{rec.meta.prompt_hash}/{rec.meta.endpoint}/{rec.meta.output_len}")
-            names.append(f"{rec.meta.mode}#{run_id}")
-            modes.append(rec.meta.mode)
-            curves.append(
-                {
-                    lv.concurrency: float(lv.result["stats"]["output_tok_s"])
-                    for lv in store.levels(run_id)
-                    if lv.status == "done" and lv.result.get("stats")
-                }  # fmt: skip
-            )
+        runs = load_runs(store, args.runs, slo)
+    forced = check_workloads(runs, args.force)
+    for m in forced:
+        print(f"NOT LIKE FOR LIKE (--force): {m}")
+    names = [f"{r.mode}#{r.id}" for r in runs]
+    modes = [r.mode for r in runs]
+    curves = [r.curve() for r in runs]
     distinct = list(dict.fromkeys(modes))
     if len(distinct) < len(modes):
         pooled = [pool_runs([cv for m, cv in zip(modes, curves, strict=True) if m == mode]) for mode in distinct]
         print(repeats_table(distinct, pooled))
-    else:
-        print(compare_table(names, curves))
-    if len(hashes) > 1:
-        print("warning: the runs used different prompt sets, endpoints or output lengths; ratios are not like for like")
+        return 0
+    print(compare_table(names, curves))
+    print()
+    print(f"verdict: {runs_verdict(runs, slo) or 'no level finished'}")
+    for a in alarms(runs):
+        print(f"warning: {a}")
+    points = [replace(p, mode=n) for r, n in zip(runs, series_names(runs), strict=True) for p in r.pareto(args.tpot)]
+    if points:
+        print(f"\nPareto (tok/s per user = 1000 / TPOT {args.tpot}; * = on the frontier)")
+        print(pareto_table(points, args.tpot))
+    if slo is not None:
+        for r, n in zip(runs, names, strict=True):
+            print(f"\n{n} under {slo.text}")
+            rows = [
+                {"concurrency": lv.concurrency, "status": lv.status, "stats": dict(lv.stats),
+                 "server": dict(lv.server), "slo": lv.slo.to_json() if lv.slo else None}
+                for lv in r.levels
+            ]  # fmt: skip
+            print(level_table(rows, None if r is runs[0] else runs[0].curve()))
     return 0

@@ -30,6 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a one-minute tour for presenters: baseline, sweep, EAGLE-3, sweep, crossover (any key stops it)",
     )
     add_screenshot_argument(parser)
+    parser.add_argument(
+        "--db", type=Path, help="store file (default: the demo's own, data dir's demo.db; see 'specdash runs --demo')"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         args.time_scale = TOUR_TIME_SCALE if args.autoplay else TIME_SCALE
     if not 0 < args.time_scale <= 10:
         raise UsageError(f"--time-scale must be in (0, 10], not {args.time_scale}")
-    return asyncio.run(_demo(args.autoplay, args.time_scale, args.screenshot_dir))
+    return asyncio.run(_demo(args.autoplay, args.time_scale, args.screenshot_dir, args.db))
 
 
 DEMO_QUIT = (
@@ -50,11 +53,11 @@ DEMO_QUIT = (
 """What `q` does in the demo, for its help screen."""
 
 
-async def _demo(autoplay: bool, time_scale: float, screenshot_dir: Path | None = None) -> int:
+async def _demo(autoplay: bool, time_scale: float, screenshot_dir: Path | None = None, db: Path | None = None) -> int:
     from specdash.cli.demo_session import demo_session
     from specdash.ui.app import make_app
 
-    async with demo_session(time_scale, tour=autoplay) as demo:
+    async with demo_session(time_scale, tour=autoplay, db=db) as demo:
         app = make_app(demo.session, autoplay=autoplay, quit_note=DEMO_QUIT, screenshot_dir=screenshot_dir)
         loop = asyncio.get_running_loop()
         # SIGTERM: quit as with `q`; the demo's cleanup then stops its simulator.
@@ -63,7 +66,9 @@ async def _demo(autoplay: bool, time_scale: float, screenshot_dir: Path | None =
         # simulator runs with --sim-exit-with our PID and follows us out.
         loop.add_signal_handler(signal.SIGHUP, lambda: _hard_exit(demo.abandon))
         await app.run_async()
-        return app.return_code or 0
+    # After the demo's cleanup: its simulator and SSH host are gone.
+    print("The demo stopped its simulator and its SSH host: nothing of it keeps running.")
+    return app.return_code or 0
 
 
 def _hard_exit(abandon: Callable[[], None]) -> None:

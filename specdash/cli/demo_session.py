@@ -3,8 +3,9 @@
 An embedded SSH server on loopback (ephemeral keys, 127.0.0.1 only) stands in for the GPU host, and the
 session connects to it through the normal SSH code path (`SSHHost`, known_hosts check, exec channels, port
 forward). The demo's modes are real SGLang command lines whose launcher is `specdash sim`, at a time scale
-that makes a full start take about 30 s. Run records go to a private temporary directory; startup history
-(for the ETA) goes to the normal local store under the host name `demo`.
+that makes a full start take about 30 s. Run records go to a private temporary directory; bench runs and
+startup history (for the ETA) go to the demo's own store (`data_dir()/demo.db`, `specdash runs --demo`),
+never into the user's real one, unless `--db` names another.
 """
 
 from __future__ import annotations
@@ -88,6 +89,17 @@ def demo_config(port: int, time_scale: float = TIME_SCALE) -> Config:
     return Config(path=None, hosts={}, modes={m.name: m for m in modes})
 
 
+def gpu_host_env(base: Path) -> dict[str, str]:
+    """The demo host's login environment: the simulator's `nvidia-smi` first on PATH, its 8 GPUs, and a GPU
+    state directory of the demo's own (another simulator on this machine must not show up in it)."""
+    from specdash.sim.gpus import COUNT_ENV, DIR_ENV, install
+
+    bin_dir = base / "bin"
+    install(bin_dir)
+    path = os.environ.get("PATH", "/usr/bin:/bin")
+    return {"PATH": f"{bin_dir}:{path}", DIR_ENV: str(base / "gpus"), COUNT_ENV: "8"}
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now (the simulator binds it shortly after)."""
     with socket.socket() as probe:
@@ -112,14 +124,16 @@ class Demo:
 
 
 @contextlib.asynccontextmanager
-async def demo_session(time_scale: float = TIME_SCALE, *, tour: bool = False) -> AsyncIterator[Demo]:
+async def demo_session(
+    time_scale: float = TIME_SCALE, *, tour: bool = False, db: Path | None = None
+) -> AsyncIterator[Demo]:
     """An embedded SSH server and a `RemoteSession` on it (not running yet); `tour` shortens the levels.
 
     On exit the demo's server is stopped (through the same lifecycle code), the SSH server closed, and the
     temporary run records removed: the demo leaves nothing running.
     """
     from specdash.bench.probe import ProbeSettings
-    from specdash.bench.store import Store
+    from specdash.bench.store import Store, demo_path
     from specdash.bench.sweep import SweepConfig
     from specdash.remote.embedded import EmbeddedSSHServer
     from specdash.remote.options import SSHOptions
@@ -133,9 +147,9 @@ async def demo_session(time_scale: float = TIME_SCALE, *, tour: bool = False) ->
         duration_s=TOUR_LEVEL_S if tour else 5.0,
         settings=ProbeSettings(output_len=128),
     )
-    server = EmbeddedSSHServer()
-    endpoint = await server.start()
     state = tempfile.TemporaryDirectory(prefix="specdash-demo-runs-")
+    server = EmbeddedSSHServer(gpu_host_env(Path(state.name)))
+    endpoint = await server.start()
     ssh_config = Path(state.name) / "ssh_config"
     ssh_config.write_text("")  # the user's ~/.ssh/config has nothing to say about the demo host
     host_config = HostConfig(
@@ -155,7 +169,7 @@ async def demo_session(time_scale: float = TIME_SCALE, *, tour: bool = False) ->
         SSHHost(endpoint.target, options),
         host_config,
         demo_config(free_port(), time_scale),
-        store=Store(),
+        store=Store(db or demo_path()),
         sweep_defaults=demo_sweep,
     )
     try:

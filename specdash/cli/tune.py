@@ -257,7 +257,9 @@ async def _tune(
             if core.BASELINE not in pts:
                 raise UsageError(f"--verify: the journal {path} has no measured tune to verify against")
             result = TuneResult(plan, state, pts, core.build_policy(pts), (), state.restarts)
-        out = _report(plan, result)
+        from specdash.server.tune_report import report
+
+        out = report(plan, result)
         base = session.config.mode(plan.base_mode)
         exported = _exports(plan, result.policy, base, simulated=_simulated(base))
         from specdash.server.launch import paste_command
@@ -306,37 +308,6 @@ def _duration(seconds: float) -> str:
     if seconds >= 60:
         return f"{seconds / 60:.0f} min"
     return f"{seconds:.0f} s"
-
-
-def _report(plan: TunePlan, result: TuneResult) -> dict[str, Any]:
-    from specdash.core import tune as core
-
-    pts = result.points
-    return {
-        "name": plan.name,
-        "host": plan.host,
-        "mode": plan.base_mode,
-        "baseline": plan.baseline_mode,
-        "levels": list(plan.levels),
-        "settings": [s.label for s in plan.order],
-        "skipped": [{"setting": s.setting.label, "reason": s.reason} for s in plan.skipped],
-        "measured": {
-            name: {
-                str(c): {"median": round(p.median, 2), "spread": round(p.spread, 2), "n": p.n} for c, p in lv.items()
-            }
-            for name, lv in pts.items()
-        },
-        "crashes": list(result.state.crashes.values()),
-        "dropped": list(result.dropped),
-        "rule": "drop a setting once, at every level it measured, best.median - x.median > best.spread + x.spread "
-        f"(spread = max(MAD, {plan.noise_floor:g} x median))",
-        "restarts": result.restarts,
-        "full_grid_restarts": plan.full_grid_restarts,
-        "restarts_saved": result.restarts_saved,
-        "policy": result.policy.to_json(),
-        "baseline_label": core.BASELINE,
-        "aborted": result.aborted,
-    }
 
 
 async def _verify(
@@ -435,6 +406,8 @@ def _write_mode(
 
 
 def _print(out: dict[str, Any], live: Any) -> None:
+    from specdash.server.tune_report import policy_rows, speedup_chart
+
     policy = out["policy"]
     print(file=live)
     print(f"tune {out['name']}: {len(out['settings'])} settings x {len(out['levels'])} levels; "
@@ -447,10 +420,8 @@ def _print(out: dict[str, Any], live: Any) -> None:
         print(f"crashed: {crash['candidate']} at C={crash.get('c')}: {crash.get('reason')}", file=live)
     print(file=live)
     print(f"{'C range':>10}  {'setting':<14} {'speedup':>8}  {'± spread':>8}", file=live)
-    for r in policy["ranges"]:
-        span = f"{r['low']}-{r['high']}" if r["high"] is not None else f"{r['low']}+"
-        choice = "no speculation" if r["choice"] == out["baseline_label"] else r["choice"]
-        print(f"{span:>10}  {choice:<14} {r['speedup']:>7.3f}x  {r['spread']:>8.3f}", file=live)
+    for span, choice, speedup, spread in policy_rows(out):
+        print(f"{span:>10}  {choice:<14} {speedup:>8}  {spread:>8}", file=live)
     threshold = policy["disable_above"]
     print(f"speculation stops paying above C = {threshold}" if threshold else "speculation never pays", file=live)
     print(f"best fixed setting: {policy['fixed'] or 'none (no speculation)'}", file=live)
@@ -477,34 +448,3 @@ def _print(out: dict[str, Any], live: Any) -> None:
             print("  policy UNSAFE", file=live)
         else:
             print("  policy verified" if v["ok"] else f"  worse at C = {v['worse_at']}", file=live)
-
-
-def speedup_chart(out: dict[str, Any], width: int = 72, height: int = 14) -> str:
-    """Speedup over the baseline vs C (log x) of the policy's choice per level, with the 1.0 line."""
-    import plotext as plt
-
-    per_level = out["policy"]["per_level"]
-    if not per_level:
-        return "(no data)"
-    levels = sorted(int(c) for c in per_level)
-    measured = out["measured"]
-    base = measured.get(out["baseline_label"], {})
-    best = []
-    for c in levels:
-        values = [
-            lv[str(c)]["median"] for name, lv in measured.items() if name != out["baseline_label"] and str(c) in lv
-        ]
-        b = base.get(str(c), {}).get("median")
-        best.append(max(values) / b if values and b else 1.0)
-    plt.clear_figure()
-    plt.theme("clear")
-    plt.plotsize(width, height)
-    plt.xscale("log")
-    plt.plot(levels, best, marker="dot", label="best setting / baseline")
-    plt.hline(1.0)
-    plt.xticks(levels, [str(c) for c in levels])
-    plt.title("speedup vs C")
-    plt.xlabel("C")
-    import re
-
-    return re.sub(r"\x1b\[[0-9;]*m", "", str(plt.build()))  # plotext colours even the clear theme

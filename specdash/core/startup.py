@@ -75,6 +75,7 @@ from specdash.core.startup_events import (
     Suspect,
     VersionSeen,
 )
+from specdash.core.stuck import DEFAULT_STUCK_TIMEOUTS, StuckLimit
 from specdash.engines.base import (
     CrashKind,
     CrashSignal,
@@ -92,17 +93,8 @@ from specdash.engines.base import (
 from specdash.engines.registry import make_rules
 from specdash.engines.text import bar_label
 
-DEFAULT_STUCK_TIMEOUTS: Mapping[Phase, float] = {
-    Phase.LAUNCHING: 600.0,  # imports, model download checks, ServerArgs
-    Phase.DIST_INIT: 600.0,  # NCCL rendezvous hangs are the classic multi-GPU stall
-    Phase.LOADING_WEIGHTS: 1800.0,  # without a shard moving; big checkpoints over NFS are slow
-    Phase.ALLOCATING_KV: 600.0,
-    Phase.CAPTURING_GRAPHS: 1200.0,
-    Phase.LOADING_DRAFT: 1200.0,
-    Phase.CAPTURING_DRAFT_GRAPHS: 1200.0,  # the draft graph can take 5x the target's (sglang#10088)
-    Phase.WARMING_UP: 660.0,  # SGLANG_WARMUP_TIMEOUT defaults to 600 s
-}
-"""Seconds without a phase change or progress after which a phase counts as stuck."""
+# The stuck limits and their rules live in `core.stuck`; the tracker applies them.
+
 
 CRASH_GRACE = 5.0
 """Seconds a crash marker waits for its traceback's exception line before the crash is declared anyway."""
@@ -128,7 +120,8 @@ class StartupTracker:
         engine: An engine name (`sglang`, `vllm`) or a rules object.
         started_at: When the launch began (in the caller's clock); also the replay clock before the first
             log timestamp.
-        stuck_timeouts: Per-phase stuck timeouts, merged over `DEFAULT_STUCK_TIMEOUTS`.
+        stuck_timeouts: Per-phase stuck timeouts in seconds, merged over `DEFAULT_STUCK_TIMEOUTS`.
+        stuck_limits: Per-phase limits with the rule that set each (`core.stuck.stuck_limits`), merged last.
         crash_grace: Seconds a pending crash marker waits for its exception line.
     """
 
@@ -138,11 +131,16 @@ class StartupTracker:
         *,
         started_at: float | None = None,
         stuck_timeouts: Mapping[Phase, float] | None = None,
+        stuck_limits: Mapping[Phase, StuckLimit] | None = None,
         crash_grace: float = CRASH_GRACE,
     ) -> None:
         self._rules = make_rules(engine) if isinstance(engine, str) else engine
         self._order = {phase: i for i, phase in enumerate(self._rules.startup_order)}
-        self._timeouts = {**DEFAULT_STUCK_TIMEOUTS, **(stuck_timeouts or {})}
+        self._timeouts: dict[Phase, StuckLimit] = {
+            **{phase: StuckLimit(seconds, "default") for phase, seconds in DEFAULT_STUCK_TIMEOUTS.items()},
+            **{phase: StuckLimit(seconds, "given") for phase, seconds in (stuck_timeouts or {}).items()},
+            **(stuck_limits or {}),
+        }
         self._grace = crash_grace
         self._splitter = LineSplitter()
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -345,10 +343,10 @@ class StartupTracker:
             return events
         if self._activity is None:
             self._activity = now
-        timeout = self._timeouts.get(self._phase)
-        if timeout is not None and not self._stuck_reported and now - self._activity > timeout:
+        limit = self._timeouts.get(self._phase)
+        if limit is not None and not self._stuck_reported and now - self._activity > limit.seconds:
             self._stuck_reported = True
-            events.append(Stuck(self._phase, self._activity, now, timeout))
+            events.append(Stuck(self._phase, self._activity, now, limit.seconds, limit.rule))
         return events
 
     # -- internals --------------------------------------------------------------------------------------

@@ -95,11 +95,14 @@ class Stuck:
     """When it was noticed."""
     timeout: float
     """The timeout that was exceeded, seconds."""
+    rule: str = ""
+    """Which rule set the timeout (`core.stuck`), e.g. `3x the slowest of 5 recorded starts (41 s), floor 120 s`."""
 
     @property
     def reason(self) -> str:
-        """A one-line explanation for the UI."""
-        return f"no progress in {self.phase.value} for {self.at - self.since:.0f} s (limit {self.timeout:.0f} s)"
+        """A one-line explanation for the UI, with the rule that fired."""
+        rule = f": {self.rule}" if self.rule else ""
+        return f"no progress in {self.phase.value} for {self.at - self.since:.0f} s (limit {self.timeout:.0f} s{rule})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,9 @@
 It lets the demo go through exactly the client code path used against real hosts (`SSHHost`: host-key
 verification, exec channels, port forwarding, keepalive) without an installed sshd. It binds 127.0.0.1
 only, makes an ephemeral host key and an ephemeral client key in a private temporary directory, accepts
-only that client key, runs each exec request as a local shell command in its own process group, and
-allows TCP forwarding to loopback only. When a channel closes, the command's process group is killed, so
+only that client key, runs each exec request as a local shell command in its own process group (with
+extra environment variables, e.g. a PATH that finds the simulator's `nvidia-smi`), and allows TCP
+forwarding to loopback only. When a channel closes, the command's process group is killed, so
 a `tail -F` never outlives its stream (OpenSSH's sshd leaves it running until its next write).
 """
 
@@ -15,7 +16,9 @@ import contextlib
 import os
 import signal
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +82,7 @@ async def _pump_in(reader: asyncssh.SSHReader[bytes], proc: asyncio.subprocess.P
         proc.stdin.close()
 
 
-async def _run_command(process: asyncssh.SSHServerProcess[bytes]) -> None:
+async def _run_command(process: asyncssh.SSHServerProcess[bytes], env: Mapping[str, str] | None = None) -> None:
     """Run one exec request as a local command; kill its process group if the channel goes away first."""
     proc = await asyncio.create_subprocess_exec(
         "/bin/bash",
@@ -89,6 +92,7 @@ async def _run_command(process: asyncssh.SSHServerProcess[bytes]) -> None:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
+        env={**os.environ, **env} if env else None,
     )
     assert proc.stdout is not None and proc.stderr is not None
     feeder = asyncio.create_task(_pump_in(process.stdin, proc))
@@ -118,7 +122,9 @@ async def _run_command(process: asyncssh.SSHServerProcess[bytes]) -> None:
 class EmbeddedSSHServer:
     """Start with `await server.start()`, stop with `await server.stop()`."""
 
-    def __init__(self) -> None:
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        """`env`: variables set for every command run on this host, over ours (a login's environment)."""
+        self._env = dict(env or {})
         self._dir = tempfile.TemporaryDirectory(prefix="specdash-demo-ssh-")
         self._server: asyncssh.SSHAcceptor | None = None
         self.endpoint: EmbeddedEndpoint | None = None
@@ -137,7 +143,7 @@ class EmbeddedSSHServer:
             "127.0.0.1",
             0,
             server_host_keys=[host_key],
-            process_factory=_run_command,
+            process_factory=partial(_run_command, env=self._env),
             encoding=None,
             allow_pty=False,
             x11_forwarding=False,

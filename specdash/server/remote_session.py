@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 
@@ -30,12 +31,13 @@ from specdash.core.events import (
 )
 from specdash.core.models import Phase
 from specdash.core.timeline import Timeline
+from specdash.core.verdict import verdict
 from specdash.engines.registry import make_rules
 from specdash.errors import SpecdashError
 from specdash.remote.events import Connected, ConnectionEvent, ConnectionState, Failed, Lost
 from specdash.remote.ssh import SSHHost
 from specdash.remote.ssherror import SSHError
-from specdash.server.gpu import poll_gpus
+from specdash.server.gpu import draft_architectures, gpu_inventory, poll_gpus
 from specdash.server.lifecycle import Lifecycle, RunRecord
 from specdash.server.probe_agent import HostRunner
 from specdash.server.session import Listener
@@ -76,6 +78,7 @@ class RemoteSession:
         self._status = ServerStatus(Phase.STOPPED)
         self._record: RunRecord | None = None
         self._sweep_task: asyncio.Task[object] | None = None
+        self._sweep_id = ""
         self._sweep: Sweep | None = None  # the mode being swept now: told of link losses
         self._rows: dict[tuple[str, int], LevelRow] = {}
         self._curves: dict[str, dict[int, float]] = {}
@@ -201,6 +204,7 @@ class RemoteSession:
                 raise SpecdashError("start a server first (the sweep measures the live mode)")
             modes = [self._status.mode]
         self._sweep_task = asyncio.current_task()
+        self._sweep_id = uuid.uuid4().hex[:12]  # shared by the runs of this sweep's modes (`specdash runs`)
         self._rows.clear()
         self._curves.clear()
         self.results.clear()
@@ -257,6 +261,7 @@ class RemoteSession:
             record,
             self._emit_watch,
             history=history,
+            stuck=mode.stuck if (mode := self.config.modes.get(record.mode)) is not None else None,
             on_ready=self._save_startup,
             clock=self.clock,
             state_dir=self.host_config.state_dir,
@@ -324,7 +329,14 @@ class RemoteSession:
     async def _sweep_mode(self, mode: str, config: SweepConfig, prompts: PromptSet) -> None:
         cfg = self.config.mode(mode)
         local = await self.host.forward(cfg.port)
-        meta = RunMeta(host=self.label, mode=mode, engine=cfg.engine)
+        record = self._record
+        provenance = {
+            "command": list(record.command) if record is not None and record.mode == mode else [],
+            "gpus": await gpu_inventory(self.host),
+            "sweep_id": self._sweep_id,
+            "draft_architectures": await draft_architectures(self.host, cfg),
+        }
+        meta = RunMeta(host=self.label, mode=mode, engine=cfg.engine, provenance=provenance)
 
         def progress(p: LevelProgress) -> None:
             key = (mode, p.concurrency)
@@ -352,6 +364,7 @@ class RemoteSession:
             check_link=self._link_ok,
             link_in_process=True,  # the port forward runs in this process (SSHHost)
             host_runner=self._host_runner(cfg.port) if config.probe == "host" else None,
+            on_warning=lambda text: self._emit(Notice(f"{mode}: {text}", "warning")),
         )
         if config.probe != "host":
             runner.probe = {"where": "local", "why": 'probe = "local" (the config\'s [bench] or --probe)'}
@@ -400,20 +413,9 @@ class RemoteSession:
             await self._status_changed()
 
     def _crossover_text(self) -> str:
-        if len(self._curves) < 2:
-            return ""
-        (base_name, base), (spec_name, spec) = list(self._curves.items())[:2]
-        crossover = compute_crossover(base, spec)
-        if crossover.kind is CrossoverKind.CROSSES and crossover.concurrency is not None:
-            return (
-                f"{spec_name} beats {base_name} up to C≈{crossover.concurrency:.1f}; "
-                f"disable speculation above {crossover.disable_above}"
-            )
-        if crossover.kind is CrossoverKind.NEVER_PAYS:
-            return f"{spec_name} never beats {base_name} at the measured levels"
-        if crossover.kind is CrossoverKind.ABOVE_RANGE:
-            return f"{spec_name} beats {base_name} at every measured level"
-        return ""
+        """The verdict of the modes measured so far (`core.verdict`): one mode's peak, or where a mode stops
+        beating the first one."""
+        return verdict(self._curves)
 
     def _publish_bench(self, *, running: bool) -> None:
         crossover = None

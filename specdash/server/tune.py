@@ -15,7 +15,9 @@ in any sweep, with its run id.
 baseline is the configured baseline mode, measured like a candidate in every pass.
 
 **Failures.** A crash of a candidate (the server dies, or never becomes ready) is a result: recorded
-with the crash line and the level in flight, never repeated, and the tune goes on. A cut link pauses
+with the crash line and the level in flight, never repeated, and the tune goes on. Any other failure (the
+probe cannot start on an overloaded client, a stop fails) is not the setting's: the tune stops there and
+`--resume` goes on. A cut link pauses
 the level as in a sweep (`on_link_loss = "pause"`); an SSH failure between levels waits for the
 connection to come back (up to `link_wait_s`) and runs the restart again.
 """
@@ -86,6 +88,7 @@ class TunePlan:
             "levels": list(self.levels),
             "repeats": self.repeats,
             "noise_floor": self.noise_floor,
+            "settings": [s.label for s in self.order],
         }
 
     @property
@@ -404,6 +407,10 @@ class TuneRunner:
                     if not levels:
                         return
                     continue
+                if status.crash is None and status.phase not in (Phase.CRASHED, Phase.EXITED):
+                    # Not the server's fault (the probe could not start, a stop failed...): the setting has
+                    # not failed. Stop the tune; the journal keeps everything and --resume goes on from here.
+                    raise SpecdashError(f"{candidate}: {exc.message} (run again with --resume)") from exc
                 if not self._ready_seen:  # it was restarted but never became ready: still a restart
                     record = {"type": "startup", "candidate": candidate, "repeat": repeat, "seconds": None}
                     self.journal.write(record)

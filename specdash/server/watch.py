@@ -32,6 +32,7 @@ from specdash.core.events import LogBatch, Notice, ServerStatus, SessionEvent
 from specdash.core.models import Phase
 from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import ClassifiedLine, Crashed, Exited, MetricsSeen, Ready, StartupEvent, Stuck
+from specdash.core.stuck import StuckPolicy, stuck_limits
 from specdash.core.timeline import Outcome, Timeline
 from specdash.engines.registry import make_rules
 from specdash.remote.ssh import SSHHost
@@ -68,7 +69,9 @@ class ServerWatch:
         host: The connected host.
         record: The run (from `Lifecycle.start` or `.current`).
         emit: Receives every event, on the event loop.
-        history: Past startups of this host and mode (phase -> seconds), oldest first, for the ETA.
+        history: Past startups of this host and mode (phase -> seconds), oldest first, for the ETA and the
+            stuck limits.
+        stuck: The mode's stuck rules (`[modes.NAME.stuck]`), applied over `history`.
         on_ready: Called with the finished startup's timeline when the server becomes ready.
         clock: Wall clock (epoch seconds), injectable for tests.
     """
@@ -80,6 +83,7 @@ class ServerWatch:
         emit: Callable[[SessionEvent], None],
         *,
         history: list[dict[str, float]] | None = None,
+        stuck: StuckPolicy | None = None,
         on_ready: Callable[[Timeline], None] | None = None,
         on_event: Callable[[StartupEvent], None] | None = None,
         clock: Callable[[], float] = time.time,
@@ -95,7 +99,9 @@ class ServerWatch:
         self.clock = clock
         self.state_dir = state_dir
         self.label = label or host.name
-        self.tracker = StartupTracker(record.engine, started_at=record.started_at)
+        self.tracker = StartupTracker(
+            record.engine, started_at=record.started_at, stuck_limits=stuck_limits(self.history, stuck)
+        )
         self._order = make_rules(record.engine).startup_order
         self.timeline = Timeline(engine=record.engine, start=record.started_at)
         self.state = WatchState()

@@ -30,6 +30,7 @@ from aiohttp import ClientSession, ClientTimeout, web
 
 from specdash.sim.args import SimConfig
 from specdash.sim.faults import crash_traceback, warmup_fail_lines
+from specdash.sim.gpus import write_load
 from specdash.sim.logstyle import LogWriter
 from specdash.sim.model import BASELINE, BASELINE_MAX_RUNNING, SPEC_COSTS, ThroughputModel
 from specdash.sim.presets import Preset, choose_preset
@@ -37,6 +38,8 @@ from specdash.sim.scheduler import Scheduler, SimRequest
 from specdash.sim.server import SimServer, Status
 from specdash.sim.spec_space import DraftShape, step_cost
 
+LOAD_EVERY_S = 0.5
+"""Seconds between two reports of the load to the simulated `nvidia-smi`."""
 DRAIN_POLL_S = 5.0
 """SGLang's SIGTERM watchdog period (scaled by --sim-time-scale, at least 50 ms)."""
 
@@ -336,6 +339,7 @@ class SimApp:
         if not await self._start_ranks():
             return 1
         self._spawn_task(self.scheduler.run())
+        self._spawn_task(self._report_load())
         runner = await self._bind()
         if runner is None:
             self.tree.kill_children()  # launch_server's `finally: kill_process_tree(..., include_parent=False)`
@@ -343,6 +347,12 @@ class SimApp:
         self._spawn_task(self._warmup())
         await asyncio.Event().wait()
         return 0
+
+    async def _report_load(self) -> None:
+        """Not SGLang behaviour: the simulated `nvidia-smi` reads the load from here (see `sim.gpus`)."""
+        while True:
+            write_load(len(self.scheduler.running), self.scheduler.model.max_running)
+            await asyncio.sleep(LOAD_EVERY_S)
 
     async def _exit_with(self, pid: int) -> None:
         """Not SGLang behaviour: the demo's simulator follows the demo out, even when the demo was killed."""

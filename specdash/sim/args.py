@@ -17,7 +17,7 @@ from typing import Any
 
 from specdash.engines.spec_settings import SpecSetting, check_sglang
 from specdash.errors import UsageError
-from specdash.sim.faults import Faults, parse_faults
+from specdash.sim.faults import Faults, faults_epilog, parse_faults
 
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "NGRAM", "STANDALONE")
 LOG_STYLES = ("sglang-0.5", "sglang-2026")
@@ -59,7 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sim.add_argument("--sim-speed", type=float, default=1.0, help="divides decode step times (stress tests only)")
     sim.add_argument("--sim-seed", type=int, default=0, help="seeds timing jitter, acceptance and early stops")
     sim.add_argument("--sim-log-style", choices=LOG_STYLES, default="sglang-0.5")
-    sim.add_argument("--sim-fault", action="append", default=[], metavar="FAULT", help="see specdash.sim.faults")
+    sim.add_argument(
+        "--sim-fault", action="append", default=[], metavar="FAULT", help="inject a fault (repeatable; listed below)"
+    )
     sim.add_argument("--sim-disable-spec-above", type=int, default=None, metavar="N")
     sim.add_argument(
         "--sim-request-log",
@@ -68,7 +70,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="append one JSON line per finished request (ground truth)",
     )
     sim.add_argument("--sim-exit-with", type=int, default=None, metavar="PID", help="exit when PID is gone (demo)")
+    parser.epilog = f"{faults_epilog()}\n\n{NVIDIA_SMI_NOTE}"
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     _keep_unknown(parser)
+
+
+NVIDIA_SMI_NOTE = (
+    "GPU panel: the simulator's TP ranks report pretend GPUs (memory by startup phase, utilisation by load)\n"
+    "to a simulated nvidia-smi. On a host without GPUs, install it where SSH commands find it, e.g.\n"
+    "  python3 -m specdash.sim.gpus --install /usr/local/bin"
+)
 
 
 def _keep_unknown(parser: argparse.ArgumentParser) -> None:

@@ -34,6 +34,26 @@ HANG_PHASES: tuple[str, ...] = (
 )
 """Phases `hang-at=` accepts, in startup order."""
 
+FAULT_HELP: tuple[tuple[str, str], ...] = (
+    ("crash-at-batch=N", "a decode step with more than N running requests crashes TP0 (tensor-size RuntimeError)"),
+    ("oom-at-capture", "CUDA out of memory in the target CUDA graph capture, then SGLang's SIGQUIT exit"),
+    ("hang-at=PHASE", f"stop, alive and silent, on entering PHASE: {', '.join(HANG_PHASES)}"),
+    ("port-in-use", "uvicorn's bind fails after the whole load ([Errno 98]), exit 1"),
+    ("warmup-fail", "the warmup request fails with a 502, exit status -9"),
+    ("slow-health[=S]", "every health probe answers after S seconds (default 25; from 20 s: 503)"),
+    ("spec-diverge=N", "greedy output differs from the target's at token N (a lossy verify step)"),
+)
+"""Every `--sim-fault`, one line each (for `specdash sim --help` and the error for an unknown one)."""
+
+
+def faults_epilog() -> str:
+    """The `--sim-fault` list as `specdash sim --help` prints it."""
+    width = max(len(name) for name, _ in FAULT_HELP)
+    return "faults (--sim-fault FAULT, repeatable):\n" + "\n".join(
+        f"  {name:<{width}}  {text}" for name, text in FAULT_HELP
+    )
+
+
 SGL = "/sgl-workspace/sglang/python/sglang/srt"
 """Source root shown in tracebacks (the path of SGLang's official Docker image)."""
 
@@ -54,6 +74,8 @@ class Faults:
     """Fail the warmup request with a 502."""
     slow_health: float | None = None
     """Seconds every health probe takes."""
+    spec_diverge: int | None = None
+    """Speculative modes only: greedy output differs from the target's at this token (a lossy verify bug)."""
 
 
 def parse_faults(specs: list[str]) -> Faults:
@@ -76,14 +98,18 @@ def parse_faults(specs: list[str]) -> Faults:
                 kw["port_in_use"] = True
             elif name == "warmup-fail" and not value:
                 kw["warmup_fail"] = True
+            elif name == "spec-diverge":
+                kw["spec_diverge"] = int(value)
+                if kw["spec_diverge"] < 0:  # type: ignore[operator]
+                    raise ValueError(spec)
             elif name == "slow-health":
                 kw["slow_health"] = float(value) if value else 25.0
             else:
                 raise ValueError(spec)
         except ValueError:
             raise UsageError(
-                f"--sim-fault {spec!r}: expected crash-at-batch=N, oom-at-capture, hang-at=PHASE "
-                f"({', '.join(HANG_PHASES)}), port-in-use, warmup-fail or slow-health[=SECONDS]"
+                f"--sim-fault {spec!r}: expected one of {', '.join(name for name, _ in FAULT_HELP)} "
+                f"(PHASE: {', '.join(HANG_PHASES)})"
             ) from None
     return Faults(**kw)  # type: ignore[arg-type]
 

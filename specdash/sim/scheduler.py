@@ -57,6 +57,11 @@ class SimRequest:
     finished_at: float | None = None
     emitted: list[tuple[float, int]] = field(default_factory=list)
     """(monotonic time, cumulative tokens) at every step that produced tokens: the request log's ground truth."""
+    word_seed: str | None = None
+    """Greedy requests (temperature 0): the words follow from the prompt alone, so every mode (speculative or
+    not) writes the same text for the same prompt, as lossless speculative decoding must. Else from `rid`."""
+    diverge_at: int | None = None
+    """Fault `spec-diverge=N`: token N differs from the greedy text (a lossy verify step)."""
     _waiter: asyncio.Future[None] | None = None
     _word_rng: random.Random | None = None
 
@@ -88,10 +93,12 @@ class SimRequest:
         n = max(0, min(n, limit - have))
         rng = self._word_rng
         if rng is None:
-            rng = self._word_rng = random.Random(self.rid)
+            rng = self._word_rng = random.Random(self.word_seed if self.word_seed is not None else self.rid)
         pieces = []
-        for _ in range(n):
+        for k in range(have, have + n):
             i = int(rng.random() * len(WORDS))
+            if k == self.diverge_at:
+                i = (i + 1) % len(WORDS)
             self.output_ids.append(1000 + i)
             pieces.append(" " + WORDS[i])
         self.text += "".join(pieces)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import hashlib
 import json
 import random
 import time
@@ -80,8 +81,16 @@ class SimServer:
         if hook is not None:
             hook()
 
-    def new_request(self, prompt_tokens: int, max_new: int, ignore_eos: bool, internal: bool = False) -> SimRequest:
-        """A request with a seeded natural stopping point unless `ignore_eos`."""
+    def new_request(
+        self,
+        prompt_tokens: int,
+        max_new: int,
+        ignore_eos: bool,
+        internal: bool = False,
+        greedy_prompt: str | None = None,
+    ) -> SimRequest:
+        """A request with a seeded natural stopping point unless `ignore_eos`; `greedy_prompt` (temperature 0)
+        makes its text a function of the prompt alone (see `SimRequest.word_seed`)."""
         self._rid_counter += 1
         if internal:
             rid = f"HEALTH_CHECK_{time.time()}"
@@ -97,6 +106,10 @@ class SimServer:
             max_new_tokens=max(1, max_new),
             stop_at=stop_at,
             internal=internal,
+            word_seed=None if greedy_prompt is None else hashlib.sha256(greedy_prompt.encode()).hexdigest(),
+            diverge_at=self.c.faults.spec_diverge
+            if greedy_prompt is not None and self.c.speculative_algorithm
+            else None,
         )
 
     def server_args(self) -> dict[str, Any]:
@@ -322,7 +335,8 @@ class SimServer:
             prompt = len(body["input_ids"])
         else:
             prompt = _estimate_tokens(str(body.get("text") or ""))
-        req = self.new_request(prompt, int(sp.get("max_new_tokens") or 128), bool(sp.get("ignore_eos")))
+        greedy = str(body.get("text") or body.get("input_ids")) if sp.get("temperature") == 0 else None
+        req = self.new_request(prompt, int(sp.get("max_new_tokens") or 128), bool(sp.get("ignore_eos")), False, greedy)
         self.sched.submit(req)
         if not body.get("stream"):
             await req.wait_progress(req.max_new_tokens + 1)
@@ -369,7 +383,10 @@ class SimServer:
             prompt = _estimate_tokens(str(body.get("prompt") or ""))
             max_new = body.get("max_tokens")
             default_max = 16
-        req = self.new_request(prompt, int(max_new or default_max), bool(body.get("ignore_eos")))
+        greedy = None
+        if body.get("temperature") == 0:
+            greedy = json.dumps(body.get("messages")) if chat else str(body.get("prompt") or "")
+        req = self.new_request(prompt, int(max_new or default_max), bool(body.get("ignore_eos")), False, greedy)
         self.sched.submit(req)
         model = body.get("model") or self.c.served_model_name
         kind = "chat.completion" if chat else "text_completion"

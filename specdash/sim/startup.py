@@ -23,6 +23,7 @@ from typing import NoReturn
 
 from specdash.sim.args import SimConfig
 from specdash.sim.faults import oom_capture_traceback
+from specdash.sim.gpus import GpuState, gpu_index, write_gpu
 from specdash.sim.logstyle import LogWriter, capture_bar, shard_bar
 from specdash.sim.model import BASELINE_MAX_RUNNING
 from specdash.sim.presets import Preset, capture_batch_sizes, choose_preset
@@ -90,6 +91,13 @@ class RankScript:
         self.mine = random.Random(config.seed * 1000 + rank)  # this rank's own jitter
         self.t = 0.0
         self.avail = self.p.gpu_total_gb + self.mine.uniform(-0.05, 0.05)
+        self.gpu = gpu_index(rank)
+
+    def report(self, util: float, held_gb: float = 0.0, *, serving: bool = False) -> None:
+        """Tell the simulated `nvidia-smi` what this rank's GPU holds (plus `held_gb` not yet in `avail`)."""
+        used_gb = max(0.0, self.p.gpu_total_gb - self.avail + held_gb)
+        total = self.p.gpu_total_gb * 1031.0  # nvidia-smi's MiB for torch's GB (81,559 for 79.11)
+        write_gpu(GpuState(self.gpu, used_gb * 1031.0, util, serving, os.getppid(), total))
 
     def jit(self, seconds: float) -> float:
         """A planned (unscaled) phase duration with +-10% seeded jitter."""
@@ -123,6 +131,7 @@ class RankScript:
     def run(self) -> None:
         """The whole per-rank script."""
         c, p, s26 = self.c, self.p, self.log.style_2026
+        self.report(0.0)
         self.advance(self.jit(p.pre_s))
         self.say("Init torch distributed begin.")
         self.hang_check("dist-init")
@@ -137,6 +146,7 @@ class RankScript:
         self.avail -= dist_mem
         elapsed = f"elapsed={dist:.2f} s, " if s26 else ""
         self.say(f"Init torch distributed ends. {elapsed}mem usage={dist_mem:.2f} GB")
+        self.report(1.0)
         self.advance(0.5)
         self.load_weights(p.architecture, p.weight_gb, self.jit(p.weights_s), p.shards, "weights")
         self.allocate_kv(p.kv_tokens, p.kv_gb, self.jit(p.kv_s), "kv-cache", first=True)
@@ -166,6 +176,7 @@ class RankScript:
             f"max_running_requests={max_running}, context_len={context}, available_gpu_mem={self.avail:.2f} GB",
             all_ranks=False,
         )
+        self.report(0.0, serving=True)  # from here the server's load sets utilisation
 
     def load_weights(self, arch: str, gb: float, seconds: float, shards: int, phase: str) -> None:
         """`Load weight begin` -> rank 0's shard bar -> `Load weight end` (all ranks)."""
@@ -173,12 +184,15 @@ class RankScript:
         self.hang_check(phase)
         start = self.t
         real = self.advance(seconds)
-        if self.rank == 0 and shards > 1:
-            for n in range(shards + 1):
-                self.clock.until(start + BAR_DELAY + real * n / shards)
+        # Every rank's memory grows shard by shard (reading safetensors keeps the GPU mostly idle); only
+        # rank 0 draws the bar.
+        for n in range(shards + 1):
+            self.clock.until(start + BAR_DELAY + real * n / shards)
+            self.report(6.0 + 8.0 * (n % 2), gb * n / shards)
+            if self.rank == 0 and shards > 1:
                 self.bar(shard_bar(n, shards, seconds * n / shards), newline_style=not self.log.style_2026)
-            if self.log.style_2026:
-                self.log.raw("\n")
+        if self.rank == 0 and shards > 1 and self.log.style_2026:
+            self.log.raw("\n")
         self.avail -= gb
         elapsed = f"elapsed={seconds:.2f} s, " if self.log.style_2026 else ""
         self.say(
@@ -201,6 +215,7 @@ class RankScript:
         else:
             size = f"K size: {gb / 2:.2f} GB, V size: {gb / 2:.2f} GB"
         self.say(f"KV Cache is allocated. {dtype}#tokens: {tokens}, {size}")
+        self.report(2.0)
         self.say(f"Memory pool end. avail mem={self.avail:.2f} GB")
 
     def capture(
@@ -227,6 +242,7 @@ class RankScript:
                 f"avail mem={self.avail:.2f} GB"
             )
         self.hang_check(phase)
+        self.report(93.0)  # capturing runs the model for every batch size: the GPU is busy
         start = self.t
         planned = [self.jit(per_bs) for _ in sizes]
         total_planned = sum(planned)
@@ -249,12 +265,14 @@ class RankScript:
             if self.rank == 0:
                 self.clock.until(start + BAR_DELAY + real * done / total_planned)
                 self.bar(capture_bar(bs, self.avail - gb * i / total, i, total, done), newline_style=False)
+                self.report(90.0 + 8.0 * (i % 2), gb * i / total)
             done += planned[i]
         if self.rank == 0:
             self.clock.until(self.t + BAR_DELAY)
             self.bar(capture_bar(sizes[0], self.avail - gb, total, total, done), newline_style=False)
             self.log.raw("\n")
         self.avail -= gb
+        self.report(4.0)
         if s26:
             self.say(
                 f"Capture {new_name} CUDA graph end. elapsed={done:.2f} s, mem usage={gb:.2f} GB, "

@@ -56,6 +56,7 @@ AUTOPLAY_LEVELS = (1, 2, 5, 10)
 APP_BINDINGS: list[Binding] = [
     Binding("question_mark", "help", "Help", id="help", tooltip="List every key"),
     Binding("q", "quit", "Quit", id="quit", tooltip="Quit specdash (asks first while a sweep runs)"),
+    Binding("T", "tune", "Tune", id="tune", tooltip="The newest speculation tune's policy (specdash tune)", show=False),
 ]
 
 
@@ -255,6 +256,18 @@ class SpecdashApp(App[None]):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self.help_sections(), self.quit_note))
 
+    def action_tune(self) -> None:
+        self._load_tune()
+
+    @work(thread=True, exclusive=True, group="tune-view", exit_on_error=False)
+    def _load_tune(self) -> None:
+        from specdash.server.tune import Journal
+        from specdash.server.tune_report import load_latest
+        from specdash.ui.screens.tune import TuneScreen
+
+        report = load_latest(Journal.default_dir())  # a small local file, but still off the event loop
+        self.call_from_thread(self.push_screen, TuneScreen(report))
+
     def help_sections(self) -> list[tuple[str, list[HelpRow]]]:
         """Every binding, grouped, with the keys the keymap gives it."""
         sections = [(title, self._rows(bindings)) for title, bindings in DashboardScreen.HELP_SECTIONS]
@@ -317,6 +330,7 @@ class SpecdashApp(App[None]):
                         binding.description, binding.tooltip, partial(dashboard.run_action, binding.action)
                     )
         yield SystemCommand("Help", "List every key", self.action_help)
+        yield SystemCommand("Tune", "The newest speculation tune's policy (specdash tune)", self.action_tune)
 
 
 def make_app(

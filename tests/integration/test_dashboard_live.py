@@ -23,6 +23,7 @@ from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession
 from specdash.ui.app import SpecdashApp, make_app
 from specdash.ui.screens.confirm import ConfirmScreen, LevelsScreen
+from specdash.ui.widgets.gpu import GpuPanel
 from specdash.ui.widgets.logview import LogView
 from tests.integration.conftest import target
 from tests.sshd import Sshd
@@ -83,6 +84,12 @@ async def test_start_watch_sweep_switch_over_the_real_stack() -> None:
         assert any("LOADING WEIGHTS" in p or "CAPTURING" in p for p in phases_seen), phases_seen
         shown = app.screen.query_one(LogView).shown
         assert any("fired up and ready to roll" in line.text for line in shown)
+        # The demo's host serves the simulator's nvidia-smi: the GPU panel shows the 8 GPUs the TP=8 server
+        # holds, through the same poll a real host gets.
+        gpus = app.screen.query_one("#gpus", GpuPanel)
+        await wake.until(lambda: gpus.stats is not None and len(gpus.stats.gpus) == 8)
+        assert gpus.display and gpus.stats is not None
+        assert all(g.mem_used_mib > 0.5 * g.mem_total_mib for g in gpus.stats.gpus), gpus.stats
 
         await pilot.press("b")
         await wake.until(lambda: isinstance(app.screen, LevelsScreen))

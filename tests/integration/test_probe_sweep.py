@@ -165,7 +165,7 @@ async def test_cli_bench_compare_export(server: FakeServer, tmp_path: Path) -> N
     result = json.loads(out)
     assert result["run_id"] == 2 and [lv["stats"]["completed"] for lv in result["levels"]] == [4, 4]
     rc, out, _ = await cli("compare", "1", "2")
-    assert rc == 0 and "base#1" in out and "spec#2" in out and "ratio" in out
+    assert rc == 0 and "base#1" in out and "spec#2" in out and "speedup" in out and "verdict: spec" in out
     rc, out, _ = await cli("export", "2", "--json")
     assert rc == 0 and json.loads(out)["levels"][1]["max_concurrency"] == 2
     # Repeats: three more runs of `spec`, pooled per level (median ± MAD); compare pools repeated modes too.
@@ -365,3 +365,40 @@ def test_link_loss_policy_is_validated() -> None:
         SweepConfig(on_link_loss="retry")
     with pytest.raises(UsageError, match="link_wait"):
         SweepConfig(link_wait_s=0)
+
+
+async def test_guards_warn_before_the_first_level_and_slo_and_provenance_are_stored(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    from specdash.bench.store import RunMeta
+    from specdash.core.slo import parse_slo
+
+    server.config.max_running_requests = 2
+    warned: list[str] = []
+    levels_seen: list[int] = []
+    slo = parse_slo("ttft_p90=10s,tpot_p90=10s")
+    with Store(tmp_path / "s.db") as store:
+        meta = RunMeta(host="h", mode="eagle3", provenance={"command": ["sglang", "--cuda-graph-max-bs", "2"]})
+
+        def level_done(r: LevelResult) -> None:
+            levels_seen.append(r.concurrency)
+            assert warned  # the warnings came before the first level finished
+
+        res = await run_sweep(server.url, config((1, 4), requests_per_level=8, slo=slo), load_prompts("chat"), store,
+                              on_level_done=level_done, run_meta=meta, on_warning=warned.append)  # fmt: skip
+        assert levels_seen == [1, 4]
+        assert len(warned) == 2
+        assert "level 4 above the server's --cuda-graph-max-bs 2" in warned[0]
+        assert "level 4 above the server's --max-running-requests 2" in warned[1]
+        for lv in res.levels:
+            assert lv.slo is not None and lv.slo.meets and lv.slo.attainment == 1.0
+            assert lv.slo.token_goodput > 0
+        assert res.run_id is not None
+        run = store.run(res.run_id)
+        assert run is not None and run.meta.provenance is not None
+        prov = run.meta.provenance
+        assert prov["guards"] == warned and prov["slo"] == slo.spec()
+        assert prov["command"] == ["sglang", "--cuda-graph-max-bs", "2"]
+        assert prov["workload"]["prompt_hash"] == load_prompts("chat").sha256 and len(prov["fingerprint"]) == 16
+        stored = store.levels(res.run_id)[0].result["slo"]
+        assert stored["meets"] and stored["attainment"] == 1.0

@@ -94,10 +94,16 @@ async def test_bench_update_fills_table_curves_and_notes(build: AppFactory) -> N
         assert not panel.has_class("-empty")
         table = app.screen.query_one("#bench-table", DataTable)
         assert table.row_count == len(sc.ROWS)
-        assert table.get_row_at(5) == list(row_cells(sc.ROWS[5]))
+        first = next(iter(sc.BENCH.curves))
+        reference = dict(sc.BENCH.curves[first])
+        assert table.get_row_at(5) == list(row_cells(sc.ROWS[5], reference if sc.ROWS[5].mode != first else None))
+        done_spec = next(r for r in sc.ROWS if r.mode != first and r.status == "done" and r.concurrency in reference)
+        speedup = row_cells(done_spec, reference)[4]
+        assert speedup == f"{(done_spec.tok_s or 0) / reference[done_spec.concurrency]:.2f}×"
         assert table.cursor_row == 5  # the running level
         assert "client and server disagree by 14 %" in str(app.screen.query_one("#bench-notes", Label).render())
-        assert app.screen.query_one(CurvesChart).border_subtitle == sc.BENCH.crossover_text
+        verdict = app.screen.query_one("#bench-verdict", Label)
+        assert str(verdict.render()) == f"▶ {sc.BENCH.crossover_text}"
         assert app.screen.query_one(LiveChart).border_title == "live tok/s · eagle3 C=5"
 
 
@@ -212,3 +218,45 @@ async def test_charts_survive_degenerate_data(build: AppFactory, ticks: list[Ben
         session.emit(BenchUpdate(rows=(), curves={"eagle3": ((1, 300.0),), "baseline": ((1, 200.0),)}, crossover=1.0))
         await pilot.pause()
         assert "chart unavailable" not in str(app.screen.query_one(CurvesChart).render())
+
+
+async def test_live_chart_colours_stay_distinct_and_time_bounded_levels_say_so(build: AppFactory) -> None:
+    app, session = build(sc.ready_with_bench()[:4])
+    async with app.run_test(size=SIZE) as pilot:
+        from specdash.core.events import BenchTick
+
+        chart = app.screen.query_one(LiveChart)
+        session.emit(*(BenchTick("eagle3", c, 3.0, 100.0, 48, 0) for c in (1, 2, 5, 10, 20, 50)))
+        await pilot.pause()
+        slots = [chart._slot[key] for key in chart._series]
+        assert len(set(slots)) == len(slots) == 4
+        colours = chart.colours()
+        assert len({colours[i % len(colours)] for i in slots}) == 4
+        assert chart.border_subtitle == "48 requests done · 3 s"
+
+
+async def test_p_cycles_the_curves_chart(build: AppFactory) -> None:
+    app, session = build(sc.ready_with_bench()[:4])
+    async with app.run_test(size=SIZE) as pilot:
+        session.emit(sc.BENCH)
+        await pilot.pause()
+        chart = app.screen.query_one(CurvesChart)
+        for expected in ("speedup", "Pareto", "tok/s by concurrency"):
+            await pilot.press("p")
+            await pilot.pause()
+            assert str(chart.border_title).startswith(expected)
+            assert "chart unavailable" not in str(chart.render())
+
+
+def test_notes_raise_the_acceptance_alarm_for_a_mode_stuck_near_one() -> None:
+    from specdash.core.events import LevelRow
+    from specdash.ui.widgets.bench import notes_text
+
+    rows = (
+        LevelRow("baseline", 1, "done", tok_s=100.0),
+        LevelRow("eagle", 1, "done", tok_s=90.0, accept_length=1.0),
+        LevelRow("eagle", 2, "done", tok_s=150.0, accept_length=1.02),
+        LevelRow("eagle3", 1, "done", tok_s=180.0, accept_length=2.9),
+    )
+    text = notes_text(rows)
+    assert text.count("⚠") == 1 and "eagle: mean accept length stays at 1.02" in text

@@ -197,3 +197,21 @@ async def test_screenshot_goes_to_a_directory_that_exists(
         await pilot.pause()
         await pilot.pause()
     assert (tmp_path / "new" / "dir" / "shot.svg").read_text().startswith("<svg")
+
+
+async def test_new_keys_are_in_help_and_remappable(build: AppFactory) -> None:
+    app, _ = build(sc.ready_with_bench(), keymap={"zoom": "Z", "wrap": "W"})
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        rows = {description: keys for _title, section in app.help_sections() for keys, description, _ in section}
+        assert rows["Zoom"] == "Z" and rows["Wrap"] == "W" and rows["Down"] == "j" and rows["Times"] == "t"
+        assert rows["Page"] == "v" and rows["Top"] == "g" and rows["Bottom"] == "G"
+        view = app.screen.query_one(LogView)
+        await pilot.press("W")
+        assert view.wrap
+        view.focus()
+        await pilot.press("Z")
+        assert app.screen.maximized is not None
+        await pilot.press("Z")
+        await pilot.press("enter")  # enter in the log zooms it too
+        assert app.screen.maximized is app.screen.query_one(LogPanel)

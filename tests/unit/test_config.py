@@ -10,6 +10,7 @@ import pytest
 
 from specdash import config
 from specdash.cli.config import example_text
+from specdash.core.models import Phase
 from specdash.engines.registry import names
 from specdash.errors import UsageError
 
@@ -82,6 +83,10 @@ BAD = [
     ("ui bell", "[ui]\nbell = 'yes'\n", "[ui] bell: must be true or false"),
     ("keymap", "[keymap]\nstart = 1\n", "[keymap] start: must be a string of keys"),
     ("stop_timeout", BASE + '[modes.c]\nextends = "base"\nstop_timeout = -1\n', "[modes.c] stop_timeout: -1"),
+    ("stuck phase", BASE + "[modes.base.stuck]\ncompiling = 60\n", "[modes.base.stuck] compiling: neither factor"),
+    ("stuck factor", BASE + "[modes.base.stuck]\nfactor = 0.5\n", "[modes.base.stuck] factor: 0.5 is out of range"),
+    ("stuck type", BASE + '[modes.base.stuck]\nwarming_up = "1m"\n', "[modes.base.stuck] warming_up: must be a number"),
+    ("stuck table", BASE + "[modes.c]\nextends = 'base'\nstuck = 3\n", "[modes.c.stuck] must be a table"),
 ]
 
 
@@ -92,6 +97,17 @@ def test_bad_config_names_file_table_and_key(case: str, text: str, message: str)
     assert str(P) in info.value.message
     assert message in info.value.message
     assert info.value.exit_code == 2
+
+
+def test_stuck_rules_per_mode_are_inherited_and_overridden() -> None:
+    text = BASE.replace("[modes.base]", '[modes.base]\nstuck = { factor = 4, "capturing CUDA graphs" = 900 }')
+    cfg = config.parse(
+        text + '[modes.c]\nextends = "base"\n[modes.c.stuck]\nfloor = 30\ndist-init = 45\n', P, engines=ENGINES
+    )
+    child = cfg.mode("c").stuck
+    assert (child.factor, child.floor) == (4.0, 30.0)
+    assert dict(child.fixed) == {Phase.CAPTURING_GRAPHS: 900.0, Phase.DIST_INIT: 45.0}
+    assert cfg.mode("base").stuck.floor == 120.0
 
 
 def test_unknown_mode_lists_known_modes() -> None:
@@ -118,3 +134,23 @@ def test_config_init_then_check(tmp_path: Path) -> None:
     assert again.returncode == 2 and "already exists" in again.stderr
     ok = subprocess.run([*run, "check", "--config", str(path)], capture_output=True, text=True)
     assert ok.returncode == 0 and "7 mode(s)" in ok.stdout
+
+
+def test_the_commented_simulator_block_is_a_working_config() -> None:
+    # `config init` writes it commented out; uncommented it must be valid and launch the simulator.
+    from specdash.server.launch import launch_argv
+
+    lines = example_text().splitlines()
+    start = lines.index("# [hosts.mybox]")
+    end = lines.index("# [keymap]")
+    block = "\n".join(line[2:] if line.startswith("# ") else line.lstrip("#") for line in lines[start:end])
+    cfg = config.parse(block, P, engines=ENGINES)
+    crash = cfg.mode("sim-crash")
+    argv = launch_argv(crash, cfg.hosts["mybox"])
+    assert argv[:5] == ["specdash-venv/bin/python", "-m", "specdash", "sim", "--model-path"]
+    assert "--sim-fault" in argv and "EAGLE3" in argv and "--enable-metrics" in argv
+    assert {m.launcher for m in cfg.modes.values()} == {("specdash-venv/bin/python", "-m", "specdash", "sim")}
+    from specdash.cli import build_parser
+
+    parsed = build_parser().parse_args(argv[3:])  # what the simulator on the host will parse
+    assert parsed.sim_fault == ["crash-at-batch=10"] and parsed.speculative_algorithm == "EAGLE3"

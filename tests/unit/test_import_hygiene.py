@@ -15,6 +15,7 @@ CORE_PACKAGES = [
     "specdash.bench",
     "specdash.sim",
     "specdash.cli",
+    "specdash.report",
 ]
 
 

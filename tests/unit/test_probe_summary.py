@@ -192,3 +192,26 @@ def test_cli_usage_errors_exit_2_without_traceback(argv: list[str]) -> None:
     out = subprocess.run([sys.executable, "-m", "specdash", *argv], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2, out.stderr
     assert "Traceback" not in out.stderr and "error" in out.stderr
+
+
+def test_acceptance_per_position_and_draft_share() -> None:
+    text = (
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="0"} 40\n'
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="1",position="0"} 20\n'
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="1"} 30\n'
+    )
+    after = parse_prometheus(text)
+    assert after["vllm:spec_decode_num_accepted_tokens_per_pos_total"] == 90
+    assert after["vllm:spec_decode_num_accepted_tokens_per_pos_total{position=0}"] == 60
+    before = {k: 0.0 for k in after} | {"vllm:spec_decode_num_drafts_total": 0.0,
+              "vllm:spec_decode_num_accepted_tokens_total": 0.0, "vllm:generation_tokens_total": 0.0}  # fmt: skip
+    after |= {"vllm:spec_decode_num_drafts_total": 100.0, "vllm:spec_decode_num_accepted_tokens_total": 90.0,
+              "vllm:generation_tokens_total": 190.0}  # fmt: skip
+    v = level_view(before, after, [], 1.0, None, None)
+    assert v.accept_per_position == pytest.approx((0.6, 0.3))
+    assert v.draft_share == pytest.approx(90 / 190)
+    # SGLang: every verify step yields one token of the target's own; the rest came from drafts.
+    s = level_view({"sglang:generation_tokens_total": 0.0, "sglang:spec_verify_calls_total": 0.0},
+                   {"sglang:generation_tokens_total": 300.0, "sglang:spec_verify_calls_total": 100.0}, [], 1.0,
+                   None, None)  # fmt: skip
+    assert s.draft_share == pytest.approx(2 / 3) and s.accept_length == pytest.approx(3.0)

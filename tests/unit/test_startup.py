@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from specdash.core.models import Phase, Progress
-from specdash.core.startup import DEFAULT_STUCK_TIMEOUTS, StartupTracker
+from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import (
     Crashed,
     Exited,
@@ -20,6 +20,7 @@ from specdash.core.startup_events import (
     Stuck,
     Suspect,
 )
+from specdash.core.stuck import DEFAULT_STUCK_TIMEOUTS
 from specdash.core.timeline import Outcome, Timeline
 from specdash.engines.metrics import BatchStats
 

@@ -301,6 +301,8 @@ class DashboardScreen(Screen[None]):
                 return len(modes.marked) > 1 and not sweeping
             case "cancel_sweep":
                 return sweeping
+            case "chart_view":
+                return self.query_one(BenchPanel).has_data
             case "search_next" | "search_previous":
                 return bool(self.query_one(LogPanel).view.needle)
             case "page":
@@ -430,6 +432,9 @@ class DashboardScreen(Screen[None]):
             "Cancel sweep",
             lambda: self._run("cancel sweep", self.session.cancel_sweep),
         )
+
+    def action_chart_view(self) -> None:
+        self.query_one(BenchPanel).cycle_chart()
 
     def action_follow(self) -> None:
         view = self.query_one(LogPanel).view

@@ -43,6 +43,7 @@ BENCH_BINDINGS = [
     _b("b", "sweep", "Sweep", "sweep", "Run a concurrency sweep on the live mode (levels editable)"),
     _b("a", "ab", "A/B", "ab", "Sweep every marked mode in turn (restarts the server between them)"),
     _b("escape", "cancel_sweep", "Cancel sweep", "cancel-sweep", "Stop the running sweep; finished levels are kept"),
+    _b("p", "chart_view", "Chart", "chart-view", "Switch the curves chart: tok/s by C, speedup, Pareto"),
 ]
 LOG_BINDINGS = [
     _b("f", "follow", "Follow", "follow", "Keep the newest log line in view, or stop scrolling", show=False),
@@ -58,6 +59,8 @@ VIEW_BINDINGS = [
     _b("k", "move('up')", "Up", "up", "Move up in the focused panel (the log when none is)", group=_MOVE),
     _b("g", "move('top')", "Top", "top", "Go to the first line of the focused panel", show=False),
     _b("G", "move('bottom')", "Bottom", "bottom", "Go to the last line (in the log: follow again)", show=False),
-    _b("z", "zoom", "Zoom", "zoom", "Show the focused panel on the whole screen (again or esc: back)"),
+    _b(
+        "z", "zoom", "Zoom", "zoom", "The focused panel on the whole screen (in the log also enter); again or esc: back"
+    ),
     _b("v", "page", "Page", "page", "Small terminals: switch between server + log and sweep + charts"),
 ]

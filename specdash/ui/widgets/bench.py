@@ -1,32 +1,40 @@
-"""The bench area: the level table (client and server figures side by side) and the two charts."""
+"""The bench area: the level table (client and server figures side by side, speedup against the first mode),
+the verdict line (wrapped, never cut), the warnings, and the two charts."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.widgets import DataTable, Label
 
+from specdash.core.acceptance import accept_alarm
 from specdash.core.events import BenchTick, BenchUpdate, LevelRow
 from specdash.ui.format import rate
 from specdash.ui.widgets.charts import CurvesChart, LiveChart
 
-COLUMNS = ("", "mode", "C", "tok/s", "server", "accept", "TTFT", "ok")
+COLUMNS = ("", "mode", "C", "tok/s", "×", "server", "accept", "TTFT", "ok")
 
 STATUS_GLYPH = {"pending": "·", "warmup": "…", "running": "▶", "paused": "‖", "done": "✓", "failed": "✗"}
 """One cell for the level's state (the table is narrow at 120 columns): ▶ running, ✓ done, ✗ failed."""
 
 
-def row_cells(row: LevelRow) -> tuple[str, ...]:
-    """One level as table cells: the client's tok/s beside the server's, acceptance length, warning."""
+def row_cells(row: LevelRow, reference: Mapping[int, float] | None = None) -> tuple[str, ...]:
+    """One level as table cells: the client's tok/s, its speedup over `reference` (C -> the first mode's
+    tok/s; blank for the first mode itself), the server's tok/s, acceptance length, TTFT, requests."""
     ttft = "-" if row.ttft_p50_ms is None else f"{row.ttft_p50_ms:,.0f}ms"
     accept = "-" if row.accept_length is None else f"{row.accept_length:.2f}"
     ok = str(row.ok) if not row.failed else f"{row.ok}/{row.failed}✗"
+    ref = (reference or {}).get(row.concurrency)
+    speedup = f"{row.tok_s / ref:.2f}×" if ref and row.tok_s is not None and row.status == "done" else ""
     return (
         STATUS_GLYPH.get(row.status, "?"),
         row.mode,
         str(row.concurrency),
         rate(row.tok_s),
+        speedup,
         rate(row.server_tok_s),
         accept,
         ttft,
@@ -35,8 +43,14 @@ def row_cells(row: LevelRow) -> tuple[str, ...]:
 
 
 def notes_text(rows: tuple[LevelRow, ...]) -> str:
-    """The levels' warnings, one line each (under the table, where they are never cut off)."""
-    return "\n".join(f"⚠ {row.mode} C={row.concurrency}: {row.warning}" for row in rows if row.warning)
+    """The levels' warnings, one line each (under the table, where they are never cut off), and the alarm for
+    a mode whose drafts are almost never accepted (`core.acceptance`)."""
+    lines = [f"⚠ {row.mode} C={row.concurrency}: {row.warning}" for row in rows if row.warning]
+    for mode in dict.fromkeys(row.mode for row in rows):
+        alarm = accept_alarm(mode, [r.accept_length for r in rows if r.mode == mode and r.status == "done"])
+        if alarm is not None:
+            lines.append(f"⚠ {alarm}")
+    return "\n".join(lines)
 
 
 class BenchTable(DataTable[str]):
@@ -48,11 +62,16 @@ class BenchTable(DataTable[str]):
         self.zebra_stripes = True
         self.add_columns(*COLUMNS)
 
-    def show_rows(self, rows: tuple[LevelRow, ...]) -> None:
+    def show_rows(
+        self, rows: tuple[LevelRow, ...], curves: Mapping[str, tuple[tuple[int, float], ...]] | None = None
+    ) -> None:
         """Replace every row (a sweep has tens of levels at most, so redrawing all is cheap)."""
         self.clear()
+        modes = list(curves or {})
+        reference = dict((curves or {})[modes[0]]) if len(modes) >= 2 else None
         for row in rows:
-            self.add_row(*row_cells(row), key=f"{row.mode}@{row.concurrency}")
+            ref = reference if modes and row.mode != modes[0] else None
+            self.add_row(*row_cells(row, ref), key=f"{row.mode}@{row.concurrency}")
         running = [i for i, row in enumerate(rows) if row.status in ("warmup", "running", "paused")]
         if running:
             self.move_cursor(row=running[-1], animate=False)
@@ -74,6 +93,7 @@ class BenchPanel(Horizontal):
         yield Label("No sweep yet.  b: sweep the live mode   space: mark modes, a: A/B", id="bench-hint")
         with Vertical(id="bench-left"):
             yield BenchTable(id="bench-table")
+            yield Label("", id="bench-verdict", markup=False)
             yield Label("", id="bench-notes", markup=False)
         with Horizontal(id="bench-charts"):
             yield LiveChart(interval=self._interval, id="live-chart")
@@ -85,22 +105,27 @@ class BenchPanel(Horizontal):
     def show_update(self, update: BenchUpdate) -> None:
         """A level started or ended: new table, new curves."""
         self.has_data = True
-        self.query_one(BenchTable).show_rows(update.rows)
-        curves = self.query_one(CurvesChart)
-        curves.set_crossover_text(update.crossover_text)
-        curves.set_curves(update.curves, update.crossover)
+        self.query_one(BenchTable).show_rows(update.rows, update.curves)
+        self.query_one(CurvesChart).set_curves(update.curves, update.crossover, update.rows)
+        verdict = self.query_one("#bench-verdict", Label)
+        verdict.update(f"▶ {update.crossover_text}" if update.crossover_text else "")
+        verdict.display = bool(update.crossover_text)
         done = sum(1 for row in update.rows if row.status in ("done", "failed"))
         # A sweep that ended with levels still pending was cut short (cancelled or failed): say so.
         state = "running" if update.running else "finished" if done == len(update.rows) else "stopped"
         self.query_one(BenchTable).border_subtitle = f"{state} · {done}/{len(update.rows)} levels"
         notes = self.query_one("#bench-notes", Label)
         notes.update(notes_text(update.rows))
-        notes.display = any(row.warning for row in update.rows)
+        notes.display = bool(notes_text(update.rows))
 
     def add_tick(self, tick: BenchTick) -> None:
         """A live throughput point."""
         self.has_data = True
         self.query_one(LiveChart).add(tick)
+
+    def cycle_chart(self) -> str:
+        """Switch the right-hand chart to its next view (tok/s by C, speedup, Pareto); returns its name."""
+        return self.query_one(CurvesChart).cycle_view()
 
     def new_sweep(self) -> None:
         """Clear the live chart when the user starts a sweep."""

@@ -18,7 +18,9 @@ from textual.events import Show
 from textual.timer import Timer
 from textual_plotext import PlotextPlot
 
-from specdash.core.events import BenchTick
+from specdash.core.events import BenchTick, LevelRow
+from specdash.core.pareto import frontier, points_for, staircase
+from specdash.core.verdict import speedups
 
 LIVE_LEVELS = 4
 """Levels kept on the live chart (older ones are in the table)."""
@@ -48,20 +50,35 @@ def y_axis(plt: Any, top: float) -> None:
     plt.yticks(ticks, labels)
 
 
-SERIES_COLOURS = ("primary", "warning", "success", "secondary")
+SERIES_COLOURS = ("primary", "warning", "success", "secondary", "accent", "error", "foreground")
 """Theme variables the chart lines take their colours from, in order (one line per level or mode)."""
 
 
 def theme_rgb(variables: Mapping[str, str], names: tuple[str, ...]) -> list[tuple[int, int, int]]:
-    """The RGB of each named theme variable that parses (plotext takes RGB tuples as colours)."""
-    out = []
+    """The distinct RGBs of the named theme variables that parse (plotext takes RGB tuples as colours).
+
+    A theme that gives two variables the same colour yields it once, so two lines never share a colour while
+    another is left.
+    """
+    out: list[tuple[int, int, int]] = []
     for name in names:
         try:
             colour = Color.parse(variables[name])
         except (KeyError, ValueError):
             continue
-        out.append((colour.r, colour.g, colour.b))
+        rgb = (colour.r, colour.g, colour.b)
+        if rgb not in out:
+            out.append(rgb)
     return out
+
+
+def log_x(values: list[float]) -> tuple[list[float], list[float], list[str]]:
+    """Concurrency levels on a log axis: (log10 of each value, tick positions, tick labels).
+
+    plotext's own log scale labels powers of ten only; the measured levels are the ticks that matter.
+    """
+    levels = sorted(set(values))
+    return [math.log10(v) for v in values], [math.log10(v) for v in levels], [f"{v:g}" for v in levels]
 
 
 def x_span(plt: Any, xs: list[float], pad: float) -> None:
@@ -130,11 +147,14 @@ class LiveChart(ThrottledPlot):
     def __init__(self, *, interval: float = 0.25, id: str | None = None) -> None:  # noqa: A002
         super().__init__(interval=interval, id=id)
         self._series: OrderedDict[tuple[str, int], deque[tuple[float, float]]] = OrderedDict()
+        self._slot: dict[tuple[str, int], int] = {}
+        """Colour slot per level: a level keeps its colour, and the LIVE_LEVELS shown never share one."""
         self.border_title = "live tok/s"
 
     def clear(self) -> None:
         """Forget every level (a new sweep starts)."""
         self._series.clear()
+        self._slot.clear()
         self.border_title, self.border_subtitle = "live tok/s", ""
         self.request_redraw()
 
@@ -145,10 +165,17 @@ class LiveChart(ThrottledPlot):
         if series is None:
             series = self._series[key] = deque(maxlen=LIVE_POINTS)
             while len(self._series) > LIVE_LEVELS:
-                self._series.popitem(last=False)
+                old, _ = self._series.popitem(last=False)
+                self._slot.pop(old, None)
+            used = set(self._slot.values())
+            self._slot[key] = next(i for i in range(LIVE_LEVELS + 1) if i not in used)
         series.append((tick.t, tick.tok_s))
         self.border_title = f"live tok/s · {tick.mode} C={tick.concurrency}"
-        self.border_subtitle = f"{tick.done}/{tick.total} requests"
+        # A time-bounded level has no request total: say how long it has run instead of "48/0".
+        if tick.total:
+            self.border_subtitle = f"{tick.done}/{tick.total} requests"
+        else:
+            self.border_subtitle = f"{tick.done} requests done · {tick.t:.0f} s"
         self.request_redraw()
 
     def draw(self) -> None:
@@ -162,7 +189,7 @@ class LiveChart(ThrottledPlot):
             stride = max(1, len(points) // max(1, 2 * self.size.width))
             snapshot = list(points)[::stride]
             label = f"{mode} C={concurrency}" if several_modes else f"C={concurrency}"
-            colour = colours[i % len(colours)]
+            colour = colours[self._slot.get((mode, concurrency), i) % len(colours)]
             plt.plot([t for t, _ in snapshot], [v for _, v in snapshot], marker="braille", label=label, color=colour)
             top = max([top, *(v for _, v in snapshot)])
         y_axis(plt, top)
@@ -170,39 +197,119 @@ class LiveChart(ThrottledPlot):
         plt.xlabel("s into level")
 
 
+CHART_VIEWS = ("tok/s by concurrency", "speedup", "Pareto")
+"""What the curves chart can show (`p` cycles through them)."""
+
+
 class CurvesChart(ThrottledPlot):
-    """tok/s against concurrency over finished levels, one line per mode, with the crossover marked."""
+    """Finished levels, one line per mode: tok/s against C (log x, crossover marked), the speedup against the
+    first mode with the 1.0 line, or the Pareto view (total tok/s against tok/s per user, frontier as steps)."""
 
     def __init__(self, *, interval: float = 0.25, id: str | None = None) -> None:  # noqa: A002
         super().__init__(interval=interval, id=id)
         self._curves: Mapping[str, tuple[tuple[int, float], ...]] = {}
+        self._rows: tuple[LevelRow, ...] = ()
         self._crossover: float | None = None
-        self.border_title = "tok/s by concurrency"
+        self.view = 0
+        """Index into `CHART_VIEWS`."""
+        self.border_title = CHART_VIEWS[0]
 
-    def set_curves(self, curves: Mapping[str, tuple[tuple[int, float], ...]], crossover: float | None) -> None:
-        """Replace the curves (they come whole with every bench update)."""
-        self._curves, self._crossover = dict(curves), crossover
+    def set_curves(
+        self,
+        curves: Mapping[str, tuple[tuple[int, float], ...]],
+        crossover: float | None,
+        rows: tuple[LevelRow, ...] = (),
+    ) -> None:
+        """Replace the curves (they come whole with every bench update); `rows` give the Pareto view its TPOT."""
+        self._curves, self._crossover, self._rows = dict(curves), crossover, rows
         self.request_redraw()
+
+    def cycle_view(self) -> str:
+        """Show the next view; returns its name."""
+        self.view = (self.view + 1) % len(CHART_VIEWS)
+        self.border_title = f"{CHART_VIEWS[self.view]} (p: next view)"
+        self._version += 1
+        self.refresh()
+        return CHART_VIEWS[self.view]
 
     def draw(self) -> None:
         plt = self.plt
         plt.clear_figure()
+        if self.view == 1:
+            self._draw_speedup(plt)
+        elif self.view == 2:
+            self._draw_pareto(plt)
+        else:
+            self._draw_tok_s(plt)
+
+    def _marked_line(self, plt: Any, xs: list[float], ys: list[float], label: str, colour: Any) -> None:
+        """A line with a marker at each measured point (the line alone would hide where the levels are)."""
+        plt.plot(xs, ys, marker="braille", label=label, color=colour)
+        plt.scatter(xs, ys, marker="●", color=colour)
+
+    def _draw_tok_s(self, plt: Any) -> None:
         levels = sorted({c for points in self._curves.values() for c, _ in points})
         colours = self.colours()
         for i, (mode, points) in enumerate(self._curves.items()):
             ordered = sorted(points)
             if ordered:
-                colour = colours[i % len(colours)]
-                plt.plot([c for c, _ in ordered], [v for _, v in ordered], marker="braille", label=mode, color=colour)
+                xs, _, _ = log_x([float(c) for c, _ in ordered])
+                self._marked_line(plt, xs, [v for _, v in ordered], mode, colours[i % len(colours)])
         if levels:
-            plt.xticks([float(c) for c in levels], [str(c) for c in levels])
-            x_span(plt, [float(c) for c in levels], 1.0)
+            _, ticks, labels = log_x([float(c) for c in levels])
+            plt.xticks(ticks, labels)
+            x_span(plt, ticks, 0.1)
+            plt.xlabel("C (log)")
         y_axis(plt, max((v for points in self._curves.values() for _, v in points), default=0.0))
         if self._crossover is not None and levels:
-            # A vertical line where speculation stops paying; the sentence is in the subtitle.
+            # A vertical line where speculation stops paying; the sentence is in the verdict line.
             marker = theme_rgb(self.app.theme_variables, ("error",))
-            plt.vline(self._crossover, color=marker[0] if marker else None)
+            plt.vline(math.log10(self._crossover), color=marker[0] if marker else None)
 
-    def set_crossover_text(self, text: str) -> None:
-        """The session's sentence about the crossover (`eagle3 wins up to C=12.5; baseline above`)."""
-        self.border_subtitle = text
+    def _draw_speedup(self, plt: Any) -> None:
+        modes = list(self._curves)
+        colours = self.colours()
+        if len(modes) < 2:
+            plt.title("speedup needs two modes (A/B)")
+            return
+        ref = dict(self._curves[modes[0]])
+        every: list[float] = []
+        levels: set[int] = set()
+        for i, mode in enumerate(modes[1:], start=1):
+            ratios = speedups(ref, dict(self._curves[mode]))
+            if ratios:
+                xs, _, _ = log_x([float(c) for c in ratios])
+                self._marked_line(plt, xs, list(ratios.values()), f"{mode}/{modes[0]}", colours[i % len(colours)])
+                every += ratios.values()
+                levels |= set(ratios)
+        if levels:
+            _, ticks, labels = log_x([float(c) for c in levels])
+            plt.xticks(ticks, labels)
+            x_span(plt, ticks, 0.1)
+            plt.hline(1.0, color=colours[0])  # 1.0: as fast as the reference
+            lo, hi = min([1.0, *every]), max([1.0, *every])
+            plt.ylim(max(0.0, lo - 0.1), hi + 0.1)
+            plt.xlabel("C (log)")
+
+    def _draw_pareto(self, plt: Any) -> None:
+        colours = self.colours()
+        points = []
+        for mode in self._curves:
+            rows = [(r.concurrency, r.tok_s or 0.0, r.tpot_p50_ms) for r in self._rows
+                    if r.mode == mode and r.status == "done" and r.tok_s]  # fmt: skip
+            points += points_for(mode, rows)
+        if not points:
+            plt.title("no finished level with a TPOT yet")
+            return
+        for i, mode in enumerate(self._curves):
+            pts = [p for p in points if p.mode == mode]
+            if pts:
+                self._marked_line(plt, [p.per_user_tok_s for p in pts], [p.total_tok_s for p in pts], mode,
+                                  colours[i % len(colours)])  # fmt: skip
+                for p in pts:
+                    plt.text(f"C={p.concurrency}", p.per_user_tok_s, p.total_tok_s, color=colours[i % len(colours)])
+        corners = staircase(frontier(points))
+        plt.plot([x for x, _ in corners], [y for _, y in corners], marker="dot", label="frontier")
+        y_axis(plt, max(p.total_tok_s for p in points))
+        plt.xlim(0, max(p.per_user_tok_s for p in points) * 1.15)
+        plt.xlabel("tok/s per user (1000/TPOT p50)")

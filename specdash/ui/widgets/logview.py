@@ -19,6 +19,7 @@ from itertools import accumulate
 from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
+from textual.binding import Binding
 from textual.cache import LRUCache
 from textual.events import MouseScrollDown, MouseScrollUp
 from textual.geometry import Size
@@ -55,6 +56,17 @@ _KIND_CLASS = {
 
 class LogView(ScrollView, can_focus=True):
     """A tail of the server log with follow, an errors-only filter, search and a marked line."""
+
+    BINDINGS = [
+        Binding(
+            "enter",
+            "screen.zoom",
+            "Zoom",
+            id="log-zoom",
+            tooltip="Show the log on the whole screen, or back",
+            show=False,
+        ),
+    ]
 
     COMPONENT_CLASSES = {
         "log-view--ready",
@@ -179,7 +191,9 @@ class LogView(ScrollView, can_focus=True):
         self._row_starts = None
         self._resize_virtual()
         if self.follow:
-            # After the refresh: the new virtual size must be laid out before "the end" means anything.
+            # Now (the virtual size is known), and again after the refresh, once a scrollbar that the new
+            # lines brought has taken its row: the end is where it is after the layout.
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
             self.scroll_end(animate=False, x_axis=False)
         self.refresh()
 
@@ -315,7 +329,13 @@ class LogView(ScrollView, can_focus=True):
         if self.wrap:
             self._resize_virtual()
         if self.follow:
+            # The layout changes with the terminal's size class: the end moves with it.
             self.scroll_end(animate=False, x_axis=False)
+            self.call_after_refresh(self._to_end_if_following)
+
+    def _to_end_if_following(self) -> None:
+        if self.follow:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def on_mouse_scroll_up(self, _event: MouseScrollUp) -> None:
         # Reading back through the log: stop dragging the view to the bottom under the reader's eyes.

@@ -1,0 +1,66 @@
+"""Fetch greedy (temperature 0) outputs of N prompts from one server, for `core.greedy.compare_outputs`.
+
+Non-streaming requests, one at a time (the check is about text, not speed; a batch of one also keeps batched
+verification numerics out of the comparison unless the engine itself is batch-variant).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import httpx
+
+from specdash.bench.sse import Endpoint
+from specdash.errors import SpecdashError
+
+
+async def greedy_outputs(
+    base_url: str,
+    prompts: Sequence[str],
+    *,
+    endpoint: Endpoint = Endpoint.GENERATE,
+    output_len: int = 64,
+    model: str | None = None,
+    timeout_s: float = 300.0,
+) -> list[str]:
+    """The text each prompt produces at temperature 0, in order; a `SpecdashError` naming the server on failure."""
+    out = []
+    async with httpx.AsyncClient(base_url=base_url, timeout=timeout_s) as client:
+        if endpoint is not Endpoint.GENERATE and model is None:
+            try:
+                models = (await client.get("/v1/models")).json()
+                model = str(models["data"][0]["id"])
+            except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+                raise SpecdashError(f"greedy check: cannot read /v1/models from {base_url}: {exc}") from None
+        for prompt in prompts:
+            if endpoint is Endpoint.GENERATE:
+                path = "/generate"
+                body: dict[str, object] = {
+                    "text": prompt,
+                    "sampling_params": {"max_new_tokens": output_len, "temperature": 0},
+                }
+            elif endpoint is Endpoint.CHAT:
+                path = "/v1/chat/completions"
+                body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": output_len,
+                        "temperature": 0}  # fmt: skip
+            else:
+                path = "/v1/completions"
+                body = {"model": model, "prompt": prompt, "max_tokens": output_len, "temperature": 0}
+            try:
+                resp = await client.post(path, json=body)
+                resp.raise_for_status()
+                data = resp.json()
+            except (httpx.HTTPError, ValueError) as exc:
+                raise SpecdashError(f"greedy check: {base_url}{path} failed: {exc}") from None
+            out.append(_text(data, endpoint))
+    return out
+
+
+def _text(data: object, endpoint: Endpoint) -> str:
+    try:
+        if endpoint is Endpoint.GENERATE:
+            return str(data["text"])  # type: ignore[index]
+        choice = data["choices"][0]  # type: ignore[index]
+        return str(choice["message"]["content"] if endpoint is Endpoint.CHAT else choice["text"])
+    except (KeyError, IndexError, TypeError):
+        raise SpecdashError(f"greedy check: unexpected response shape: {str(data)[:200]}") from None
