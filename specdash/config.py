@@ -17,6 +17,7 @@ built, so `;` or `$(...)` in a value reaches the engine as text, never as shell.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from typing import Any
 
 from specdash.core.models import STARTUP_ORDER, Phase
 from specdash.errors import UsageError
+from specdash.limits import MAX_CONFIG_BYTES, MAX_GRACE_S, read_regular_file
 from specdash.target import parse_target
 
 # The stuck-phase rules a mode may set; `core.stuck` applies them (its docstring states the rules).
@@ -223,6 +225,8 @@ class _Table:
             raise self.error(key, 'must be a list of strings, e.g. ["--tp", "8"]')
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self.error(key, f"must be a list of strings, not {_kind(value)}")
+        if any("\0" in v for v in value):
+            raise self.error(key, "contains a NUL character (no program can receive it)")
         return tuple(value)
 
     def mapping(self, key: str) -> dict[str, str]:
@@ -232,6 +236,10 @@ class _Table:
         for k, v in value.items():
             if not isinstance(v, str):
                 raise self.error(f"{key}.{k}", f"must be a string, not {_kind(v)}")
+            if not _ENV_NAME.fullmatch(k):
+                raise self.error(f"{key}.{k}", "not a valid environment variable name (letters, digits, _)")
+            if "\0" in v:
+                raise self.error(f"{key}.{k}", "contains a NUL character")
         return dict(value)
 
     def number(self, key: str, default: float, *, low: float, high: float) -> float:
@@ -254,6 +262,7 @@ def _kind(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HOST_KEYS = {"address", "jump", "identity_file", "known_hosts", "workdir", "python", "state_dir", "env"}
 _MODE_KEYS = {"extends", "engine", "model", "port", "args", "env", "launcher", "description", "stop_timeout", "stuck"}
 _TOP_KEYS = {"hosts", "modes", "ui", "bench", "keymap", "tune"}
@@ -270,10 +279,10 @@ def load(path: Path | None = None, *, engines: Collection[str]) -> Config:
 
     path = path or paths.config_file()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_file(path, MAX_CONFIG_BYTES, "config").decode("utf-8")
     except FileNotFoundError:
         return Config(path=path, hosts={}, modes={})
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise UsageError(f"cannot read config {path}: {exc}") from None
     return parse(text, path, engines=engines)
 
@@ -284,6 +293,8 @@ def parse(text: str, path: Path, *, engines: Collection[str]) -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: TOML syntax error: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"{path}: TOML nested too deeply") from None
     for key in data:
         if key not in _TOP_KEYS:
             raise UsageError(f"{path}: unknown top-level key {key!r} (expected one of: {', '.join(sorted(_TOP_KEYS))})")
@@ -359,10 +370,16 @@ def _host(t: _Table, name: str) -> HostConfig:
         parse_target(address)  # a bad host string fails here, naming the file, not at the first connect
     except UsageError as exc:
         raise t.error("address", exc.message) from None
+    jump = t.string("jump")
+    for hop in (jump or "").split(",") if jump is not None else ():
+        try:
+            parse_target(hop)  # what connecting would refuse, refused here
+        except UsageError as exc:
+            raise t.error("jump", exc.message) from None
     return HostConfig(
         name=name,
         address=address,
-        jump=t.string("jump"),
+        jump=jump,
         identity_file=t.string("identity_file"),
         known_hosts=t.string("known_hosts"),
         workdir=t.string("workdir", "~") or "~",
@@ -399,6 +416,9 @@ def _mode(path: Path, name: str, raw: dict[str, Any], chain: tuple[str, ...], en
     for arg in args:
         if not arg:
             raise t.error("args", "contains an empty argument")
+    launcher = t.strings("launcher")
+    if "launcher" in t.data and (not launcher or not launcher[0].strip()):
+        raise t.error("launcher", "must name a program (leave the key out for the engine's default)")
     return ModeConfig(
         name=name,
         engine=engine,
@@ -406,9 +426,9 @@ def _mode(path: Path, name: str, raw: dict[str, Any], chain: tuple[str, ...], en
         port=_port(t, parent.port if parent else 30000),
         args=(parent.args if parent else ()) + args,
         env={**(parent.env if parent else {}), **t.mapping("env")},
-        launcher=t.strings("launcher") or (parent.launcher if parent else ()),
+        launcher=launcher or (parent.launcher if parent else ()),
         description=t.string("description", parent.description if parent else "") or "",
-        stop_timeout=t.number("stop_timeout", parent.stop_timeout if parent else 30.0, low=0, high=3600),
+        stop_timeout=t.number("stop_timeout", parent.stop_timeout if parent else 30.0, low=0, high=MAX_GRACE_S),
         stuck=_stuck(_Table(path, f"modes.{name}.stuck", t.data.get("stuck", {})), parent.stuck if parent else None),
     )
 

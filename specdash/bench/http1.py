@@ -24,6 +24,8 @@ from urllib.parse import urlsplit
 
 from specdash.bench.samples import Failure
 from specdash.bench.sse import StreamAccount
+from specdash.core.lines import escape_controls
+from specdash.limits import MAX_CHUNK_LINE_BYTES
 
 perf_ns = time.perf_counter_ns
 _MAX_HEAD = 64 * 1024
@@ -108,7 +110,7 @@ class _Response:
                 self.mode = "chunked"
             elif name == b"content-length" and self.mode != "chunked":
                 self.mode = "length"
-                self.remaining = int(value) if value.isdigit() else 0
+                self.remaining = int(value) if value.isdigit() and len(value) <= 18 else 0
             elif name == b"connection":
                 self.keep_alive = value == b"keep-alive" or (self.keep_alive and value != b"close")
         if self.mode == "eof":
@@ -147,7 +149,18 @@ class _Response:
                 continue
             eol = buf.find(b"\r\n", pos)
             if eol < 0:
+                if n - pos > MAX_CHUNK_LINE_BYTES:
+                    self.done(
+                        (self.status, Failure.MALFORMED, f"chunk-size line longer than {MAX_CHUNK_LINE_BYTES} bytes"),
+                        False,
+                    )
+                    return b"", False
                 break
+            if eol - pos > MAX_CHUNK_LINE_BYTES:
+                self.done(
+                    (self.status, Failure.MALFORMED, f"chunk-size line longer than {MAX_CHUNK_LINE_BYTES} bytes"), False
+                )
+                return b"", False
             line = buf[pos:eol]
             pos = eol + 2
             if self.trailer:
@@ -168,7 +181,7 @@ class _Response:
 
     def _complete(self) -> None:
         if self.status != 200:
-            text = self.err_body.decode(errors="replace").strip()
+            text = escape_controls(self.err_body.decode(errors="replace").strip())
             self.done((self.status, Failure.HTTP_STATUS, f"HTTP {self.status}: {text}"), self.keep_alive)
         else:
             self.done((self.status, None, ""), self.keep_alive)
@@ -199,7 +212,12 @@ class _Conn(asyncio.Protocol):
         if resp is None:
             self.abort()  # bytes on an idle connection: the connection is out of step
             return
-        resp.feed(data, t)
+        try:
+            resp.feed(data, t)
+        except Exception as exc:  # noqa: BLE001 - whatever a server sends fails this request, not the loop
+            resp.done(
+                (resp.status, Failure.MALFORMED, f"unparseable response: {type(exc).__name__}: {exc}"[:300]), False
+            )
 
     def eof_received(self) -> bool:
         return False
@@ -231,7 +249,7 @@ class Http1Client:
         self.host = parts.hostname or "127.0.0.1"
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self._ssl: ssl.SSLContext | None = ssl.create_default_context() if parts.scheme == "https" else None
-        self.host_header = parts.netloc.encode()
+        self.host_header = parts.netloc.rpartition("@")[2].encode()  # never the URL's user:password
         self.connect_timeout_s = connect_timeout_s
         self.max_idle = max_idle
         self._idle: list[_Conn] = []

@@ -27,15 +27,24 @@ MAX_LEVEL_ATTEMPTS = 5
 """A level interrupted by link losses this many times ends the sweep (a flapping link measures nothing)."""
 
 
+def url_origin(url: str) -> str:
+    """`host:port` of a validated URL, without any `user:password@` (what is stored and shown)."""
+    parts = urlsplit(url)
+    host = f"[{parts.hostname}]" if parts.hostname and ":" in parts.hostname else (parts.hostname or "")
+    return f"{host}:{parts.port}" if parts.port else host
+
+
 def validate_url(url: str) -> str:
     """The base URL without a trailing slash; a `UsageError` unless it is http(s)://host:port."""
-    parts = urlsplit(url)
     try:
+        parts = urlsplit(url)
         port = parts.port
-    except ValueError as exc:
-        raise UsageError(f"bad URL {url!r}: {exc}") from exc
+    except ValueError as exc:  # a malformed IPv6 literal, a port that is not a number or out of range
+        raise UsageError(f"bad URL {url!r}: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname or port is None and ":" in parts.netloc:
         raise UsageError(f"bad URL {url!r}: expected http://HOST:PORT")
+    if port == 0:
+        raise UsageError(f"bad URL {url!r}: port 0 is out of range")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise UsageError(f"bad URL {url!r}: give the server's base URL, without a path")
     return url.rstrip("/")

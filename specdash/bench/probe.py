@@ -234,7 +234,7 @@ class Probe:
         n_req = self.settings.output_len if max_tokens is None else max_tokens
         prompt_index = index % len(self.prompts)
         request = self._body(prompt_index, n_req)
-        account = StreamAccount(self.settings.endpoint)
+        account = StreamAccount(self.settings.endpoint, n_req)
         start = perf_ns()
         flight = _Flight(asyncio.current_task(), account, start)
         key = id(flight)

@@ -27,6 +27,8 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from specdash.limits import MAX_CONTROL_BODY_BYTES
+
 DISAGREE_FRACTION = 0.10
 """Client and server throughput differing by more than this fraction produce a warning."""
 
@@ -221,12 +223,23 @@ class ServerClient:
             self._client = None
 
     async def _request(self, method: str, path: str) -> tuple[int, str] | None:
+        """(status, body text) or None: a body over `MAX_CONTROL_BODY_BYTES` fails this poll without being
+        read further, bytes that are not UTF-8 are replaced, and a redirect is not followed (httpx's default:
+        it could lead to another origin)."""
         assert self._client is not None
         try:
-            resp = await self._client.request(method, path)
-        except (httpx.HTTPError, OSError):
+            async with self._client.stream(method, path) as resp:
+                declared = resp.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > MAX_CONTROL_BODY_BYTES:
+                    return None
+                body = bytearray()
+                async for block in resp.aiter_bytes():
+                    body += block
+                    if len(body) > MAX_CONTROL_BODY_BYTES:
+                        return None
+                return resp.status_code, body.decode("utf-8", errors="replace")
+        except (httpx.HTTPError, OSError, ValueError):
             return None
-        return resp.status_code, resp.text
 
     async def _get(self, path: str) -> tuple[int, str] | None:
         return await self._request("GET", path)
@@ -245,7 +258,7 @@ class ServerClient:
             if got is not None and got[0] == 200:
                 try:
                     obj = json.loads(got[1])
-                except ValueError:
+                except (ValueError, RecursionError):
                     return None
                 return obj if isinstance(obj, dict) else None
         return None
@@ -257,7 +270,7 @@ class ServerClient:
             return None
         try:
             obj = json.loads(got[1])
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         return str(obj["version"]) if isinstance(obj, dict) and "version" in obj else None
 
@@ -268,7 +281,7 @@ class ServerClient:
             return None
         try:
             obj = json.loads(got[1])
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         return obj if isinstance(obj, dict) else None
 

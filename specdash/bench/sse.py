@@ -26,11 +26,12 @@ import re
 from typing import Any
 
 from specdash.bench.samples import Failure
+from specdash.core.lines import escape_controls
+from specdash.limits import MAX_SSE_EVENT_BYTES, MAX_TOKEN_COUNT, max_chunks
 
 _KEY = b'"completion_tokens":'
 _KEY_LEN = len(_KEY)
 _NUMBER = re.compile(rb"\s*(\d+)")
-_MAX_EVENT = 16 * 1024 * 1024
 
 
 class Endpoint(enum.StrEnum):
@@ -58,7 +59,7 @@ class SseSplitter:
 
     __slots__ = ("_buf", "_max")
 
-    def __init__(self, max_event: int = _MAX_EVENT) -> None:
+    def __init__(self, max_event: int = MAX_SSE_EVENT_BYTES) -> None:
         """Create a splitter.
 
         Args:
@@ -118,7 +119,15 @@ def cumulative_tokens(payload: bytes) -> int:
     if i < 0:
         return -1
     m = _NUMBER.match(payload, i + _KEY_LEN)
-    return int(m.group(1)) if m else -1
+    return _count(m.group(1)) if m else -1
+
+
+def _count(digits: bytes) -> int:
+    """A token count, or `MalformedStream` for one no server can mean (10^20, or 5,000 digits)."""
+    if len(digits) > 12 or int(digits) > MAX_TOKEN_COUNT:
+        raise MalformedStream(f"token count {digits[:24].decode()}{'...' if len(digits) > 24 else ''} is not plausible"
+                              f" (limit {MAX_TOKEN_COUNT})")  # fmt: skip
+    return int(digits)
 
 
 def _content_text(obj: Any) -> bool:
@@ -169,11 +178,14 @@ class StreamAccount:
         "spec_accept_length",
         "harvested",
         "last_ns",
+        "max_chunks",
     )
 
-    def __init__(self, endpoint: Endpoint) -> None:
-        """Start accounting for a response from `endpoint`."""
+    def __init__(self, endpoint: Endpoint, output_len: int = 1 << 20) -> None:
+        """Start accounting for a response from `endpoint` that asked for `output_len` tokens."""
         self.generate = endpoint is Endpoint.GENERATE
+        self.max_chunks = max_chunks(output_len)
+        """Content chunks kept at most (`specdash.limits.max_chunks`): more fails the request."""
         self.splitter = SseSplitter()
         self.times: list[int] = []
         """Arrival time (ns) of each content chunk."""
@@ -238,7 +250,7 @@ class StreamAccount:
             obj = _loads(payload)
             msg = _error_message(obj)
             if msg is not None:
-                self.fail(Failure.STREAM_ERROR, msg[:500])
+                self.fail(Failure.STREAM_ERROR, escape_controls(msg[:500]))
                 return
         # cumulative_tokens(), inlined: this runs once per SSE event.
         i = payload.rfind(_KEY)
@@ -248,7 +260,7 @@ class StreamAccount:
                 self.last_payload = payload
             self._uncounted(payload, t_ns)
             return
-        cum = int(m.group(1))
+        cum = _count(m.group(1))
         if self.generate:
             self.last_payload = payload
         elif b'"choices":[]' in payload or b'"choices": []' in payload:
@@ -257,6 +269,10 @@ class StreamAccount:
             return
         delta = cum - self.cum
         if delta > 0:
+            if len(self.times) >= self.max_chunks:
+                raise MalformedStream(
+                    f"more than {self.max_chunks} content chunks (the server ignores max_new_tokens?)"
+                )
             self.times.append(t_ns)
             self.tokens.append(delta)
             self.cum = cum
@@ -266,6 +282,10 @@ class StreamAccount:
         obj = _loads(payload)
         text = obj.get("text") if self.generate and isinstance(obj, dict) else None
         if (self.generate and text) or (not self.generate and _content_text(obj)):
+            if len(self.times) >= self.max_chunks:
+                raise MalformedStream(
+                    f"more than {self.max_chunks} content chunks (the server ignores max_new_tokens?)"
+                )
             self.times.append(t_ns)
             self.tokens.append(1)
             self.exact = False
@@ -294,7 +314,7 @@ class StreamAccount:
     def _final_generate_chunk(self) -> None:
         try:
             obj = json.loads(self.last_payload)
-        except ValueError:
+        except (ValueError, RecursionError):
             self.fail(Failure.MALFORMED, "final /generate chunk is not JSON")
             return
         meta = obj.get("meta_info") if isinstance(obj, dict) else None
@@ -305,11 +325,11 @@ class StreamAccount:
             self.spec_accept_length = float(sal)
         fin = meta.get("finish_reason")
         if isinstance(fin, dict) and fin.get("type") == "abort":
-            self.fail(Failure.STREAM_ERROR, f"aborted: {fin.get('message', '')}"[:500])
+            self.fail(Failure.STREAM_ERROR, escape_controls(f"aborted: {fin.get('message', '')}"[:500]))
 
 
 def _loads(payload: bytes) -> Any:
     try:
         return json.loads(payload)
-    except ValueError as exc:
-        raise MalformedStream(f"bad JSON in SSE data: {payload[:60]!r}") from exc
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
+        raise MalformedStream(f"bad JSON in SSE data ({type(exc).__name__}): {payload[:60]!r}") from None

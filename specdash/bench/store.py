@@ -29,8 +29,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import os
 import queue
-import re
 import sqlite3
 import threading
 import weakref
@@ -44,6 +44,8 @@ from typing import Any
 from specdash.bench.samples import Failure, RequestSample
 from specdash.errors import SpecdashError
 from specdash.paths import data_dir
+from specdash.redact import REDACTED as REDACTED  # re-exported: what a secret is stored as
+from specdash.redact import redact as redact  # re-exported for the store's callers
 
 SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -155,34 +157,6 @@ def migrate(db: sqlite3.Connection) -> int:
             db.execute("ROLLBACK")
             raise
     return SCHEMA_VERSION
-
-
-_SECRET_KEY = re.compile(r"(^|_)(api_?key|password|passwd|secret|token|auth|credentials?)($|_)", re.IGNORECASE)
-REDACTED = "<redacted>"
-"""What a secret value is stored as."""
-
-
-def redact(value: Any) -> Any:
-    """`value` with every string stored under a secret-looking key (`api_key`, `hf_token`, `password`,
-    `client_secret`, ...) replaced by `REDACTED`, recursively: SGLang's `/server_info` echoes `api_key`."""
-    if isinstance(value, Mapping):
-        return {
-            k: REDACTED if isinstance(v, str) and v and _SECRET_KEY.search(str(k)) else redact(v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):  # an argv: the value after `--api-key` (or `--api-key=VALUE`)
-        out: list[Any] = []
-        for item in value:
-            flag = out[-1] if out and isinstance(out[-1], str) and out[-1].startswith("--") else ""
-            if isinstance(item, str) and flag and "=" not in flag and _SECRET_KEY.search(flag[2:].replace("-", "_")):
-                out.append(REDACTED)
-            elif isinstance(item, str) and item.startswith("--") and "=" in item:
-                name, _, secret = item.partition("=")
-                out.append(f"{name}={REDACTED}" if secret and _SECRET_KEY.search(name[2:].replace("-", "_")) else item)
-            else:
-                out.append(redact(item))
-        return out
-    return value
 
 
 def default_path() -> Path:
@@ -396,26 +370,40 @@ class _SampleWriter:
 class Store:
     """One SQLite connection to the store, used from one thread (samples are written by the store's own thread)."""
 
-    def __init__(self, path: Path | str | None = None) -> None:
+    def __init__(self, path: Path | str | None = None, *, create: bool = True) -> None:
         """Open (and create) the store.
 
         Args:
             path: The database file; default `data_dir()/specdash.db`. `":memory:"` for tests.
+            create: False for readers (`export`, `compare`): a missing file is an error naming it, not a
+                new empty store.
+
+        Raises:
+            SpecdashError: When the file is missing (with `create=False`), not a store, or unreadable;
+                the message names the file. A new store is 0600 in a 0700 directory (it holds launch args).
         """
         self.path = Path(path) if path is not None and str(path) != ":memory:" else path
         if path is None:
             self.path = default_path()
-        if isinstance(self.path, Path):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        # One connection shared with the writer thread, every use under `_lock` (an in-memory store has no
-        # second connection to the same data).
-        self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self.schema_version = migrate(self._db)
-        """The schema version after migrations (`SCHEMA_VERSION`)."""
+        try:
+            if isinstance(self.path, Path):
+                if not create and not self.path.is_file():
+                    raise SpecdashError(f"store {self.path}: no such file (give an existing store with --db)")
+                if create and not self.path.parent.exists():
+                    self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                if create and not self.path.exists():
+                    os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+            # One connection shared with the writer thread, every use under `_lock` (an in-memory store has no
+            # second connection to the same data).
+            self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA busy_timeout=5000")
+            self.schema_version = migrate(self._db)
+            """The schema version after migrations (`SCHEMA_VERSION`)."""
+        except (sqlite3.Error, OSError) as exc:
+            raise SpecdashError(f"store {self.path}: {exc}") from None
         self._lock = threading.Lock()
         self._writer = _SampleWriter(self._db, self._lock)
         # A store the caller never closed still writes its queue before the interpreter exits.

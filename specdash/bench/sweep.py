@@ -34,7 +34,6 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from specdash.bench.headroom import Load, evidence, judge
 from specdash.bench.hostprobe import AgentUnavailable, HostProbe
@@ -46,6 +45,7 @@ from specdash.bench.levels import (
     LevelResult,
     SweepConfig,
     SweepResult,
+    url_origin,
     validate_levels,
     validate_url,
 )
@@ -64,6 +64,7 @@ from specdash.core.guards import sweep_guards
 from specdash.core.series import RateWindow
 from specdash.core.slo import evaluate_level
 from specdash.engines.registry import identify
+from specdash.redact import redact_url
 
 __all__ = [
     "DEFAULT_LEVELS",
@@ -256,6 +257,7 @@ class Sweep:
         """(concurrency, reason) of every level attempt a link loss interrupted."""
         self._runner: ProbePool | _InProcess | HostProbe | None = None
         self._procs = 1
+        self._level_fatal = False  # the last level failed for a reason that ends the sweep
         self._level_id: int | None = None
 
     def stop(self, reason: str = "stopped by user") -> None:
@@ -330,7 +332,7 @@ class Sweep:
                         break
                     results.append(result)
                     await _call(self.on_level_done, result)
-                    if result.status == "failed":
+                    if result.status == "failed" and self._level_fatal:
                         aborted = result.abort_reason or "level failed"
                         break
                 finished = True
@@ -400,7 +402,7 @@ class Sweep:
     ) -> int | None:
         if self.store is None:
             return None
-        meta = self.run_meta or RunMeta(host=urlsplit(self.base_url).netloc, mode=self.config.mode)
+        meta = self.run_meta or RunMeta(host=url_origin(self.base_url), mode=self.config.mode)
         engine = meta.engine or engine
         version = meta.engine_version or version
         server_args = meta.server_args if meta.server_args is not None else info
@@ -431,7 +433,7 @@ class Sweep:
             prompt_hash=self.prompts.sha256,
             endpoint=settings.endpoint.value,
             output_len=settings.output_len,
-            base_url=self.base_url,
+            base_url=redact_url(self.base_url),
             config=cfg,
             provenance=provenance,
         )
@@ -471,6 +473,7 @@ class Sweep:
         self._level_id = level_id
         if warm_failure is not None:
             # A dead server fails the level at its warm-up: no measured request goes to a server not there.
+            self._level_fatal = True
             return self._finish(self._failed_result(mode, c, f"warm-up failed: {warm_failure}", level_id))
         before = await server.metrics()
         run = _LevelRun(self, mode, c, cfg.requests_for(c), run_id, level_id)
@@ -503,6 +506,13 @@ class Sweep:
             reasons.append(getattr(self._runner, "last_failure", None) or "a probe process died")
         if self._stop is not None:
             reasons.append(self._stop)
+        self._level_fatal = bool(reasons)
+        samples = run.samples
+        if not reasons and samples and not any(s.ok for s in samples):
+            # Every request failed (HTTP errors, malformed streams, timeouts): the level measured nothing.
+            # It fails, but the sweep goes on to the next level; only the reasons above end a sweep.
+            first = next((s for s in samples if s.detail), samples[0])
+            reasons.append(f"all {len(samples)} requests failed (first: {first.detail or first.error})"[:400])
         if limited and cfg.processes is None:
             # Simple rule: a client-limited level doubles the probe processes for the next one (CPU-capped).
             cap = cfg.max_processes or os.cpu_count() or 1

@@ -40,7 +40,7 @@ def add_host_arguments(parser: argparse.ArgumentParser, *, optional: bool = Fals
 
 def load_config(args: argparse.Namespace) -> Config:
     """The config named by `--config` (or the default location, where a missing file means no config)."""
-    if args.config is not None and not args.config.is_file():
+    if args.config is not None and not args.config.exists():
         raise UsageError(f"--config {args.config}: no such file")
     from specdash.engines.registry import names
 

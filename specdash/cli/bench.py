@@ -30,6 +30,10 @@ HELP = "sweep concurrency levels against a server and measure tok/s, TTFT, TPOT,
 
 MAX_REPEATS = 20
 """Upper bound on `--repeats` (every load loop is bounded)."""
+MAX_REQUESTS = 1_000_000
+"""Upper bound on `--requests-per-level` and `--warmup`."""
+MAX_PROCESSES = 64
+"""Upper bound on `--processes`."""
 MAX_GREEDY = 1000
 """Upper bound on `--check-greedy`."""
 
@@ -45,6 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the bench flags."""
     from specdash.cli._host import add_host_arguments
     from specdash.config import LINK_LOSS_POLICIES, PROBE_PLACES
+    from specdash.limits import MAX_OUTPUT_LEN, SECONDS, int_option
 
     add_host_arguments(parser, optional=True)
     parser.add_argument("--url", help="instead of HOST: a server base URL, e.g. http://127.0.0.1:30000")
@@ -60,26 +65,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=format_levels(DEFAULT_LEVELS),
         help=f"concurrency levels: {LEVELS_GRAMMAR}; 1 to {MAX_LEVEL} (default %(default)s)",
     )
-    parser.add_argument("--max-concurrency", type=int, help="drop levels above this")
+    parser.add_argument("--max-concurrency", type=int_option(1, MAX_LEVEL), help="drop levels above this")
     amount = parser.add_mutually_exclusive_group()
-    amount.add_argument("--requests-per-level", type=int, help="requests per level (default max(5 x C, 10))")
-    amount.add_argument("--duration", type=float, help="seconds per level instead of a request count")
-    parser.add_argument("--output-len", type=int, default=256, help="tokens per response (default %(default)s)")
+    amount.add_argument(
+        "--requests-per-level", type=int_option(1, MAX_REQUESTS), help="requests per level (default max(5 x C, 10))"
+    )
+    amount.add_argument("--duration", type=SECONDS, help="seconds per level instead of a request count")
+    parser.add_argument(
+        "--output-len",
+        type=int_option(1, MAX_OUTPUT_LEN),
+        default=256,
+        help="tokens per response (default %(default)s)",
+    )
     parser.add_argument("--endpoint", choices=["generate", "chat", "completions"], default="generate")
     parser.add_argument("--prompts", default="chat", help="chat, code or a JSONL file (default %(default)s)")
     parser.add_argument("--model", help="model name for the OpenAI endpoints (default: from /v1/models)")
-    parser.add_argument("--warmup", type=int, help="warmup requests per level (default C)")
+    parser.add_argument("--warmup", type=int_option(0, MAX_REQUESTS), help="warmup requests per level (default C)")
     parser.add_argument("--flush-cache", action="store_true", help="POST /flush_cache before each level")
-    parser.add_argument("--processes", type=int, help="probe processes (default: automatic; 0 = in-process)")
-    parser.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request")
-    parser.add_argument("--stall-timeout", type=float, default=60.0, help="seconds without bytes = stalled")
-    parser.add_argument("--level-timeout", type=float, help="hard limit per level in seconds")
+    parser.add_argument(
+        "--processes", type=int_option(0, MAX_PROCESSES), help="probe processes (default: automatic; 0 = in-process)"
+    )
+    parser.add_argument("--request-timeout", type=SECONDS, default=600.0, help="seconds per request")
+    parser.add_argument("--stall-timeout", type=SECONDS, default=60.0, help="seconds without bytes = stalled")
+    parser.add_argument("--level-timeout", type=SECONDS, help="hard limit per level in seconds")
     parser.add_argument(
         "--on-link-loss",
         choices=LINK_LOSS_POLICIES,
         help="HOST only: when the SSH link drops, pause and re-run the level, or stop (default: config, pause)",
     )
-    parser.add_argument("--link-wait", type=float, help="HOST only: seconds a paused sweep waits (default 600)")
+    parser.add_argument("--link-wait", type=SECONDS, help="HOST only: seconds a paused sweep waits (default 600)")
     parser.add_argument(
         "--probe",
         choices=PROBE_PLACES,
@@ -88,7 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--repeats",
-        type=int,
+        type=int_option(1, MAX_REPEATS),
         default=1,
         help="run the whole sweep N times (A/B in A-B-B-A order) and report median ± MAD per level (default 1)",
     )
@@ -111,26 +125,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the sweep and print the results."""
-    from specdash.bench.sweep import validate_url
+    from specdash.bench.levels import url_origin, validate_url
 
     if bool(args.url) == bool(args.host):
         raise UsageError("give either HOST (measure over SSH) or --url (a server you can reach), not both or neither")
     if args.url and args.probe:
         raise UsageError("--probe needs HOST: with --url the probe runs here")
     url = validate_url(args.url) if args.url else ""
+    if url:
+        # The SSH-only options would be silently ignored with --url: refuse them instead.
+        for flag, value in (("-J/--jump", getattr(args, "jump", None)), ("--on-link-loss", args.on_link_loss),
+                            ("--link-wait", args.link_wait)):  # fmt: skip
+            if value is not None:
+                raise UsageError(f"{flag} applies to HOST only (over SSH), not to --url")
     try:
         levels = parse_levels(args.levels)
     except UsageError as exc:
         raise UsageError(f"--levels: {exc.message}") from exc
-    for flag, value in (("--requests-per-level", args.requests_per_level), ("--output-len", args.output_len)):
-        if value is not None and value < 1:
-            raise UsageError(f"{flag} must be at least 1")
-    if args.duration is not None and args.duration <= 0:
-        raise UsageError("--duration must be positive")
-    if args.link_wait is not None and args.link_wait <= 0:
-        raise UsageError("--link-wait must be positive")
-    if not 1 <= args.repeats <= MAX_REPEATS:
-        raise UsageError(f"--repeats must be between 1 and {MAX_REPEATS}, got {args.repeats}")
     from specdash.cli._slo import slo_from
 
     slo = slo_from(args.slo)
@@ -192,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
     if args.host:
         return asyncio.run(_over_ssh(args, config, prompts, on_progress, on_level_done))
     with Store(args.db) as store:
-        meta = RunMeta(host=url.split("://", 1)[1], mode=args.mode)
+        meta = RunMeta(host=url_origin(url), mode=args.mode)
         results = []
         for _ in range(args.repeats):
             results.append(
@@ -215,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
     if args.check_greedy:
         greedy = asyncio.run(_greedy_check(args, {"reference": greedy_ref, args.mode: url}, prompts.prompts))
     if args.repeats > 1:
-        return _print_repeats(args, {args.mode: results})
+        return _print_repeats(args, {args.mode: results}) or _failed_levels(results)
     result = results[0]
     levels_json = [lv.to_json() for lv in result.levels]
     if args.json:
@@ -233,7 +244,17 @@ def run(args: argparse.Namespace) -> int:
             print(f"sweep stopped: {result.aborted}")
     if greedy is not None and not args.json:
         print(greedy.text)
-    return 0 if result.aborted is None else 1
+    return 1 if result.aborted is not None else _failed_levels(results)
+
+
+def _failed_levels(results: list[SweepResult]) -> int:
+    """1 (and one line on stderr naming them) when any level failed, e.g. every request of it; else 0."""
+    failed = [lv for r in results for lv in r.levels if lv.status == "failed"]
+    if not failed:
+        return 0
+    names = "; ".join(f"{lv.mode} C={lv.concurrency}: {lv.abort_reason or 'failed'}" for lv in failed[:5])
+    print(f"specdash: error: {len(failed)} level(s) failed: {names}", file=sys.stderr)
+    return 1
 
 
 async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_level_done) -> int:  # type: ignore[no-untyped-def]
@@ -294,7 +315,7 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
         results = dict(session.results)
         greedy = await _greedy_over_ssh(args, session, cfg, modes, prompts.prompts) if args.check_greedy else None
     if args.repeats > 1:
-        return _print_repeats(args, repeats)
+        return _print_repeats(args, repeats) or _failed_levels([r for runs in repeats.values() for r in runs])
     curves = {mode: r.curve() for mode, r in results.items()}
     crossover = compute_crossover(curves[modes[0]], curves[modes[1]]) if len(modes) >= 2 else None
     if args.json:
@@ -318,7 +339,9 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
         print(sweep_verdict({m: results[m] for m in modes if m in results}, config.slo))
         if greedy is not None:
             print(greedy.text)
-    return 0 if all(r.aborted is None for r in results.values()) else 1
+    if not all(r.aborted is None for r in results.values()):
+        return 1
+    return _failed_levels(list(results.values()))
 
 
 def _print_repeats(args: argparse.Namespace, repeats: dict[str, list[SweepResult]]) -> int:

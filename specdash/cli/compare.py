@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from specdash.core.compare import pool_runs
 
     slo = slo_from(args.slo)
-    with Store(args.db) as store:
+    with Store(args.db, create=False) as store:
         runs = load_runs(store, args.runs, slo)
     forced = check_workloads(runs, args.force)
     for m in forced:

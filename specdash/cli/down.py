@@ -12,6 +12,7 @@ from specdash.core.events import ServerStatus
 from specdash.core.models import Origin, Phase
 from specdash.core.server_state import stop_question
 from specdash.errors import SpecdashError, UsageError
+from specdash.limits import MAX_GRACE_S, number_option
 from specdash.server.lifecycle import RunRecord
 
 NAME = "down"
@@ -23,7 +24,11 @@ HELP = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_host_arguments(parser)
-    parser.add_argument("--grace", type=float, help="seconds between SIGTERM and SIGKILL (default: the mode's, 30)")
+    parser.add_argument(
+        "--grace",
+        type=number_option(0.0, MAX_GRACE_S),
+        help="seconds between SIGTERM and SIGKILL, 0 to 3600 (default: the mode's stop_timeout, 30)",
+    )
     parser.add_argument("--yes", action="store_true", help="stop an adopted server without asking (it names it)")
 
 

@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from specdash.bench.export import export_csv, export_json
     from specdash.bench.store import Store
 
-    with Store(args.db) as store:
+    with Store(args.db, create=False) as store:
         text = export_json(store, args.run) if args.json else export_csv(store, args.run, samples=args.samples)
     if args.output is not None:
         args.output.write_text(text, encoding="utf-8")

@@ -9,6 +9,7 @@ same known_hosts policy, keys and error naming as the target), then the target t
 from __future__ import annotations
 
 import logging
+import logging.handlers
 import os
 import socket
 from dataclasses import dataclass
@@ -17,7 +18,9 @@ from pathlib import Path
 import asyncssh
 
 from specdash.errors import UsageError
+from specdash.limits import LOG_BACKUPS, LOG_MAX_BYTES
 from specdash.paths import log_dir
+from specdash.redact import redact_command
 from specdash.remote.knownhosts import GLOBAL_KNOWN_HOSTS, HostKeyPolicy
 from specdash.remote.options import SSHOptions
 from specdash.remote.ssherror import SSHError, SSHErrorKind
@@ -27,8 +30,33 @@ DEFAULT_KEY_FILES = ("id_rsa", "id_ecdsa", "id_ecdsa_sk", "id_ed25519", "id_ed25
 """What OpenSSH (and asyncssh) offer from `~/.ssh` when neither `-i` nor IdentityFile says otherwise."""
 
 
-class _SpecdashLogHandler(logging.FileHandler):
-    """Marks the handler we installed, so a second `SSHHost` replaces it instead of adding another."""
+class _RedactSecrets(logging.Filter):
+    """Rewrites each record with its secrets redacted (`redact_command`: asyncssh logs every remote command
+    line at INFO, launch args and `HF_TOKEN=...` environment words included) before it is written."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = redact_command(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
+
+
+class _SpecdashLogHandler(logging.handlers.RotatingFileHandler):
+    """The local SSH log: secrets redacted, 0600, rotated at `LOG_MAX_BYTES` (`LOG_BACKUPS` kept).
+
+    Also marks the handler we installed, so a second `SSHHost` replaces it instead of adding another.
+    """
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, delay=True, encoding="utf-8")
+        self.addFilter(_RedactSecrets())
+
+    def _open(self):  # type: ignore[no-untyped-def]
+        # Created 0600 whatever the umask (logging opens with the default mode).
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.fchmod(fd, 0o600)
+        return open(fd, self.mode, encoding=self.encoding, errors=self.errors)  # noqa: SIM115
 
 
 def route_asyncssh_logging(path: Path | None = None) -> Path:
@@ -54,8 +82,8 @@ def route_asyncssh_logging(path: Path | None = None) -> Path:
             logger.removeHandler(old)
             old.close()
         else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            handler = _SpecdashLogHandler(path, delay=True, encoding="utf-8")
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            handler = _SpecdashLogHandler(path)
             handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
             logger.addHandler(handler)
     return path

@@ -63,6 +63,24 @@ def _short(command: str, limit: int = 80) -> str:
     return command if len(command) <= limit else command[: limit - 3] + "..."
 
 
+_MAX_BANNER = 256 * 1024
+"""Most bytes of login-shell output held while looking for a streamed command's PID marker."""
+
+
+def _find_marker(head: bytes) -> tuple[int, bytes] | None:
+    """(PID, the bytes after the marker line) once `head` holds a whole marker line, else None."""
+    marker = PID_MARKER.encode() + b" "
+    at = 0 if head.startswith(marker) else head.find(b"\n" + marker)
+    if at < 0:
+        return None
+    start = at if at == 0 and head.startswith(marker) else at + 1
+    end = head.find(b"\n", start)
+    if end < 0:
+        return None
+    value = head[start + len(marker) : end].strip()
+    return (int(value) if value.isdigit() and len(value) < 10 else -1), head[end + 1 :]
+
+
 class SSHHost:
     """A host reached over one supervised SSH connection (implements `specdash.remote.host.Host`).
 
@@ -380,14 +398,17 @@ class SSHHost:
                             yield head
                         break
                     if pid is None:
-                        # The wrapper's first line is the PID marker: ours, not the command's output.
+                        # The wrapper prints the PID marker line before the command's output; whatever the
+                        # login shell printed before it (a ~/.bashrc banner) is dropped, so that byte
+                        # offsets count the command's output only.
                         head += chunk
-                        marker, sep, rest = head.partition(b"\n")
-                        if not sep:
-                            continue
-                        word, _, value = marker.decode("ascii", "replace").partition(" ")
-                        pid = int(value) if word == PID_MARKER and value.strip().isdigit() else -1
-                        chunk, head = (rest if pid > 0 else head), b""
+                        found = _find_marker(head)
+                        if found is None:
+                            if len(head) <= _MAX_BANNER:
+                                continue
+                            pid, chunk, head = -1, head, b""  # no marker: pass everything on
+                        else:
+                            pid, chunk, head = found[0], found[1], b""
                     if chunk:
                         yield chunk
                 await proc.wait_closed()

@@ -210,8 +210,8 @@ async def inspect(host: Host, host_config: HostConfig, *, pid: int | None = None
     if value is None:
         raise SpecdashError("say which server to adopt: a PID or a port")
     result = await run_script(host, "inspect.sh", what, str(value), state_dir=host_config.state_dir)
-    lines = [line.partition(" ") for line in result.stdout.splitlines()]
-    fields = {word: rest for word, _, rest in lines}
+    lines = result.lines
+    fields = {word: rest for word, rest in lines}
     where = f"on {host_config.name}"
     if "noport" in fields:
         raise SpecdashError(f"nothing listens on port {value} {where}")
@@ -232,7 +232,7 @@ async def inspect(host: Host, host_config: HostConfig, *, pid: int | None = None
         stdout=fields.get("fd1", ""),
         stderr=fields.get("fd2", ""),
         same_user=bool(uid) and uid == own.strip(),
-        members=tuple(" ".join(rest.split()) for word, _, rest in lines if word == "member"),
+        members=tuple(" ".join(rest.split()) for word, rest in lines if word == "member"),
         started_raw=fields.get("started", ""),
     )
 
@@ -264,7 +264,7 @@ async def adopt(host: Host, host_config: HostConfig, target: Adoptable) -> RunRe
         target.log_path,
         state_dir=host_config.state_dir,
     )
-    word, _, rest = (result.stdout.strip().splitlines() or [""])[-1].partition(" ")
+    word, rest = (result.lines or [("", "")])[-1]
     if result.exit_status == 10 and word == "live":
         other, other_pid = (rest.split() + ["", "0"])[:2]
         raise ServerAlreadyRunning(host_config.name, other, int(other_pid))

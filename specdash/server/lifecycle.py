@@ -11,7 +11,9 @@ that record instead of launching twice.
 from __future__ import annotations
 
 import json
+import math
 import re
+import secrets
 import shlex
 import time
 import uuid
@@ -20,6 +22,7 @@ from importlib import resources
 
 from specdash.config import HostConfig, ModeConfig
 from specdash.errors import SpecdashError
+from specdash.redact import redact_argv
 from specdash.remote.host import Host, RunResult
 from specdash.server.launch import launch_argv, launch_env
 
@@ -87,6 +90,19 @@ class RunRecord:
     """The log's size in bytes when this record was read."""
     adopted: bool = False
     """True for a server started by hand that specdash adopted (`specdash.server.adopt`)."""
+    damaged: bool = False
+    """The pid file was empty or half-written: nothing of this run can be verified or signalled."""
+
+
+def _int(value: object) -> int:
+    return int(value) if isinstance(value, int) or (isinstance(value, str) and value.isdigit()) else 0
+
+
+def _float(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        return 0.0
 
 
 @dataclass
@@ -136,19 +152,69 @@ def _script(name: str) -> str:
 
 async def run_script(
     host: Host, name: str, *args: str, state_dir: str = "~/.specdash", timeout: float = 30.0
-) -> RunResult:
-    """Run `scripts/<name>` on the host with `args` as literal positional arguments."""
-    command = f"SPECDASH_HOME={shlex.quote(state_dir)} bash -s -- {shlex.join(args)}"
-    return await host.run(command, timeout=timeout, stdin=_script(name))
+) -> ScriptResult:
+    """Run `scripts/<name>` on the host with `args` as literal positional arguments.
+
+    Each call gets a fresh tag; the scripts start every reply line with it (`say`), so that output of
+    the login shell (a banner from `~/.bashrc`) is never read as a reply.
+    """
+    tag = "@sd-" + secrets.token_hex(6)
+    command = f"SPECDASH_HOME={shlex.quote(state_dir)} SPECDASH_TAG={tag} bash -s -- {shlex.join(args)}"
+    result = await host.run(command, timeout=timeout, stdin=_script(name))
+    return ScriptResult(result, _replies(result.stdout, tag))
 
 
-def _lines(result: RunResult) -> list[tuple[str, str]]:
+@dataclass(frozen=True)
+class ScriptResult:
+    """A script's run: the raw result and its tagged reply lines as (word, rest)."""
+
+    raw: RunResult
+    lines: list[tuple[str, str]]
+
+    @property
+    def ok(self) -> bool:
+        return self.raw.ok
+
+    @property
+    def exit_status(self) -> int:
+        return self.raw.exit_status
+
+    @property
+    def stderr(self) -> str:
+        return self.raw.stderr
+
+    @property
+    def stdout(self) -> str:
+        return self.raw.stdout
+
+    def detail(self) -> str:
+        """What to show when the script failed: its replies, else stderr, else the exit status."""
+        said = "; ".join(f"{w} {r}".strip() for w, r in self.lines)
+        return said or self.raw.stderr.strip()[-500:] or f"exit status {self.raw.exit_status}"
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"\\(\\|n)", lambda m: "\n" if m.group(1) == "n" else "\\", text)
+
+
+def _replies(stdout: str, tag: str) -> list[tuple[str, str]]:
     out = []
-    for line in result.stdout.splitlines():
-        word, _, rest = line.strip().partition(" ")
+    prefix = tag + " "
+    for line in stdout.splitlines():
+        if not line.startswith(prefix):
+            continue  # a login banner, or anything else that is not the script's reply
+        word, _, rest = _unescape(line[len(prefix) :]).strip().partition(" ")
         if word:
             out.append((word, rest))
     return out
+
+
+def _unsafe(result: ScriptResult, host: str) -> SpecdashError | None:
+    """The refusal of a state dir that another user owns or can write (exit 30), or None."""
+    if result.exit_status == 30:
+        why = next((rest for word, rest in result.lines if word == "unsafe"), "")
+        return SpecdashError(f"refusing the state directory on {host}: {why}; fix its owner/permissions")
+    return None
 
 
 class Lifecycle:
@@ -163,29 +229,40 @@ class Lifecycle:
         result = await run_script(
             self.host, "status.sh", *([run_id] if run_id else []), state_dir=self.config.state_dir
         )
+        if (unsafe := _unsafe(result, self.config.name)) is not None:
+            raise unsafe
         if not result.ok:
-            raise SpecdashError(f"cannot read the run record on {self.config.name}: {result.stderr.strip()}")
-        fields = dict(_lines(result))
+            raise SpecdashError(f"cannot read the run record on {self.config.name}: {result.detail()}")
+        fields = dict(result.lines)
         if "id" not in fields:
             return None
-        pid, pgid, started = fields["pid"].split()
-        log_path, _, size = fields["log"].rpartition(" ")
         try:
             meta = json.loads(fields.get("meta", "{}"))
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             meta = {}
+        if not isinstance(meta, dict):
+            meta = {}
+        if "badrecord" in fields or "pid" not in fields:
+            # An empty or half-written pid file (a full disk at launch): nothing can be verified, so
+            # nothing is signalled; the run counts as dead and a new launch replaces it.
+            return RunRecord(id=fields["id"], mode=str(meta.get("mode", "?")), engine=str(meta.get("engine", "sglang")),
+                             port=_int(meta.get("port")), pid=0, pgid=0, started_at=0.0, log_path="",
+                             alive=False, damaged=True)  # fmt: skip
+        pid, pgid, started = (fields["pid"].split() + ["0", "0", "0"])[:3]
+        size, _, log_path = fields.get("log", "").partition(" ")
+        command = meta.get("command", ())
         return RunRecord(
             id=fields["id"],
             mode=str(meta.get("mode", "?")),
             engine=str(meta.get("engine", "sglang")),
-            port=int(meta.get("port", 0)),
-            pid=int(pid),
-            pgid=int(pgid),
-            started_at=float(started),
+            port=_int(meta.get("port")),
+            pid=_int(pid),
+            pgid=_int(pgid),
+            started_at=_float(started),
             log_path=log_path,
-            command=tuple(meta.get("command", ())),
+            command=tuple(str(c) for c in command) if isinstance(command, list) else (),
             alive="alive" in fields and "stopped" not in fields,
-            log_size=int(size) if size.isdigit() else 0,
+            log_size=_int(size),
             adopted=bool(meta.get("adopted", False)),
         )
 
@@ -194,7 +271,9 @@ class Lifecycle:
         run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
         argv = launch_argv(mode, self.config)
         env = [f"{k}={v}" for k, v in launch_env(mode, self.config).items()]
-        meta = json.dumps({"mode": mode.name, "engine": mode.engine, "port": mode.port, "command": argv})
+        # The record on the host (and the command line, which the local SSH log shows) gets the argv
+        # with its secrets redacted; the real argv goes to the launch only.
+        meta = json.dumps({"mode": mode.name, "engine": mode.engine, "port": mode.port, "command": redact_argv(argv)})
         result = await run_script(
             self.host,
             "start.sh",
@@ -207,7 +286,9 @@ class Lifecycle:
             *argv,
             state_dir=self.config.state_dir,
         )
-        word, rest = (_lines(result) or [("", "")])[-1]
+        if (unsafe := _unsafe(result, self.config.name)) is not None:
+            raise unsafe
+        word, rest = (result.lines or [("", "")])[-1]
         if result.exit_status == 10 and word == "live":
             other_id, pid = rest.split()[:2]
             raise ServerAlreadyRunning(self.config.name, other_id, int(pid))
@@ -217,9 +298,13 @@ class Lifecycle:
             raise SpecdashError(f"working directory {self.config.workdir!r} does not exist on {self.config.name}")
         if result.exit_status == 13:
             raise SpecdashError(f"'setsid' is not installed on {self.config.name} (util-linux)")
+        if result.exit_status == 14:
+            raise SpecdashError(
+                f"cannot write the run record {rest} on {self.config.name} (disk full or not writable?); "
+                "nothing was left running"
+            )
         if not result.ok or word != "started":
-            detail = (result.stderr or result.stdout).strip()
-            raise SpecdashError(f"launching {mode.name!r} on {self.config.name} failed: {detail}")
+            raise SpecdashError(f"launching {mode.name!r} on {self.config.name} failed: {result.detail()}")
         record = await self.current(run_id)
         if record is None:
             raise SpecdashError(f"run {run_id} vanished right after launch on {self.config.name}")
@@ -228,7 +313,7 @@ class Lifecycle:
     async def members(self, record: RunRecord) -> list[str]:
         """The live members of the run's process group ("PID ARGS"), e.g. what a crash left behind."""
         result = await run_script(self.host, "members.sh", record.id, state_dir=self.config.state_dir)
-        return [" ".join(rest.split()) for word, rest in _lines(result) if word == "member"]
+        return [" ".join(rest.split()) for word, rest in result.lines if word == "member"]
 
     async def stop(self, record: RunRecord, grace: float = 30.0) -> StopReport:
         """SIGTERM the run's process group, SIGKILL it after `grace` seconds, verify nothing is left."""
@@ -237,13 +322,15 @@ class Lifecycle:
             self.host,
             "stop.sh",
             record.id,
-            f"{grace:g}",
+            str(math.ceil(grace)),  # whole seconds: `1e-05` or `1e+06` would break the script's arithmetic
             str(record.port),
             state_dir=self.config.state_dir,
             timeout=grace + 30.0,
         )
         report = StopReport(run_id=record.id)
-        for word, rest in _lines(result):
+        if (unsafe := _unsafe(result, self.config.name)) is not None:
+            raise unsafe
+        for word, rest in result.lines:
             if word == "member":
                 report.members.append(rest)
             elif word == "killed":
@@ -258,6 +345,6 @@ class Lifecycle:
                     report.gpu_memory_mib.append((int(idx), int(mib)))
         report.was_running = bool(report.members)
         report.seconds = time.monotonic() - began
-        if not result.ok and result.exit_status != 20:
-            raise SpecdashError(f"stopping run {record.id} on {self.config.name} failed: {result.stderr.strip()}")
+        if not result.ok and result.exit_status not in (20, 23):  # 23: survivors, reported
+            raise SpecdashError(f"stopping run {record.id} on {self.config.name} failed: {result.detail()}")
         return report

@@ -209,7 +209,8 @@ class ServerWatch:
             await self.host.wait_connected()
             try:
                 result = await run_script(self.host, "status.sh", self.record.id, state_dir=self.state_dir)
-                if "dead" in result.stdout.split() or "stopped" in result.stdout:
+                said = {word for word, _ in result.lines}
+                if said & {"dead", "stopped", "badrecord", "none"}:
                     break
                 gone = False
                 async for line in self.host.stream(_wait_exit_command(self.record.pid)):
@@ -240,7 +241,7 @@ class ServerWatch:
         longer read (the file truncated or gone, the link down for good)."""
         with contextlib.suppress(SSHError, ValueError, TimeoutError):
             result = await self.host.run(f"stat -c %s {shlex.quote(self.record.log_path)}", timeout=30.0)
-            size = int(result.stdout.strip() or 0)
+            size = int((result.stdout.strip().splitlines() or ["0"])[-1])  # the last line: after any banner
             async with asyncio.timeout(cap):
                 while self.follower.offset < size:
                     self._log_advanced.clear()

@@ -96,10 +96,17 @@ CASES = [
     Case("levels-text", ("bench", "box", "--levels", "a,b"), 2, ("--levels", "'a'", "1-64x2")),
     Case("levels-range-backwards", ("bench", "box", "--levels", "64-1x2"), 2, ("--levels", "'64-1x2'", "below")),
     Case("levels-empty", ("bench", "box", "--levels", ","), 2, ("no concurrency levels",)),
-    Case("link-wait-zero", ("bench", "box", "--link-wait", "0"), 2, ("--link-wait must be positive",)),
-    Case("repeats-zero", ("bench", "box", "--repeats", "0"), 2, ("--repeats must be between 1 and 20, got 0",)),
+    Case("link-wait-zero", ("bench", "box", "--link-wait", "0"), 2, ("argument --link-wait: must be more than 0",)),
+    Case(
+        "repeats-zero",
+        ("bench", "box", "--repeats", "0"),
+        2,
+        ("argument --repeats: must be between 1 and 20, got '0'",),
+    ),
     Case("link-policy", ("bench", "box", "--on-link-loss", "retry"), 2, ("--on-link-loss", "'retry'")),
-    Case("output-len-zero", ("bench", "box", "--output-len", "0"), 2, ("--output-len must be at least 1",)),
+    Case(
+        "output-len-zero", ("bench", "box", "--output-len", "0"), 2, ("argument --output-len: must be between 1 and",)
+    ),
     Case("url-port", ("bench", "--url", "http://127.0.0.1:99999"), 2, ("bad URL 'http://127.0.0.1:99999'",)),
     Case("url-scheme", ("bench", "--url", "ftp://x"), 2, ("bad URL 'ftp://x'",)),
     Case("url-and-host", ("bench", "box", "--url", "http://127.0.0.1:1"), 2, ("either HOST", "not both")),

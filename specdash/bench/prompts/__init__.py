@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 from specdash.errors import UsageError
+from specdash.limits import MAX_PROMPTS_BYTES, read_regular_file
 
 BUNDLED = ("chat", "code")
 """Names of the prompt sets shipped with specdash."""
@@ -46,8 +47,8 @@ def _parse(text: str, origin: str) -> tuple[str, ...]:
             continue
         try:
             obj = json.loads(line)
-        except ValueError as exc:
-            raise UsageError(f"{origin}:{lineno}: not JSON ({exc})") from exc
+        except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested too deep
+            raise UsageError(f"{origin}:{lineno}: not JSON ({type(exc).__name__}: {exc})") from None
         value = obj.get("prompt", obj.get("text")) if isinstance(obj, dict) else None
         if not isinstance(value, str) or not value:
             raise UsageError(f"{origin}:{lineno}: expected an object with a non-empty 'prompt' string")
@@ -67,6 +68,16 @@ def load_prompts(spec: str) -> PromptSet:
         text = resources.files("specdash.bench.prompts").joinpath(f"{spec}.jsonl").read_text(encoding="utf-8")
         return PromptSet(spec, _parse(text, spec))
     path = Path(spec).expanduser()
-    if not path.is_file():
-        raise UsageError(f"prompt set {spec!r}: not one of {', '.join(BUNDLED)} and not a file")
-    return PromptSet(str(path), _parse(path.read_text(encoding="utf-8"), str(path)))
+    if not path.exists():
+        raise UsageError(f"--prompts {spec!r}: not one of {', '.join(BUNDLED)} and not a file")
+    try:
+        data = read_regular_file(path, MAX_PROMPTS_BYTES, "--prompts file")
+    except FileNotFoundError:
+        raise UsageError(f"--prompts {spec!r}: not one of {', '.join(BUNDLED)} and not a file") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"--prompts file {path}: not UTF-8 text (byte {exc.start}); expected JSONL") from None
+    if "\0" in text:
+        raise UsageError(f"--prompts file {path}: contains NUL bytes (a binary file?); expected JSONL")
+    return PromptSet(str(path), _parse(text, str(path)))

@@ -6,23 +6,25 @@ run_id=$1 pid=$2 pgid=$3 started=$4 meta=$5 log=$6
 mkdir -p "$RUNS" && chmod 700 "$SPECDASH_HOME" "$RUNS"
 cur=$(current_run)
 if [ -n "$cur" ] && [ -f "$RUNS/$cur/pid" ]; then
-    read -r cpid cpgid cstarted <"$RUNS/$cur/pid"
-    if alive "$cpid" || [ -n "$(group_members "$cpgid")" ]; then
-        echo "live $cur $cpid"
+    if read_record "$RUNS/$cur/pid" && { alive "$pid" || [ -n "$(group_members "$pgid")" ]; }; then
+        say "live $cur $pid"
         exit 10
     fi
 fi
-alive "$pid" || { echo "gone $pid"; exit 14; }
+run_id=$1 pid=$2 pgid=$3 started=$4 meta=$5 log=$6
+alive "$pid" || { say "gone $pid"; exit 14; }
 set -- $(sed 's/.*) //' "/proc/$pid/stat")
+ticks=${20}
 now=$(awk -v b="$(awk '/^btime/ { print $2 }' /proc/stat)" -v s="${20}" -v t="$(getconf CLK_TCK)" \
     'BEGIN { printf "%.2f", b + s / t }')
-[ "$now" = "$started" ] || { echo "reused $pid"; exit 14; }
+[ "$now" = "$started" ] || { say "reused $pid"; exit 14; }
 case "$log" in "~/"*) log="$HOME/${log#\~/}" ;; esac
-[ -z "$log" ] || [ -f "$log" ] || { echo "nolog $log"; exit 15; }
+[ -z "$log" ] || [ -f "$log" ] || { say "nolog $log"; exit 15; }
 dir="$RUNS/$run_id"
-mkdir -p "$dir"
+mkdir -m 700 -p "$dir"
 printf '%s\n' "$meta" >"$dir/run.json"
 if [ -n "$log" ]; then ln -s "$log" "$dir/server.log"; else : >"$dir/server.log"; fi
-printf '%s %s %s\n' "$pid" "$pgid" "$started" >"$dir/pid"
+# The record start.sh writes: PID, group, start (epoch) and the kernel's start time (down checks it).
+printf '%s %s %s %s\n' "$pid" "$pgid" "$started" "$ticks" >"$dir/pid.tmp" && mv "$dir/pid.tmp" "$dir/pid"
 printf '%s\n' "$run_id" >"$SPECDASH_HOME/current"
-echo "adopted $pid $pgid $dir"
+say "adopted $pid $pgid $dir"

@@ -36,3 +36,71 @@ port_listener() {
 current_run() {
     [ -f "$SPECDASH_HOME/current" ] && cat "$SPECDASH_HOME/current"
 }
+
+# Every reply line starts with $SPECDASH_TAG, a nonce chosen per call, so that a login banner (~/.bashrc)
+# or an odd file name cannot pass for one; a backslash or a newline inside a value is sent as \\ or \n.
+say() {
+    local line="$*"
+    line=${line//\\/\\\\}
+    line=${line//$'\n'/\\n}
+    printf '%s %s\n' "${SPECDASH_TAG:-}" "$line"
+}
+
+# Refuse (exit 30) a state path that another user owns or could have written: a pid file we did not
+# write must never choose what `down` signals.
+check_owned() {
+    local p perm
+    for p in "$@"; do
+        [ -e "$p" ] || [ -L "$p" ] || continue
+        if [ -L "$p" ] || [ ! -O "$p" ]; then
+            say "unsafe $p is not owned by $(id -un) (or is a symlink)"
+            exit 30
+        fi
+        perm=$(stat -c %a "$p" 2>/dev/null) || continue
+        case "$perm" in
+        *[2367]? | *[2367])
+            say "unsafe $p is writable by group or others (mode $perm)"
+            exit 30
+            ;;
+        esac
+    done
+}
+
+# The kernel's start time of process $1 (clock ticks since boot, /proc/PID/stat field 22) and its
+# process group (field 5): "START PGID", empty when gone. The comm field may hold spaces: cut after ')'.
+proc_identity() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }
+    set -- $stat
+    printf '%s %s\n' "${20}" "${3}"
+}
+
+# read_record FILE: sets pid pgid started pstart from a pid file; fails for an empty, half-written or
+# garbled record (a full disk at launch), which is then reported, never signalled.
+read_record() {
+    pid='' pgid='' started='' pstart=''
+    [ -s "$1" ] || return 1
+    read -r pid pgid started pstart <"$1" 2>/dev/null
+    case "$pid:$pgid:$pstart" in
+    *[!0-9:]* | :* | *::*) return 1 ;;
+    esac
+    [ -n "$pstart" ] && [ "$pgid" -gt 1 ] && [ "$pid" -gt 1 ]
+}
+
+# Whether $pid is still the process start.sh launched (same kernel start time, same group).
+same_process() {
+    [ "$(proc_identity "$pid")" = "$pstart $pgid" ] && alive "$pid"
+}
+
+# Members of group $pgid that carry this run's tag in their environment ("pid args" per line): only
+# these are ours when the main process is gone (its PID or group id may have been reused).
+run_members() {
+    local line mpid
+    group_members "$pgid" | while read -r line; do
+        mpid=${line%% *}
+        if tr '\0' '\n' <"/proc/$mpid/environ" 2>/dev/null | grep -qxF "SPECDASH_RUN=$1"; then
+            printf '%s\n' "$line"
+        fi
+    done
+}

@@ -2,6 +2,6 @@
 # (what a crash left behind: a worker holding GPU memory, an API server whose engine died).
 run_id=$1
 dir="$RUNS/$run_id"
-[ -f "$dir/pid" ] || { echo "norun $run_id"; exit 0; }
-read -r pid pgid started <"$dir/pid"
-group_members "$pgid" | sed 's/^ */member /'
+[ -f "$dir/pid" ] || { say "norun $run_id"; exit 0; }
+read_record "$dir/pid" || { say "damaged $dir/pid"; exit 0; }
+group_members "$pgid" | while read -r line; do say "member $line"; done

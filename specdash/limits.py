@@ -1,0 +1,144 @@
+"""Every bound specdash puts on what it reads and accepts, in one place (README "Limits").
+
+A server, a host or a file can send more than anyone expects; each buffer that grows with what arrives
+has a bound here, and what goes over it fails that one request, poll or file with a message that names
+the limit, never the process. Numeric options are checked against these ranges at parse time (exit 2).
+
+| what | bound |
+|---|---|
+| config file | `MAX_CONFIG_BYTES`, regular files only |
+| prompts file | `MAX_PROMPTS_BYTES`, regular files only |
+| a control-plane body (`/server_info`, `/metrics`, `/v1/models`, `/version`) | `MAX_CONTROL_BODY_BYTES` |
+| one SSE event | `MAX_SSE_EVENT_BYTES` |
+| one chunk-size line of a chunked body | `MAX_CHUNK_LINE_BYTES` |
+| a token count in a stream | `MAX_TOKEN_COUNT` |
+| content chunks kept per request | `max_chunks(output_len)` |
+| `--output-len` | `MAX_OUTPUT_LEN` |
+| a time option (timeouts, durations) | `MAX_SECONDS` |
+| a stop's grace (`--grace`, `stop_timeout`) | `MAX_GRACE_S` |
+| the local `ssh.log` | `LOG_MAX_BYTES` x (`LOG_BACKUPS` + 1) |
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+from specdash.errors import UsageError
+
+MAX_CONFIG_BYTES = 1024 * 1024
+"""A config file larger than this is refused (a real one is a few KiB)."""
+MAX_PROMPTS_BYTES = 64 * 1024 * 1024
+"""A `--prompts` JSONL file larger than this is refused."""
+MAX_CONTROL_BODY_BYTES = 16 * 1024 * 1024
+"""A control-plane response body larger than this fails that poll (SGLang's `/server_info` is ~10 KiB)."""
+MAX_SSE_EVENT_BYTES = 4 * 1024 * 1024
+"""One SSE event larger than this fails the request (the final `/generate` chunk carries the whole text)."""
+MAX_CHUNK_LINE_BYTES = 4096
+"""A chunk-size line (hex size, extensions) longer than this fails the request."""
+MAX_TOKEN_COUNT = 10**9
+"""A `completion_tokens` count above this is not a count: the request fails as malformed."""
+MAX_CONCURRENCY = 1024
+"""The largest concurrency level (and `--max-concurrency`)."""
+MAX_OUTPUT_LEN = 1_000_000
+"""The largest `--output-len`."""
+MAX_SECONDS = 7 * 86400.0
+"""The largest time option (a week)."""
+MAX_GRACE_S = 3600.0
+"""The longest SIGTERM-to-SIGKILL grace (`down --grace`, a mode's `stop_timeout`)."""
+LOG_MAX_BYTES = 5 * 1024 * 1024
+"""`ssh.log` is rotated at this size."""
+LOG_BACKUPS = 3
+"""Rotated `ssh.log` files kept."""
+
+
+def max_chunks(output_len: int) -> int:
+    """Content chunks kept for one request: a server that ignores `max_new_tokens` fails at this many."""
+    return 2 * output_len + 1024
+
+
+def read_regular_file(path: Path, limit: int, what: str) -> bytes:
+    """The bytes of `path`, refusing anything but a regular file of at most `limit` bytes.
+
+    Opened non-blocking so that a FIFO cannot hang the open; `/dev/zero`, directories and sockets are
+    refused by type before a byte is read; the read stops at `limit + 1` bytes whatever the file claims.
+
+    Raises:
+        FileNotFoundError: When `path` does not exist (callers decide whether that is an error).
+        UsageError: For anything else that is wrong, naming `what` and `path`.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise UsageError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"cannot read {what} {path}: not a regular file")
+        if st.st_size > limit:
+            raise UsageError(f"cannot read {what} {path}: {st.st_size} bytes, more than the limit of {limit}")
+        chunks: list[bytes] = []
+        got = 0
+        while got <= limit:
+            block = os.read(fd, min(1 << 20, limit + 1 - got))
+            if not block:
+                break
+            chunks.append(block)
+            got += len(block)
+        if got > limit:
+            raise UsageError(f"cannot read {what} {path}: more than the limit of {limit} bytes")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise UsageError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def _number(text: str, integer: bool) -> float:
+    try:
+        value = float(int(text, 10)) if integer else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected {'a whole number' if integer else 'a number'}, got {text!r}"
+        ) from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def number_option(low: float, high: float, *, low_open: bool = False) -> Callable[[str], float]:
+    """An argparse `type=` for a finite float in `[low, high]` (`(low, high]` with `low_open`).
+
+    argparse turns the `ArgumentTypeError` into "argument --flag: ..." with exit 2, naming the option.
+    """
+
+    def parse(text: str) -> float:
+        value = _number(text, integer=False)
+        if (value <= low if low_open else value < low) or value > high:
+            left = f"more than {low:g}" if low_open else f"at least {low:g}"
+            raise argparse.ArgumentTypeError(f"must be {left} and at most {high:g}, got {text!r}")
+        return value
+
+    return parse
+
+
+def int_option(low: int, high: int) -> Callable[[str], int]:
+    """An argparse `type=` for a whole number in `[low, high]`."""
+
+    def parse(text: str) -> int:
+        value = _number(text.strip(), integer=True)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, got {text!r}")
+        return int(value)
+
+    return parse
+
+
+SECONDS = number_option(0.0, MAX_SECONDS, low_open=True)
+"""A positive, finite time option of at most `MAX_SECONDS`."""
