@@ -50,6 +50,8 @@ READY_TIMEOUT_S = 3600.0
 """An A/B sweep waits this long at most for a restarted server to become ready."""
 CRASH_DRAIN_S = 10.0
 """After a crash, how long the sweep may take to record its failed requests before it is cancelled."""
+CRASH_SETTLE_S = 10.0
+"""After a level failed, how long to wait for the watcher to see a crash in the log before calling it none."""
 LINK_CHECK_S = 30.0
 """How long the sweep's link check (`true` over the connection) may take: longer than keepalive needs to
 declare a cut link lost (3 x 5 s by default)."""
@@ -445,6 +447,12 @@ class RemoteSession:
                 raise SpecdashError(f"{mode} crashed during the sweep; finished levels are kept")
             result = sweep.result()
             self.results[mode] = result
+            if any(lv.status == "failed" for lv in result.levels) and not crash.done():
+                # A level can fail faster (a dead server fails its warm-up) than the log's crash line reaches
+                # the watcher: wait for it a bounded moment, so a crash is reported as one, with its line.
+                await asyncio.wait({crash}, timeout=CRASH_SETTLE_S)
+            if crash.done() and not crash.cancelled():
+                raise SpecdashError(f"{mode} crashed during the sweep; finished levels are kept")
             if result.aborted:
                 self._emit(Notice(f"{mode}: sweep stopped: {result.aborted}", "warning"))
         finally:
