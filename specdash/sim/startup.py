@@ -184,15 +184,17 @@ class RankScript:
         self.hang_check(phase)
         start = self.t
         real = self.advance(seconds)
-        # Every rank's memory grows shard by shard (reading safetensors keeps the GPU mostly idle); only
-        # rank 0 draws the bar.
-        for n in range(shards + 1):
-            self.clock.until(start + BAR_DELAY + real * n / shards)
-            self.report(6.0 + 8.0 * (n % 2), gb * n / shards)
-            if self.rank == 0 and shards > 1:
+        # Rank 0 draws the bar and its memory grows shard by shard (reading safetensors keeps the GPU mostly
+        # idle); the other ranks report at the phase's end, so that they write nothing into the bar's line.
+        if self.rank == 0 and shards > 1:
+            for n in range(shards + 1):
+                self.clock.until(start + BAR_DELAY + real * n / shards)
+                self.report(6.0 + 8.0 * (n % 2), gb * n / shards)
                 self.bar(shard_bar(n, shards, seconds * n / shards), newline_style=not self.log.style_2026)
-        if self.rank == 0 and shards > 1 and self.log.style_2026:
-            self.log.raw("\n")
+            if self.log.style_2026:
+                self.log.raw("\n")
+        else:
+            self.report(6.0, gb)
         self.avail -= gb
         elapsed = f"elapsed={seconds:.2f} s, " if self.log.style_2026 else ""
         self.say(
