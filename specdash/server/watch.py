@@ -210,7 +210,9 @@ class ServerWatch:
             try:
                 result = await run_script(self.host, "status.sh", self.record.id, state_dir=self.state_dir)
                 said = {word for word, _ in result.lines}
-                if said & {"dead", "stopped", "badrecord", "none"}:
+                # No record on the host ("none": a run dir removed, or a process watched without one) says
+                # nothing about the process itself: then its PID decides, below.
+                if said & {"dead", "stopped", "badrecord"}:
                     break
                 gone = False
                 async for line in self.host.stream(_wait_exit_command(self.record.pid)):
