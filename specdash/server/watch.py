@@ -193,6 +193,10 @@ class ServerWatch:
             self._pending_lines.extend(classified)
             self._handle(events)
             self._log_advanced.set()
+            # A turn for everything else after each chunk: a flood leaves a quarter-megabyte of chunks in the
+            # stream's buffer at once, and reading them all in one turn kept a key press waiting behind
+            # every one of them (seconds on a busy machine; tests/reliability/test_log_flood.py).
+            await asyncio.sleep(0)
 
     async def _flush_log(self) -> None:
         while True:

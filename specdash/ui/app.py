@@ -8,6 +8,7 @@ own. Workers never touch widgets; one `Worker.StateChanged` handler turns a fail
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from functools import partial
@@ -41,6 +42,7 @@ from specdash.ui.messages import (
     ConnectionChanged,
     GpuUpdated,
     LogLines,
+    LogMailbox,
     ModesUpdated,
     NoticePosted,
     StatusChanged,
@@ -60,13 +62,14 @@ APP_BINDINGS: list[Binding] = [
 ]
 
 
-def to_message(event: SessionEvent | ConnectionEvent) -> Message:
-    """The dashboard message for one session event."""
+def to_message(event: SessionEvent | ConnectionEvent, logs: LogMailbox) -> Message | None:
+    """The dashboard message for one session event; None for a log batch that joins one already waiting in
+    `logs`."""
     match event:
+        case LogBatch():
+            return LogLines(logs) if logs.put(event) else None
         case ServerStatus():
             return StatusChanged(event)
-        case LogBatch():
-            return LogLines(event)
         case ModesChanged():
             return ModesUpdated(event)
         case GpuStats():
@@ -135,6 +138,7 @@ class SpecdashApp(App[None]):
         """The session's last word on the server: what `connect` reports as still running on exit."""
         self._touring = False
         self._session_modes = ModesChanged(())
+        self._log_mailbox = LogMailbox()
         self._connected = asyncio.Event()
         self._attached = asyncio.Event()
         """Set by the first ServerStatus after the first Connected: the session has looked for a live run."""
@@ -147,10 +151,20 @@ class SpecdashApp(App[None]):
             self.theme = self._theme_name
         else:
             self.notify(f"Unknown theme {self._theme_name!r} in [ui] theme; using {self.theme}.", severity="warning")
+        # Everything alive now (the imported libraries, the widgets, the config) lives as long as the app:
+        # frozen, the collector's full passes stop walking it. Under a log flood those passes ran every ~2 s
+        # and held the event loop 0.2-0.3 s each on a loaded 2-core machine, which a key press waited behind
+        # (tests/reliability/test_log_flood.py, the dashboard under a flood and a CPU hog). Garbage goes first
+        # (frozen objects are never collected); `on_unmount` thaws them.
+        gc.collect()
+        gc.freeze()
         self.session.subscribe(self._on_session_event)
         self._watch_session()
         if self._start_mode or self._autoplay:
             self._after_attach()
+
+    def on_unmount(self) -> None:
+        gc.unfreeze()
 
     @work(exclusive=True, group="session", name="session", exit_on_error=False)
     async def _watch_session(self) -> None:
@@ -189,7 +203,9 @@ class SpecdashApp(App[None]):
                 self._attached.set()
         elif isinstance(event, ModesChanged):
             self._session_modes = event
-        self.dashboard.post_message(to_message(event))
+        message = to_message(event, self._log_mailbox)
+        if message is not None:
+            self.dashboard.post_message(message)
 
     # ---------------------------------------------------------------------------- start mode, autoplay
 

@@ -3,10 +3,13 @@
 The session's listener posts these and nothing else; handlers on the dashboard screen update widgets. Snapshot
 events (status, modes, table and curves, GPU poll, connection state) replace an older one still in the queue,
 so a busy UI only ever draws the newest; log batches and bench ticks carry data that must not be dropped.
+Log batches wait in a `LogMailbox` instead of the queue: a dashboard slower than a log flood then takes all
+that arrived in one go, and a key, a status or a crash notice never waits behind a queue of log messages.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 from textual.message import Message
@@ -58,11 +61,62 @@ class BenchUpdated(_Snapshot):
     update: BenchUpdate
 
 
+LINES_PER_TURN = 2_000
+"""Log lines the dashboard shows per message: catching up with a long backlog (attaching to a server that
+has logged for hours, or a flood on a busy machine) goes in slices, with keys and status between them."""
+
+
+class LogMailbox:
+    """Log batches on their way to the dashboard (about 4 a second from the session), coalesced: at most one
+    `LogLines` message is in the dashboard's queue at a time, and it takes what came meanwhile, up to
+    `LINES_PER_TURN` lines (the taker posts another `LogLines` while `pending`). Nothing is dropped but what a
+    reset (a new run) clears anyway."""
+
+    def __init__(self) -> None:
+        self._batches: deque[LogBatch] = deque()
+        self._told = False
+
+    @property
+    def pending(self) -> bool:
+        """Lines are still waiting after a `take`."""
+        return bool(self._batches)
+
+    def put(self, batch: LogBatch) -> bool:
+        """Keep `batch`; True when the dashboard must be told (no `LogLines` is waiting for it)."""
+        if batch.reset:
+            self._batches.clear()
+        self._batches.append(batch)
+        told, self._told = self._told, True
+        return not told
+
+    def take(self, limit: int = LINES_PER_TURN) -> list[LogBatch]:
+        """The oldest batches waiting, `limit` lines at most (a batch is cut if need be); when nothing is left
+        the next `put` tells the dashboard again."""
+        taken: list[LogBatch] = []
+        room = limit
+        while self._batches and room > 0:
+            batch = self._batches.popleft()
+            if len(batch.lines) > room:
+                head, tail = _cut(batch, room)
+                self._batches.appendleft(tail)
+                batch = head
+            taken.append(batch)
+            room -= len(batch.lines)
+        self._told = bool(self._batches)
+        return taken
+
+
+def _cut(batch: LogBatch, n: int) -> tuple[LogBatch, LogBatch]:
+    """The first `n` lines of `batch` (with its reset) and the rest."""
+    head = LogBatch(batch.lines[:n], reset=batch.reset, classified=batch.classified[:n])
+    return head, LogBatch(batch.lines[n:], classified=batch.classified[n:])
+
+
 @dataclass
 class LogLines(Message, bubble=False):
-    """New log lines (already batched ~4 times a second by the session)."""
+    """Log batches are waiting in `mailbox`."""
 
-    batch: LogBatch
+    mailbox: LogMailbox
 
 
 @dataclass

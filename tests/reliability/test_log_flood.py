@@ -168,6 +168,11 @@ async def test_the_dashboard_stays_responsive_under_the_flood(
             hogging.enter_context(cpu_hog(hog, seconds=SECONDS + 300))
             watcher = asyncio.create_task(watch.run())
             try:
+                # Keys from the moment the flood shows (not while the dashboard is still mounting).
+                shows_by = time.monotonic() + 60
+                while not view.shown and not watcher.done():
+                    assert time.monotonic() < shows_by, "no flood line reached the view in 60 s"
+                    await asyncio.sleep(0.05)
                 while not watcher.done():
                     await asyncio.wait({watcher}, timeout=1.0)  # one key a second while the flood lasts
                     if watcher.done():
@@ -175,7 +180,8 @@ async def test_the_dashboard_stays_responsive_under_the_flood(
                     flipped.clear()
                     pressed = time.monotonic()
                     app.post_message(events.Key("e", "e"))
-                    await asyncio.wait_for(flipped.wait(), KEY_BOUND_S)
+                    with contextlib.suppress(TimeoutError):  # measured and asserted after the app has closed
+                        await asyncio.wait_for(flipped.wait(), KEY_BOUND_S * 5)
                     waits.append(time.monotonic() - pressed)
                 await watcher
             finally:
@@ -184,12 +190,14 @@ async def test_the_dashboard_stays_responsive_under_the_flood(
             view.errors_only = False
             shown = list(view.shown)
     assert len(waits) >= SECONDS // 3, waits  # keys kept coming for the whole flood
+    late = [round(w, 2) for w in waits if w > KEY_BOUND_S]
+    assert not late, f"{len(late)} of {len(waits)} key presses took longer than {KEY_BOUND_S} s: {late}"
     assert len(shown) <= MAX_LINES and max(len(line.text) for line in shown) < MAX_LINE_CHARS + 100
     assert shown[-1].text == "FLOOD END"
     assert watch.tracker.internal_errors == 0
     waits.sort()
     timing(
         f"dashboard under the flood{' and a CPU hog' if hog else ''}: {len(waits)} key presses handled, "
-        f"median {waits[len(waits) // 2] * 1000:.0f} "
-        f"ms, worst {waits[-1] * 1000:.0f} ms; view {len(shown)} lines, longest {max(len(x.text) for x in shown)} chars"
+        f"median {waits[len(waits) // 2] * 1000:.0f} ms, worst {waits[-1] * 1000:.0f} ms (bound {KEY_BOUND_S:.0f} s); "
+        f"view {len(shown)} lines, longest {max(len(x.text) for x in shown)} chars"
     )

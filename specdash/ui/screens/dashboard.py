@@ -252,7 +252,11 @@ class DashboardScreen(Screen[None]):
 
     @on(LogLines)
     def _log_lines(self, message: LogLines) -> None:
-        self.query_one(LogPanel).append(message.batch.entries, reset=message.batch.reset)
+        panel = self.query_one(LogPanel)
+        for batch in message.mailbox.take():
+            panel.append(batch.entries, reset=batch.reset)
+        if message.mailbox.pending:  # a long backlog: the rest after whatever else is waiting
+            self.post_message(LogLines(message.mailbox))
 
     @on(GpuUpdated)
     def _gpu_updated(self, message: GpuUpdated) -> None:
