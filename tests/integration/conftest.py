@@ -15,6 +15,7 @@ import pytest
 
 from specdash.remote.ssh import SSHHost, SSHOptions
 from tests.sshd import TEST_USER, Keys, Sshd, ensure_test_user, make_dir, skip_reason
+from tests.support.sim_harness import Simulators
 
 
 @pytest.fixture(scope="session")
@@ -96,3 +97,14 @@ async def host(sshd: Sshd, ssh_options: SSHOptions) -> AsyncIterator[SSHHost]:
     """A connected host on the shared sshd."""
     async with SSHHost(target(sshd), ssh_options) as connected:
         yield connected
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[Simulators]:
+    """Start local simulators (`await sim(*args, port=, scale=, env=, ready=)`, see `Simulators`); every
+    process group is killed at teardown, whatever the test did."""
+    sims = Simulators()
+    try:
+        yield sims
+    finally:
+        await sims.close()
