@@ -1,4 +1,5 @@
-"""Integration fixtures: a real OpenSSH sshd on loopback, a test user, and connected `SSHHost`s.
+"""Integration fixtures: a real OpenSSH sshd on loopback, a test user, connected `SSHHost`s, and local
+simulators (`sim`).
 
 The machinery lives in `tests/sshd.py` so later tiers (jump hosts, network namespaces, the simulator run
 as the test user) reuse it. One sshd serves the whole session; tests that kill or pause a server start
