@@ -24,6 +24,7 @@ from tests.integration.remote_sim import sim_config
 from tests.reliability.conftest import state_dir as unique_state_dir
 from tests.reliability.conftest import timing
 from tests.sshd import TEST_HOME, Keys, Sshd, _children, free_port
+from tests.support.eventually import eventually_sync
 
 LEVEL = 4
 
@@ -134,11 +135,16 @@ state_dir = "{state_dir}"
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 90
-        while _rows(db)[0] < 30 or not _agents():  # another process: poll its store with a deadline
+
+        def going() -> tuple[int, list[int]]:
+            """Another process: its store's rows so far and the probe agents on the host."""
             assert proc.poll() is None, (tmp_path / "bench.out").read_text()[-3000:]
-            assert time.monotonic() < deadline, "the sweep did not get going (with its probe on the host)"
-            time.sleep(0.1)
+            return _rows(db)[0], _agents()
+
+        eventually_sync(
+            going, until=lambda seen: seen[0] >= 30 and seen[1], timeout=90,
+            what="the sweep going, with its probe on the host (rows stored, agents)",
+        )  # fmt: skip
         helpers = _descendants(proc.pid)
         proc.send_signal(signal.SIGKILL)
         killed_at = time.monotonic()
@@ -149,14 +155,12 @@ state_dir = "{state_dir}"
         assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         con.close()
         # Probe workers notice the dead parent (their pipe closes) and exit.
-        deadline = time.monotonic() + 15
-        while [p for p in helpers if _alive(p)]:
-            assert time.monotonic() < deadline, f"probe processes outlived specdash: {helpers}"
-            time.sleep(0.1)
+        eventually_sync(
+            lambda: [p for p in helpers if _alive(p)], until=lambda left: not left, timeout=15,
+            what=f"probe processes {helpers} gone after specdash (alive)",
+        )  # fmt: skip
         # The probe agent on the host (the default over SSH) loses its channel and ends by itself.
-        while agents := _agents():
-            assert time.monotonic() < deadline, f"probe agents outlived specdash: {agents}"
-            time.sleep(0.1)
+        eventually_sync(_agents, until=lambda left: not left, timeout=15, what="probe agents gone after specdash")
         orphans_gone_s = time.monotonic() - killed_at
 
         async def on_the_host() -> tuple[int, RunRecord]:

@@ -26,6 +26,7 @@ from tests.integration.conftest import remote_alive
 from tests.integration.remote_sim import sim_config
 from tests.recorder import Recorder
 from tests.reliability.conftest import SETTLED, RemoteHost, state_dir, timing
+from tests.support.eventually import eventually
 
 pytestmark = pytest.mark.netns
 
@@ -273,10 +274,7 @@ async def test_link_cut_during_a_sweep_with_the_probe_on_the_host_leaves_no_agen
         async with asyncio.timeout(120):
             await sweep
         result = session.results["baseline"]
-        deadline = time.monotonic() + 20
-        while left := agents():
-            assert time.monotonic() < deadline, f"probe agents outlived the sweep: {left}"
-            await asyncio.sleep(0.1)
+        await eventually(agents, until=lambda left: not left, timeout=20, what="probe agents gone after the sweep")
     store.close()
     assert result.probe is not None and result.probe["where"] == "host", result.probe
     assert result.aborted is None, result.aborted
