@@ -26,6 +26,8 @@ from tests.reliability.conftest import timing
 from tests.sshd import TEST_HOME, Keys, Sshd, _children, free_port
 
 LEVEL = 4
+LINK_WAIT = 3
+"""The probe agent on the host ends by itself once its client has been gone this long (plus a grace)."""
 
 
 def _rows(db: Path) -> tuple[int, int]:
@@ -123,7 +125,7 @@ state_dir = "{state_dir}"
     env = {**os.environ, "SPECDASH_CONFIG": str(cfg.path)}
     db = tmp_path / "bench.db"
     bench = [sys.executable, "-m", "specdash", "bench", "sim", "--mode", "metered", "--output-len", "64",
-             "--warmup", "0", "--db", str(db)]  # fmt: skip
+             "--warmup", "0", "--link-wait", str(LINK_WAIT), "--db", str(db)]  # fmt: skip
     hc = HostConfig(name="sim", address=target(sshd), state_dir=state_dir)
     out = (tmp_path / "bench.out").open("w")
     proc = subprocess.Popen(
@@ -153,7 +155,11 @@ state_dir = "{state_dir}"
         while [p for p in helpers if _alive(p)]:
             assert time.monotonic() < deadline, f"probe processes outlived specdash: {helpers}"
             time.sleep(0.1)
-        # The probe agent on the host (the default over SSH) loses its channel and ends by itself.
+        # The probe agent on the host (the default over SSH) runs detached: it cannot tell a dead client from a
+        # cut link, and ends by itself once the client's pings have stopped for longer than `link_wait`.
+        from specdash.bench.agent.main import PING_GRACE_S
+
+        deadline = max(deadline, time.monotonic() + LINK_WAIT + PING_GRACE_S + 15)
         while agents := _agents():
             assert time.monotonic() < deadline, f"probe agents outlived specdash: {agents}"
             time.sleep(0.1)
