@@ -324,6 +324,8 @@ class Sweep:
             engine, version = await _identify(server, info)
             self._runner = await self._make_runner(settings)
             self.guards = self._guards(info)
+            if self.host_runner is not None and self.probe["where"] == "local":
+                self.guards.append(f"probe on the host unavailable: {self.probe['why']}")  # stored with the run
             for warning in self.guards:
                 if self.on_warning is not None:
                     self.on_warning(warning)
