@@ -9,9 +9,11 @@ GPU box reaches its server on that box's loopback.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import stat
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -224,3 +226,36 @@ def test_the_agent_ships_only_stdlib_modules() -> None:
                     or name in {m[:-3].replace("/", ".") for m in MODULES}
                     or (top == "specdash" and f"{name.replace('.', '/')}/__init__.py" in MODULES)
                 ), f"{rel} imports {name}"
+
+
+async def test_a_cancelled_sweep_stops_its_agent_on_the_host(host: SSHHost, server: FakeServer) -> None:
+    """The agent runs detached from the SSH channel, so closing the follower does not stop it: the sweep's
+    clean-up does (SIGTERM); in-flight requests finish and the agent records `done` with the reason."""
+    server.config.interval_s = 0.01
+    runners: list[HostRunner] = []
+
+    def make(settings: ProbeSettings, prompts: tuple[str, ...]) -> HostRunner:
+        runners.append(HostRunner(host, server.url, settings, prompts))
+        return runners[-1]
+
+    name = build().name
+    sweep = Sweep(server.url, config((2,), requests_per_level=100_000, warmup_requests=0), load_prompts("chat"),
+                  host_runner=make)  # fmt: skip
+    task = asyncio.create_task(sweep.run())
+    deadline = time.monotonic() + 30
+    while not runners or not runners[0].records_path or not (TEST_HOME / runners[0].records_path).exists():
+        assert time.monotonic() < deadline and not task.done(), "the agent did not start"
+        await asyncio.sleep(0.05)
+    records = TEST_HOME / runners[0].records_path
+    while '"t":"s"' not in records.read_text():  # a request finished: the level is under way
+        assert time.monotonic() < deadline, "no record from the agent"
+        await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    deadline = time.monotonic() + 20
+    while agents_running(name):
+        assert time.monotonic() < deadline, f"agents outlived the cancelled sweep: {agents_running(name)}"
+        await asyncio.sleep(0.05)
+    done = [json.loads(x) for x in records.read_text().splitlines() if x.startswith('{"t":"done"')]
+    assert len(done) == 1 and done[0]["o"]["aborted"] == "agent terminated", done
