@@ -48,6 +48,7 @@ from specdash.bench.agent.wire import (
 from specdash.bench.hostprobe import AgentUnavailable
 from specdash.bench.probe import LevelOutcome, LevelPlan, ProbeSettings
 from specdash.bench.workers import LevelSink
+from specdash.remote.events import ConnectionState
 from specdash.remote.ssh import SSHHost
 from specdash.remote.ssherror import SSHError, SSHErrorKind
 
@@ -249,14 +250,17 @@ class HostRunner:
                         tail.extend(str(record.get("log", "")).splitlines())
                 ended = True
             except SSHError as exc:
-                if exc.kind is not SSHErrorKind.LOST or self.link_wait_s <= 0:
+                if exc.kind is not SSHErrorKind.LOST:
                     self.last_failure = f"probe agent lost: {exc}"
+                    break
+                if self.link_wait_s <= 0:
+                    self.last_failure = f"link lost during the level (the agent on the host stops by itself): {exc}"
                     break
                 # The agent goes on without us (it is detached): wait for the link, then follow it again.
                 try:
                     await self.host.wait_connected(timeout=self.link_wait_s, newer_than=generation)
                 except SSHError as again:
-                    self.last_failure = f"probe agent lost: {exc}; {again}"
+                    self.last_failure = f"link lost and not back within {self.link_wait_s:g} s: {again}"
                     break
                 lost = 1
         if ended:
@@ -284,6 +288,8 @@ class HostRunner:
         """Stop an agent still running (its level was cancelled) and remove this sweep's job file (the
         records stay until the next sweep's clean-up)."""
         pid, self._pid = self._pid, None
+        if self.host.state is not ConnectionState.CONNECTED:
+            return  # nothing to wait for: an agent cut off from us ends by itself (see `main`)
         if pid is not None:
             with contextlib.suppress(SSHError, OSError):
                 await self.host.run(f"kill -TERM {pid}", timeout=10)

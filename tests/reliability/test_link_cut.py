@@ -395,3 +395,50 @@ async def test_the_agent_ends_by_itself_when_the_link_is_gone_longer_than_link_w
         f"link gone > link_wait (3 s) with the probe on the host: the agent ended by itself "
         f"{ended_at - cut_at:.1f} s after the cut, link still down, {len(host)} requests recorded on the host"
     )
+
+
+async def test_link_cut_with_policy_stop_and_the_probe_on_the_host_ends_the_sweep_and_the_agent(
+    remote: RemoteHost, tmp_path: Path
+) -> None:
+    """Policy `stop`: the level does not wait for the link; it fails with the loss, the sweep ends, and the
+    agent (which nobody will follow again) stops once the pings have been gone `PING_GRACE_S`, while the link
+    is still down. What the store has of the level is in the agent's record file, each request once."""
+    session, seen, store, db, made = _host_session(remote, tmp_path)
+    async with running(session, seen):
+        await session.start("baseline")
+        assert (await session.wait_status(SETTLED, timeout=60)).phase is Phase.READY
+        config = replace(_sweep_config("stop", 400), probe="host")
+        sweep = asyncio.create_task(session.sweep(["baseline"], [2], config=config))
+
+        def progressed(ev: list[object]) -> bool:
+            return any(isinstance(e, BenchTick) and e.concurrency == 2 and e.done >= 2 for e in ev)
+
+        await seen.wait_for(progressed, timeout=60)
+        cut_at = remote.ns.cut()
+        try:
+            async with asyncio.timeout(60):
+                await sweep
+            ended_at = time.monotonic()
+            await _no_agents_left(remote, within_s=60)
+            agent_gone_at = time.monotonic()
+        finally:
+            remote.ns.heal()
+        result = session.results["baseline"]
+    store.close()
+    assert result.aborted is not None and "link" in result.aborted, result.aborted
+    assert [(lv.concurrency, lv.status) for lv in result.levels] == [(2, "failed")]
+    (runner,) = made
+    host, done = _host_records(TEST_HOME / runner.run_dir / "1.jsonl")
+    assert len(done) == 1 and "link to the client gone" in str(done[0]["aborted"]), done
+    con = sqlite3.connect(db)
+    try:
+        stored = [
+            idx for (idx,) in con.execute("SELECT idx FROM samples WHERE level_id = ?", (result.levels[0].level_id,))
+        ]
+    finally:
+        con.close()
+    assert len(stored) == len(set(stored)) and set(stored) <= {idx for _, idx, _ in host}, (stored, host)
+    timing(
+        f"link cut with policy stop, probe on the host: sweep ended {ended_at - cut_at:.1f} s after the cut, "
+        f"the agent {agent_gone_at - cut_at:.1f} s after; {len(stored)} of the {len(host)} host records stored"
+    )
