@@ -69,12 +69,17 @@ def _agents() -> list[int]:
     return found
 
 
-def _host_records() -> int:
-    """Successful request records in the newest agent run's files on the "host"."""
-    runs = [d for d in (TEST_HOME / ".specdash" / "agent" / "runs").iterdir() if d.is_dir()]
-    newest = max(runs, key=lambda d: d.stat().st_mtime)
+def _host_records(port: int) -> int:
+    """Successful request records in the files of the agent run against `port` on the "host" (its job file
+    names the server's URL; the killed specdash never removed it). Other tests share this home: the newest
+    run directory may be theirs."""
+    (run,) = [
+        d
+        for d in (TEST_HOME / ".specdash" / "agent" / "runs").iterdir()
+        if (d / "job.json").is_file() and json.loads((d / "job.json").read_text())["url"].endswith(f":{port}")
+    ]
     count = 0
-    for f in newest.glob("*.jsonl"):
+    for f in run.glob("*.jsonl"):
         for line in f.read_text().splitlines():
             rec = json.loads(line)
             if rec["t"] == "s" and rec["d"][3] is None:  # field 3: error
@@ -179,7 +184,7 @@ state_dir = "{state_dir}"
         finished, record = asyncio.run(on_the_host())
         # With the probe on the host, every finished request is in the agent's record file there (written
         # before it was sent); the local store has what reached it before the kill, nothing else.
-        on_host = _host_records()
+        on_host = _host_records(port)
         assert stored_ok <= on_host, (stored_ok, on_host)
         assert finished - LEVEL <= on_host <= finished, (finished, on_host)
         again = subprocess.run(
