@@ -146,3 +146,30 @@ async def test_permanent_error_on_reconnect_fails_with_reason(
             await host.close()
         server.stop()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+async def test_a_detached_command_is_spared_by_the_reap_after_a_reconnect_and_reaped_by_close(
+    sshd: Sshd, ssh_options: SSHOptions
+) -> None:
+    """The probe agent's kind of process: started detached (no channel), it survives what a reconnect reaps
+    (the streams of older connections) and is found again by its tag; closing the host stops it."""
+    async with SSHHost(target(sshd), ssh_options) as host:
+        pid = await host.start_detached("exec sleep 300", ".specdash/detached-test.log")
+        streamed = host.stream("echo $$; exec sleep 300")
+        stream_pid = int(await anext(streamed))
+        assert await remote_alive(host, pid)
+        assert await host._reap(keep_generation=host.generation + 1) == [stream_pid]  # an older generation's
+        assert await remote_alive(host, pid)  # the detached one was spared
+        await streamed.aclose()  # type: ignore[attr-defined]
+
+    # close() reaped it (the "host" is this machine: look at /proc directly).
+    def running(pid: int) -> bool:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 10
+    while running(pid):
+        assert time.monotonic() < deadline, f"detached {pid} outlived close()"
+        await asyncio.sleep(0.05)
