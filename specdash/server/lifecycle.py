@@ -279,7 +279,7 @@ class Lifecycle:
             pgid=_int(pgid),
             started_at=_float(started),
             log_path=log_path,
-            command=tuple(str(c) for c in command) if isinstance(command, list) else (),
+            command=tuple(escape_controls(str(c)) for c in command) if isinstance(command, list) else (),  # shown
             alive="alive" in fields and "stopped" not in fields,
             log_size=_int(size),
             adopted=bool(meta.get("adopted", False)),
