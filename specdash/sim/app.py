@@ -30,7 +30,7 @@ from aiohttp import ClientSession, ClientTimeout, web
 
 from specdash.sim.args import SimConfig
 from specdash.sim.faults import crash_traceback, warmup_fail_lines
-from specdash.sim.gpus import write_load
+from specdash.sim.gpus import pid_alive, write_load
 from specdash.sim.logstyle import LogWriter
 from specdash.sim.model import BASELINE, BASELINE_MAX_RUNNING, SPEC_COSTS, ThroughputModel
 from specdash.sim.presets import Preset, choose_preset
@@ -100,23 +100,6 @@ class ProcessTree:
         self.kill_children()
         os.kill(os.getpid(), signal.SIGKILL)
         raise SystemExit(137)  # unreachable: SIGKILL cannot be caught
-
-
-def _alive(pid: int) -> bool:
-    """Whether `pid` runs; a zombie counts as gone (a container's PID 1 may reap it only much later)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except FileNotFoundError:
-        return False
-    except OSError:  # no /proc: fall back to a signal probe
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
 
 
 class SimApp:
@@ -361,7 +344,7 @@ class SimApp:
         except ProcessLookupError:
             fd = None
         except OSError:  # no pidfd (old kernel): poll
-            while _alive(pid):  # noqa: ASYNC110 - nothing to wait on without a pidfd
+            while pid_alive(pid):  # noqa: ASYNC110 - nothing to wait on without a pidfd
                 await asyncio.sleep(0.5)
             fd = None
         if fd is not None:

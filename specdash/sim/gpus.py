@@ -85,7 +85,8 @@ def write_load(running: int, max_running: int) -> None:
     _write(state_dir() / f"load-{os.getpid()}.json", {"running": running, "max_running": max(1, max_running)})
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether `pid` runs; a zombie counts as gone (a container's PID 1 may reap it only much later)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
@@ -148,7 +149,7 @@ def read_gpus(count: int | None = None) -> list[Reading]:
     with contextlib.suppress(OSError):
         for path in base.glob("*.json"):
             pid = _pid_of(path)
-            if pid is None or not _alive(pid):
+            if pid is None or not pid_alive(pid):
                 with contextlib.suppress(OSError):
                     path.unlink()
                 continue

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import sys
 import time
@@ -23,7 +24,7 @@ from typing import NoReturn
 
 from specdash.sim.args import SimConfig
 from specdash.sim.faults import oom_capture_traceback
-from specdash.sim.gpus import GpuState, gpu_index, write_gpu
+from specdash.sim.gpus import GpuState, gpu_index, pid_alive, state_dir, write_gpu
 from specdash.sim.logstyle import LogWriter, capture_bar, shard_bar
 from specdash.sim.model import BASELINE_MAX_RUNNING
 from specdash.sim.presets import Preset, capture_batch_sizes, choose_preset
@@ -36,6 +37,8 @@ BAR_DELAY = 0.015
 """Real seconds after a phase start at which rank 0 draws its bar (after the other ranks' lines)."""
 AFTER_BAR = 0.005
 """Extra real delay of the other ranks' lines that follow a bar (after rank 0 closed it)."""
+BAR_WAIT_S = 60.0
+"""Longest a rank waits for rank 0 to close a bar (then it goes on: a stalled rank 0 must not hang the rest)."""
 DRAFT_ARCH = {"EAGLE3": "LlamaForCausalLMEagle3", "EAGLE": "LlamaForCausalLMEagle", "STANDALONE": "LlamaForCausalLM"}
 
 
@@ -50,6 +53,40 @@ class Clock:
         delay = self.t0 + offset - time.time()
         if delay > 0:
             time.sleep(delay)
+
+
+class BarBarrier:
+    """The other ranks print what follows a progress bar only once rank 0 has closed it, as real ranks meet at
+    a collective after loading and after each capture. The schedule alone kept that order only while rank 0
+    kept up with it: on a loaded machine its 64 shard redraws in a fraction of a second fell behind, and the
+    other ranks' next phase landed inside the bar's line. Rank 0 leaves a mark file per closed bar in a
+    directory of this simulator (its main process's PID); the others wait for the mark."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+        self.dir = state_dir() / f"bars-{os.getppid()}"
+        self.count = 0
+
+    def cross(self) -> None:
+        """At a line that follows a bar: rank 0 marks the bar closed, the others wait for that mark."""
+        mark = self.dir / str(self.count)
+        self.count += 1
+        if self.rank == 0:
+            if self.count == 1:
+                self._sweep_stale()
+            self.dir.mkdir(parents=True, exist_ok=True)
+            mark.touch()
+            return
+        end = time.monotonic() + BAR_WAIT_S
+        while not mark.exists() and time.monotonic() < end:
+            time.sleep(0.002)
+
+    def _sweep_stale(self) -> None:
+        # Marks of simulators that have ended (their main process is gone): nobody else removes them.
+        for old in self.dir.parent.glob("bars-*"):
+            pid = old.name.removeprefix("bars-")
+            if pid.isdigit() and not pid_alive(int(pid)):
+                shutil.rmtree(old, ignore_errors=True)
 
 
 def hang_forever() -> NoReturn:
@@ -92,6 +129,7 @@ class RankScript:
         self.t = 0.0
         self.avail = self.p.gpu_total_gb + self.mine.uniform(-0.05, 0.05)
         self.gpu = gpu_index(rank)
+        self.barrier = BarBarrier(rank)
 
     def report(self, util: float, held_gb: float = 0.0, *, serving: bool = False) -> None:
         """Tell the simulated `nvidia-smi` what this rank's GPU holds (plus `held_gb` not yet in `avail`)."""
@@ -113,6 +151,8 @@ class RankScript:
         """Print a line from this rank at the cursor (rank 0 first, the others a little later)."""
         if not all_ranks and self.rank != 0:
             return
+        if after_bar and all_ranks:
+            self.barrier.cross()
         offset = 0.0
         if self.rank != 0:
             offset = 0.002 + (OTHER_MAX - 0.004) * self.rank / max(1, self.c.tp_size) + self.mine.uniform(0, 0.002)

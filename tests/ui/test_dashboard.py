@@ -15,6 +15,7 @@ from specdash.ui.screens.confirm import ConfirmScreen
 from specdash.ui.screens.dashboard import DashboardScreen
 from specdash.ui.widgets.header import StatusHeader
 from specdash.ui.widgets.logview import LogView
+from tests.support.eventually import eventually
 from tests.ui import scenarios as sc
 from tests.ui.conftest import AppFactory
 from tests.ui.settle import settle
@@ -314,10 +315,13 @@ async def test_unknown_theme_warns_and_keeps_default() -> None:
     app = make_app(
         FakeSession(sc.stopped()), config_ui=UIConfig(theme="no-such-theme"), clock=lambda: sc.NOW, live=False
     )
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+    async with app.run_test(size=SIZE):
+        # The notice is a message of its own: on a loaded machine it may land after the first pause.
+        notes = await eventually(
+            lambda: [n.message for n in app._notifications], timeout=30, what="the unknown-theme notice"
+        )
         assert app.theme == "textual-dark"
-        assert "no-such-theme" in next(iter(app._notifications)).message
+        assert "no-such-theme" in notes[0]
 
 
 async def test_disconnected_greys_out_host_actions(build: AppFactory) -> None:
