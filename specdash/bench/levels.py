@@ -175,6 +175,8 @@ class LevelResult:
             failed=st.failed,
             server_tok_s=self.server.tok_s,
             accept_length=self.server.accept_length or st.accept_length,
+            draft_share=self.server.draft_share,
+            accept_per_position=self.server.accept_per_position,
             warning="; ".join(self.warnings),
         )
 

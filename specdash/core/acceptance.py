@@ -26,6 +26,19 @@ def is_speculative(server_args: Mapping[str, Any] | None, argv: Sequence[str] = 
                for a in argv)  # fmt: skip
 
 
+def acceptance_line(
+    mode: str, concurrency: int, accept_length: float, draft_share: float | None, per_position: Sequence[float]
+) -> str:
+    """One level's acceptance in words: tokens per verify step, the drafts' share of the output and the
+    acceptance by draft position (the last two only where the engine counts them)."""
+    parts = [f"acceptance · {mode} C={concurrency}: {accept_length:.2f} tokens per verify step"]
+    if draft_share is not None:
+        parts.append(f"{draft_share * 100:.0f} % of output from drafts")
+    if per_position:
+        parts.append("by draft position " + " ".join(f"{p:.2f}" for p in per_position))
+    return " · ".join(parts)
+
+
 def accept_alarm(mode: str, accept_lengths: Iterable[float | None]) -> str | None:
     """A warning when every reported acceptance length of `mode` is below `ALARM_BELOW`; None otherwise."""
     values = [v for v in accept_lengths if v is not None]

@@ -131,7 +131,11 @@ class LevelRow:
     server_tok_s: float | None = None
     """The server's own figure (SGLang gen throughput, vLLM generation tokens), when available."""
     accept_length: float | None = None
-    """Mean acceptance length (speculative modes)."""
+    """Mean acceptance length (speculative modes): tokens per verify step over the level's window."""
+    draft_share: float | None = None
+    """Share of the output tokens that came from accepted drafts, where the engine counts them (vLLM)."""
+    accept_per_position: tuple[float, ...] = ()
+    """Acceptance rate of each draft position, first position first, where the engine counts it (vLLM)."""
     warning: str = ""
     """e.g. `client and server disagree by 14 %`, `server caps running requests at 48`, `client-limited`."""
 

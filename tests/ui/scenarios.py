@@ -128,7 +128,18 @@ ROWS = (
     LevelRow("eagle3", 1, "done", 371.0, 370.0, 41.0, 2.7, 64, 0, 369.0, 3.21),
     LevelRow("eagle3", 5, "done", 1402.0, 281.0, 60.0, 3.5, 64, 0, 1398.0, 3.05),
     LevelRow(
-        "eagle3", 20, "running", 1905.0, None, 170.0, None, 31, 0, 2180.0, 2.61, "client and server disagree by 14 %"
+        "eagle3",
+        20,
+        "running",
+        1905.0,
+        None,
+        170.0,
+        None,
+        31,
+        0,
+        2180.0,
+        2.61,
+        warning="client and server disagree by 14 %",
     ),
 )
 BENCH = BenchUpdate(

@@ -255,3 +255,21 @@ def test_notes_raise_the_acceptance_alarm_for_a_mode_stuck_near_one() -> None:
     )
     text = notes_text(rows)
     assert text.count("⚠") == 1 and "eagle: mean accept length stays at 1.02" in text
+
+
+def test_the_acceptance_line_names_the_newest_speculative_level_and_what_the_engine_counts() -> None:
+    from specdash.core.events import LevelRow
+    from specdash.ui.widgets.bench import acceptance_text
+
+    assert acceptance_text((LevelRow("plain", 1, "done", tok_s=100.0),)) == ""  # nothing speculative: no line
+    rows = (
+        LevelRow("ngram", 1, "done", tok_s=90.0, accept_length=2.4, draft_share=0.58, accept_per_position=(0.8, 0.5)),
+        LevelRow("ngram", 4, "done", tok_s=150.0, accept_length=1.9, draft_share=0.47, accept_per_position=(0.6, 0.3)),
+        LevelRow("ngram", 16, "running", tok_s=160.0, accept_length=1.5),
+    )
+    text = acceptance_text(rows)
+    assert text.startswith("acceptance · ngram C=4: 1.90 tokens per verify step"), text  # done levels only
+    assert "47 % of output from drafts" in text and "by draft position 0.60 0.30" in text
+    # SGLang reports only the mean: the line says that much and no more.
+    sglang = acceptance_text((LevelRow("eagle3", 1, "done", tok_s=300.0, accept_length=3.05),))
+    assert sglang == "acceptance · eagle3 C=1: 3.05 tokens per verify step"

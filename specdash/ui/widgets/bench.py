@@ -11,7 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.widgets import DataTable, Label
 
-from specdash.core.acceptance import accept_alarm
+from specdash.core.acceptance import accept_alarm, acceptance_line
 from specdash.core.events import BenchUpdate, LevelRow
 from specdash.ui.format import rate
 from specdash.ui.messages import BenchTicked
@@ -42,6 +42,16 @@ def row_cells(row: LevelRow, reference: Mapping[int, float] | None = None) -> tu
         ttft,
         ok,
     )
+
+
+def acceptance_text(rows: tuple[LevelRow, ...]) -> str:
+    """The newest finished speculative level's acceptance (the table's `accept` column says it per level)."""
+    done = [row for row in rows if row.status == "done" and row.accept_length is not None]
+    if not done:
+        return ""
+    row = done[-1]
+    assert row.accept_length is not None
+    return acceptance_line(row.mode, row.concurrency, row.accept_length, row.draft_share, row.accept_per_position)
 
 
 def notes_text(rows: tuple[LevelRow, ...]) -> str:
@@ -103,6 +113,7 @@ class BenchPanel(Horizontal):
         with Vertical(id="bench-left"):
             yield BenchTable(id="bench-table")
             yield Label("", id="bench-verdict", markup=False)
+            yield Label("", id="bench-accept", markup=False)
             yield Label("", id="bench-notes", markup=False)
         with Horizontal(id="bench-charts"):
             yield self.live_chart
@@ -123,6 +134,9 @@ class BenchPanel(Horizontal):
         # A sweep that ended with levels still pending was cut short (cancelled or failed): say so.
         state = "running" if update.running else "finished" if done == len(update.rows) else "stopped"
         self.query_one(BenchTable).border_subtitle = f"{state} · {done}/{len(update.rows)} levels"
+        accept = self.query_one("#bench-accept", Label)
+        accept.update(acceptance_text(update.rows))
+        accept.display = bool(acceptance_text(update.rows))
         notes = self.query_one("#bench-notes", Label)
         notes.update(notes_text(update.rows))
         notes.display = bool(notes_text(update.rows))
