@@ -1,0 +1,151 @@
+"""The headless CLI against the real vLLM CPU engine over a real sshd: what a user runs, end to end.
+
+- `bench HOST --modes plain,ngram --check-greedy N --db STORE` (a stored A/B sweep with the greedy check), then
+  `runs`, `compare` and `report RUN -o x.html` on that store (issue 16);
+- `tune HOST --mode ngram --space 'k=1,2,4' --levels 1,4,16` with a restart per setting, the exported mode and
+  its live verification (issue 18).
+
+Bounded: short outputs, few requests per level. The figures go to `.engine/results/cli.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.engine.conftest import ENGINE_DTYPE, ENGINE_PYTHON, MODEL_DIR, RESULTS_DIR
+from tests.engine.test_vllm_engine import NGRAM
+from tests.integration.conftest import target
+from tests.sshd import Keys, Sshd, free_port
+
+pytestmark = pytest.mark.engine
+
+HOST = "workstation"
+OUTPUT_LEN = 32
+GREEDY_N = 6
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def engine_cli_config(tmp: Path, sshd: Sshd, ssh_keys: Keys, port: int) -> Path:
+    """The engine tests' `plain` and `ngram` modes (test_vllm_engine.engine_config) behind a [hosts] entry."""
+    known = tmp / "known_hosts"
+    known.write_text(sshd.known_hosts_line() + "\n")
+    text = f"""
+[hosts.{HOST}]
+address = "{target(sshd)}"
+identity_file = "{ssh_keys.client_key}"
+known_hosts = "{known}"
+python = "{ENGINE_PYTHON}"
+state_dir = "~/.specdash-tests/{uuid.uuid4().hex}"
+
+[modes.plain]
+engine = "vllm"
+model = "{MODEL_DIR}"
+port = {port}
+args = ["--served-model-name", "small", "--max-model-len", "2048", "--dtype", "{ENGINE_DTYPE}"]
+env = {{ HF_HUB_OFFLINE = "1", VLLM_CPU_KVCACHE_SPACE = "1" }}
+description = "vLLM CPU, no speculation"
+stop_timeout = 15
+
+[modes.ngram]
+extends = "plain"
+args = ["--speculative-config", '{NGRAM}']
+description = "vLLM CPU, n-gram prompt lookup (4 tokens)"
+"""
+    path = tmp / "config.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def cli(engine_ready: Path, tmp_path: Path, sshd: Sshd, ssh_keys: Keys) -> Iterator[Cli]:
+    config = engine_cli_config(tmp_path, sshd, ssh_keys, free_port())
+    env = {**os.environ, "SPECDASH_CONFIG": str(config), "XDG_DATA_HOME": str(tmp_path / "data")}
+
+    def run(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "specdash", *args], capture_output=True, text=True, env=env, timeout=timeout
+        )
+
+    yield run
+    run("down", HOST, "--grace", "15")
+
+
+def save(name: str, value: Any) -> None:
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / "cli.json"
+    data = json.loads(path.read_text()) if path.is_file() else {}
+    data[name] = value
+    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def test_ab_sweep_greedy_runs_compare_report(cli: Cli, tmp_path: Path) -> None:
+    store = tmp_path / "store.db"
+    bench = cli(
+        "bench", HOST, "--modes", "plain,ngram", "--levels", "1,4", "--output-len", str(OUTPUT_LEN),
+        "--requests-per-level", "8", "--endpoint", "completions", "--prompts", "code",
+        "--check-greedy", str(GREEDY_N), "--db", str(store), "--json",
+    )  # fmt: skip
+    assert bench.returncode == 0, bench.stderr[-4000:]
+    result = json.loads(bench.stdout)
+    run_ids = [result["plain"]["run_id"], result["ngram"]["run_id"]]
+    for mode in ("plain", "ngram"):
+        levels = result[mode]["levels"]
+        assert [lv["concurrency"] for lv in levels] == [1, 4]
+        assert all(lv["status"] == "done" for lv in levels), levels
+    greedy = result["greedy"]
+    save("greedy", greedy)
+    save("bench", {m: [{"c": lv["concurrency"], "tok_s": lv["stats"]["output_tok_s"]} for lv in result[m]["levels"]]
+                   for m in ("plain", "ngram")} | {"verdict": result["verdict"]})  # fmt: skip
+    assert greedy["total"] == GREEDY_N
+    assert 0 <= greedy["identical"] <= GREEDY_N
+    # Speculative decoding is meant to be lossless at temperature 0; a mismatch is a finding, printed, not hidden.
+    print(f"\ngreedy: {greedy['identical']}/{greedy['total']} identical; first difference: {greedy['first']}")
+    assert greedy["identical"] == GREEDY_N, greedy
+
+    runs = cli("runs", "--db", str(store), "--json")
+    assert runs.returncode == 0, runs.stderr
+    listed = json.loads(runs.stdout)
+    listed = listed["runs"] if isinstance(listed, dict) else listed
+    by_id = {r["id"]: r for r in listed}
+    assert set(run_ids) <= set(by_id), listed
+    assert by_id[run_ids[0]]["host"] == HOST or HOST in json.dumps(by_id[run_ids[0]]), by_id[run_ids[0]]
+
+    compare = cli("compare", *map(str, run_ids), "--db", str(store))
+    assert compare.returncode == 0, compare.stderr
+    assert "ngram" in compare.stdout and "plain" in compare.stdout
+    save("compare", compare.stdout)
+
+    out = tmp_path / "x.html"
+    report = cli("report", *map(str, run_ids), "-o", str(out), "--db", str(store))
+    assert report.returncode == 0, report.stderr
+    html = out.read_text()
+    verdict_words = result["verdict"].split()[:3]
+    assert all(w in html for w in verdict_words), (verdict_words, result["verdict"])
+    assert "vllm" in html.lower() and "0.32" in html  # the provenance names the engine and its version
+    assert "specdash" in html and "http://" not in html.replace("http://127.0.0.1", "")  # self-contained
+    (RESULTS_DIR / "report.html").write_text(html)
+
+
+def test_tune_ngram_k_with_restarts_then_verify(cli: Cli, tmp_path: Path) -> None:
+    tune = cli(
+        "tune", HOST, "--mode", "ngram", "--baseline", "plain", "--space", "k=1,2,4", "--levels", "1,4,16",
+        "--repeats", "1", "--requests-per-level", "16", "--output-len", str(OUTPUT_LEN), "--prompts", "code",
+        "--write-mode", "ngram-tuned", "--journal-dir", str(tmp_path / "tunes"), "--db", str(tmp_path / "t.db"),
+        "--json",
+        timeout=1800,
+    )  # fmt: skip
+    (RESULTS_DIR / "tune.stderr.log").write_text(tune.stderr)
+    assert tune.returncode == 0, tune.stderr[-4000:]
+    result = json.loads(tune.stdout)
+    save("tune", result)
+    print("\n" + json.dumps(result, indent=1, default=str)[:4000])
+    assert result
