@@ -30,7 +30,7 @@ from tests.sshd import free_port
 
 OUT = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "vllm_cpu_real"
 NGRAM = '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4,"prompt_lookup_min":2}'
-READY_TIMEOUT_S = 300.0
+READY_TIMEOUT_S = 900.0
 EXIT_TIMEOUT_S = 120.0
 
 
