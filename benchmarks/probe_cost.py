@@ -94,7 +94,8 @@ LABELS = {
     "plain-uvloop": "plain aiohttp + uvloop",
     "probe": "**specdash probe** (`Probe.run_level`, uvloop)",
     "probe-pool": "specdash probe in a worker process + parent (`ProbePool`)",
-    "agent": "specdash probe agent (the zipapp a host runs; stdlib asyncio, records to a file and stdout)",
+    "agent": "specdash probe agent (the zipapp a host runs; stdlib asyncio, records to a file; "
+    "the follower that streams them back is not counted)",
 }
 
 SGLANG_LAUNCHER = """

@@ -17,12 +17,13 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+
+from tests.support.eventually import eventually, eventually_sync
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = (
@@ -47,14 +48,13 @@ class PageLoad:
 def _port(profile: Path, proc: subprocess.Popen[bytes], timeout: float) -> int:
     """The DevTools port Chromium writes into its profile (`--remote-debugging-port=0` picks a free one)."""
     marker = profile / "DevToolsActivePort"
-    deadline = time.monotonic() + timeout
-    while not marker.exists() or not marker.read_text().strip():
+
+    def written() -> str:
         if proc.poll() is not None:
             raise RuntimeError(f"chromium exited with {proc.returncode}")
-        if time.monotonic() > deadline:
-            raise TimeoutError("chromium did not open its DevTools port")
-        time.sleep(0.05)
-    return int(marker.read_text().split()[0])
+        return marker.read_text().strip() if marker.exists() else ""
+
+    return int(eventually_sync(written, timeout=timeout, what=f"chromium's DevTools port in {marker}").split()[0])
 
 
 def load_page(path: Path, width: int = 1280, timeout: float = 60.0) -> PageLoad:
@@ -84,13 +84,12 @@ def load_page(path: Path, width: int = 1280, timeout: float = 60.0) -> PageLoad:
 
 async def _session(port: int, page_url: str, width: int, result: PageLoad, timeout: float) -> None:
     async with aiohttp.ClientSession() as http:
-        async with asyncio.timeout(timeout):
-            while True:
-                async with http.get(f"http://127.0.0.1:{port}/json/list") as resp:
-                    pages = [t for t in await resp.json() if t.get("type") == "page"]
-                if pages:
-                    break
-                await asyncio.sleep(0.05)
+
+        async def targets() -> list[dict[str, Any]]:
+            async with http.get(f"http://127.0.0.1:{port}/json/list") as resp:
+                return [t for t in await resp.json() if t.get("type") == "page"]
+
+        pages = await eventually(targets, timeout=timeout, what="a page among chromium's DevTools targets")
         async with http.ws_connect(pages[0]["webSocketDebuggerUrl"], max_msg_size=0) as ws:
             await _drive(ws, page_url, width, result, timeout)
 

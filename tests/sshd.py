@@ -171,6 +171,7 @@ class Sshd:
         max_sessions: sshd's MaxSessions (10 is OpenSSH's default, kept so the cap is tested for real).
         log_level: sshd LogLevel.
         netns: Run inside this network namespace (`ip netns exec`).
+        set_env: Environment of every session (`SetEnv`: e.g. a PATH with a fake `python3` first).
     """
 
     def __init__(
@@ -183,8 +184,10 @@ class Sshd:
         max_sessions: int = 10,
         log_level: str = "INFO",
         netns: str | None = None,
+        set_env: dict[str, str] | None = None,
     ) -> None:
         self.keys = keys
+        self.set_env = dict(set_env or {})
         self.name = name
         self.listen = listen
         self.port = port or free_port(listen)
@@ -224,6 +227,7 @@ class Sshd:
                     f"MaxSessions {self.max_sessions}",
                     "MaxStartups 100:30:200",
                     f"LogLevel {self.log_level}",
+                    *(f'SetEnv "{k}={v}"' for k, v in self.set_env.items()),
                     "",
                 ]
             )

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import httpx
 
 from specdash.bench.sse import Endpoint
+from specdash.engines.text import escape_controls
 from specdash.errors import SpecdashError
 
 
@@ -31,7 +32,9 @@ async def greedy_outputs(
                 models = (await client.get("/v1/models")).json()
                 model = str(models["data"][0]["id"])
             except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
-                raise SpecdashError(f"greedy check: cannot read /v1/models from {base_url}: {exc}") from None
+                raise SpecdashError(
+                    f"greedy check: cannot read /v1/models from {base_url}: {escape_controls(str(exc))}"
+                ) from None
         for prompt in prompts:
             if endpoint is Endpoint.GENERATE:
                 path = "/generate"
@@ -51,7 +54,7 @@ async def greedy_outputs(
                 resp.raise_for_status()
                 data = resp.json()
             except (httpx.HTTPError, ValueError) as exc:
-                raise SpecdashError(f"greedy check: {base_url}{path} failed: {exc}") from None
+                raise SpecdashError(f"greedy check: {base_url}{path} failed: {escape_controls(str(exc))}") from None
             out.append(_text(data, endpoint))
     return out
 
@@ -63,4 +66,4 @@ def _text(data: object, endpoint: Endpoint) -> str:
         choice = data["choices"][0]  # type: ignore[index]
         return str(choice["message"]["content"] if endpoint is Endpoint.CHAT else choice["text"])
     except (KeyError, IndexError, TypeError):
-        raise SpecdashError(f"greedy check: unexpected response shape: {str(data)[:200]}") from None
+        raise SpecdashError(f"greedy check: unexpected response shape: {escape_controls(str(data)[:200])}") from None

@@ -20,6 +20,9 @@ class HostProbe(Protocol):
     """A probe on the host: the local runners' interface plus `prepare` and the last failure's reason."""
 
     last_failure: str | None
+    link_wait_s: float
+    """How long a level waits for a lost link before it fails (set by the sweep from its policy); the agent
+    measures on meanwhile and its records are resumed after the last one stored."""
 
     async def prepare(self) -> str:
         """Get the host ready; the host's Python version. Raises `AgentUnavailable`."""

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from specdash.bench.samples import Failure
 from specdash.bench.sse import StreamAccount
-from specdash.core.lines import escape_controls
+from specdash.engines.text import escape_controls
 from specdash.limits import MAX_CHUNK_LINE_BYTES
 
 perf_ns = time.perf_counter_ns

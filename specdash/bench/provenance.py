@@ -25,6 +25,7 @@ from typing import Any
 from specdash import __version__
 from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import PromptSet
+from specdash.engines.text import escape_controls
 
 GPU_QUERY = "nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader,nounits"
 """The inventory query (one row per GPU)."""
@@ -37,7 +38,7 @@ def parse_gpu_inventory(text: str) -> dict[str, Any] | None:
     """Rows of `GPU_QUERY` -> `{count, models, driver, memory_mib}`; None when no row parses."""
     rows = []
     for line in text.splitlines():
-        cells = [c.strip() for c in line.split(",")]
+        cells = [escape_controls(c.strip()) for c in line.split(",")]  # GPU names and driver: the host's text
         if len(cells) != 3 or not cells[0]:
             continue
         try:

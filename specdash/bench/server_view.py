@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from specdash.engines.text import escape_controls, escape_controls_in
 from specdash.limits import MAX_CONTROL_BODY_BYTES
 
 DISAGREE_FRACTION = 0.10
@@ -259,7 +260,8 @@ class ServerClient:
         return parse_prometheus(got[1])
 
     async def server_info(self) -> dict[str, Any] | None:
-        """SGLang `/server_info` (or the older `/get_server_info`), or None."""
+        """SGLang `/server_info` (or the older `/get_server_info`), or None; every string in it (keys too) with its
+        control characters escaped (`core.lines.escape_controls`): views, the store and exports get it from here."""
         for path in ("/server_info", "/get_server_info"):
             got = await self._get(path)
             if got is not None and got[0] == 200:
@@ -267,7 +269,7 @@ class ServerClient:
                     obj = json.loads(got[1])
                 except (ValueError, RecursionError):
                     return None
-                return obj if isinstance(obj, dict) else None
+                return escape_controls_in(obj) if isinstance(obj, dict) else None
         return None
 
     async def version(self) -> str | None:
@@ -279,10 +281,10 @@ class ServerClient:
             obj = json.loads(got[1])
         except (ValueError, RecursionError):
             return None
-        return str(obj["version"]) if isinstance(obj, dict) and "version" in obj else None
+        return escape_controls(str(obj["version"])) if isinstance(obj, dict) and "version" in obj else None
 
     async def models(self) -> dict[str, Any] | None:
-        """`/v1/models` as JSON, or None."""
+        """`/v1/models` as JSON (control characters escaped, as `server_info`), or None."""
         got = await self._get("/v1/models")
         if got is None or got[0] != 200:
             return None
@@ -290,7 +292,7 @@ class ServerClient:
             obj = json.loads(got[1])
         except (ValueError, RecursionError):
             return None
-        return obj if isinstance(obj, dict) else None
+        return escape_controls_in(obj) if isinstance(obj, dict) else None
 
     async def model_id(self) -> str | None:
         """The first model id of `/v1/models`, or None."""

@@ -26,7 +26,7 @@ import re
 from typing import Any
 
 from specdash.bench.samples import Failure
-from specdash.core.lines import escape_controls
+from specdash.engines.text import escape_controls
 from specdash.limits import MAX_SSE_EVENT_BYTES, MAX_TOKEN_COUNT, max_chunks
 
 _KEY = b'"completion_tokens":'

@@ -24,6 +24,11 @@ The link to the server is the caller's business (an SSH forward): the caller rep
 channels close) and are stored with their reason. The level in flight is then `interrupted` in the store.
 With `on_link_loss="pause"` the sweep waits up to `link_wait_s` for the link and runs that level again from
 its warmup (a level measured across an outage would mix two steady states); with `"stop"` it ends.
+
+With the probe on the host the link is not on the measurement's path: a loss does not stop the level. The
+agent measures on, the runner waits up to `link_wait_s` (policy `pause`; none with `stop`) and resumes its
+records after the last one stored, and the level is kept whole; only a runner that gave up (the link not
+back in time) makes the attempt `interrupted`.
 """
 
 from __future__ import annotations
@@ -272,8 +277,13 @@ class Sweep:
         self._link_down = reason
         self._link_losses += 1
         self._link_back.clear()
-        if self._runner is not None:
+        if self._runner is not None and not self._on_host:
             self._runner.abort(f"link lost: {reason}")
+
+    @property
+    def _on_host(self) -> bool:
+        """The probe runs on the server's host (a link loss does not touch its requests)."""
+        return self._runner is not None and not isinstance(self._runner, (ProbePool, _InProcess))
 
     def link_restored(self) -> None:
         """The link is back (and the forward listens again): a paused sweep goes on."""
@@ -314,6 +324,8 @@ class Sweep:
             engine, version = await _identify(server, info)
             self._runner = await self._make_runner(settings)
             self.guards = self._guards(info)
+            if self.host_runner is not None and self.probe["where"] == "local":
+                self.guards.append(f"probe on the host unavailable: {self.probe['why']}")  # stored with the run
             for warning in self.guards:
                 if self.on_warning is not None:
                     self.on_warning(warning)
@@ -351,6 +363,7 @@ class Sweep:
         """The probe on the host when asked for and possible; else local, with the reason recorded."""
         if self.host_runner is not None:
             runner = self.host_runner(settings, self.prompts.prompts)
+            runner.link_wait_s = self.config.link_wait_s if self.config.on_link_loss == "pause" else 0.0
             try:
                 python = await runner.prepare()
             except AgentUnavailable as exc:
@@ -480,7 +493,8 @@ class Sweep:
         outcomes, parent = await run.run(server, poll=before is not None)
         if run.failed(outcomes):
             await self._check_link_after_failure(losses)
-        if self._link_losses != losses and cfg.on_link_loss == "pause":
+        resumed = self._on_host and all(o is not None for o in outcomes)  # the agent's records all came
+        if self._link_losses != losses and cfg.on_link_loss == "pause" and not resumed:
             return self._interrupted(mode, c, level_id, run.samples)
         after = await server.metrics() if before is not None else None
         info_after = await server.server_info() if info is not None else None
@@ -495,7 +509,7 @@ class Sweep:
                 [_load(h) for h in headroom],
                 _load(parent) if parent is not None else None,
                 # With the probe on the host, this process only receives records: its lag is the UI's alone.
-                self.link_in_process and isinstance(self._runner, (ProbePool, _InProcess)),
+                self.link_in_process and not self._on_host,
                 view.max_running,
                 view.running_cap,
             )

@@ -239,6 +239,13 @@ async def _serve(
             conn.send(LevelDone(run.result()))
 
 
+@dataclass(frozen=True)
+class _SinkFailed:
+    """The level's sink raised on a sample or a tick (delivered on the loop, re-raised by `run_level`)."""
+
+    error: Exception
+
+
 @dataclass
 class _Worker:
     process: Any
@@ -262,7 +269,9 @@ class ProbePool:
         self.prompts = prompts
         self._ctx = mp.get_context("spawn")
         self._workers: list[_Worker] = []
-        self._queue: asyncio.Queue[tuple[int, Report]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[int, Report | _SinkFailed]] = asyncio.Queue()
+        self._sink: LevelSink | None = None
+        """The running level's sink: samples and ticks go to it as they are read, not through the queue."""
 
     @property
     def size(self) -> int:
@@ -298,7 +307,20 @@ class ProbePool:
             raise SpecdashError(f"probe processes not ready after {timeout_s:g} s") from exc
 
     def _deliver(self, wid: int, msg: Report) -> None:
-        self._queue.put_nowait((wid, msg))
+        # On the loop (the reader thread hands each message over with call_soon_threadsafe): the level's data
+        # goes to its sink at once, one hop less than through the queue; the queue keeps the control messages,
+        # in order after the data sent before them.
+        sink = self._sink
+        if sink is None or not isinstance(msg, SampleDone | Tick):
+            self._queue.put_nowait((wid, msg))
+            return
+        try:
+            if isinstance(msg, SampleDone):
+                sink.sample(wid, msg.sample)
+            else:
+                sink.tick(wid, msg.arrivals, msg.inflight, msg.now_ns)
+        except Exception as exc:  # raised where the level is awaited, as a failing sink always was
+            self._queue.put_nowait((wid, _SinkFailed(exc)))
 
     def abort(self, reason: str) -> None:
         """Ask every worker to stop sending new requests in the current level."""
@@ -318,18 +340,20 @@ class ProbePool:
             w.conn.send(RunLevel(plan))
         outcomes: list[LevelOutcome | None] = [None] * len(plans)
         pending = set(range(len(plans)))
-        while pending:
-            wid, msg = await self._queue.get()
-            match msg:
-                case SampleDone(sample):
-                    sink.sample(wid, sample)
-                case Tick(arrivals, inflight, now_ns):
-                    sink.tick(wid, arrivals, inflight, now_ns)
-                case LevelDone(outcome):
-                    outcomes[wid] = outcome
-                    pending.discard(wid)
-                case Exited():
-                    pending.discard(wid)
+        self._sink = sink
+        try:
+            while pending:
+                wid, msg = await self._queue.get()
+                match msg:
+                    case LevelDone(outcome):
+                        outcomes[wid] = outcome
+                        pending.discard(wid)
+                    case Exited():
+                        pending.discard(wid)
+                    case _SinkFailed(error):
+                        raise error
+        finally:
+            self._sink = None
         return outcomes
 
     async def close(self, timeout_s: float = 5.0) -> None:

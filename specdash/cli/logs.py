@@ -8,7 +8,9 @@ import shlex
 import sys
 
 from specdash.cli._host import add_host_arguments, current_run
+from specdash.engines.text import escape_controls
 from specdash.errors import SpecdashError, UsageError
+from specdash.server.lifecycle import run_framed
 from specdash.server.logfollow import LogFollower
 
 NAME = "logs"
@@ -35,13 +37,19 @@ async def _logs(args: argparse.Namespace) -> int:
         if record is None:
             raise SpecdashError(f"no run recorded on {session.label} (start one with 'specdash up')")
         path = shlex.quote(record.log_path)
+        # Framed (`run_framed`): a login banner is neither printed as log lines nor read as the size.
         if not args.follow:
-            result = await session.host.run(f"tail -n {args.lines} {path}", timeout=60.0)
-            sys.stdout.write(result.stdout)
+            result, out = await run_framed(session.host, f"tail -n {args.lines} {path}")
+            if not result.ok:
+                raise SpecdashError(f"cannot read the log {escape_controls(record.log_path)} on {session.label}")
+            sys.stdout.write(out)
             return 0
         # Where the last N lines start, in bytes, so that following continues exactly after them.
-        result = await session.host.run(f"stat -c %s {path}; tail -n {args.lines} {path} | wc -c", timeout=60.0)
-        size, tail_bytes = (int(x) for x in result.stdout.split()[:2])
+        result, out = await run_framed(session.host, f"stat -c %s {path} && tail -n {args.lines} {path} | wc -c")
+        words = out.split()
+        if not result.ok or len(words) < 2 or not all(w.isdigit() for w in words[:2]):
+            raise SpecdashError(f"cannot read the log {escape_controls(record.log_path)} on {session.label}")
+        size, tail_bytes = int(words[0]), int(words[1])
         follower = LogFollower(session.host, record.log_path, max(0, size - tail_bytes))
         async for lines in follower.batches():
             sys.stdout.write("".join(line + "\n" for line in lines))

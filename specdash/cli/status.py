@@ -12,6 +12,7 @@ from specdash.cli._host import add_host_arguments, current_run
 from specdash.cli._live import fmt_seconds
 from specdash.core.models import Phase
 from specdash.core.timeline import replay_text
+from specdash.server.lifecycle import run_framed
 
 NAME = "status"
 HELP = "show the server specdash started on HOST: mode, pid, port, phase (from its log), uptime"
@@ -31,8 +32,7 @@ async def _status(args: argparse.Namespace) -> int:
         log = ""
         if record is not None:
             # The last 4 MB say where the startup got to (a long-running server's log can be much larger).
-            result = await session.host.run(f"tail -c 4000000 {shlex.quote(record.log_path)}", timeout=60.0)
-            log = result.stdout
+            _, log = await run_framed(session.host, f"tail -c 4000000 {shlex.quote(record.log_path)}")
     if record is None:
         info: dict[str, object] = {"host": session.label, "state": Phase.STOPPED.value}
     else:

@@ -66,15 +66,3 @@ def complete_length(buffer: bytes) -> int:
     if cut < 0:
         return end if end >= MAX_LINE_BYTES else 0
     return cut + 1
-
-
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def escape_controls(text: str) -> str:
-    """`text` with control characters (ESC, CSI, BEL, NUL, CR...) shown as `\\x1b`-style escapes.
-
-    For text that a server chose (error messages, bodies): it reaches exports and the terminal, where an
-    escape sequence would act (move the cursor, retitle the window) instead of being read.
-    """
-    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text) if _CONTROLS.search(text) else text

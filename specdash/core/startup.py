@@ -91,7 +91,7 @@ from specdash.engines.base import (
     VersionHint,
 )
 from specdash.engines.registry import make_rules
-from specdash.engines.text import bar_label
+from specdash.engines.text import bar_label, escape_controls
 
 # The stuck limits and their rules live in `core.stuck`; the tracker applies them.
 
@@ -270,7 +270,7 @@ class StartupTracker:
             if last is None or last.no != self._line_no or self._line_no == before:
                 # A rule bug cost this line (counted in internal_errors): show it plain.
                 self._line_no = before + 1
-                last = self.last_line = ClassifiedLine(self._line_no, raw, LineKind.NORMAL)
+                last = self.last_line = ClassifiedLine(self._line_no, escape_controls(raw), LineKind.NORMAL)
             classified.append(last)
         return events, classified
 

@@ -72,19 +72,22 @@ def route_asyncssh_logging(path: Path | None = None) -> Path:
         The log file path.
     """
     path = path or log_dir() / "ssh.log"
-    for name in ("asyncssh", "specdash.remote"):
-        logger = logging.getLogger(name)
+    loggers = [logging.getLogger(name) for name in ("asyncssh", "specdash.remote")]
+    # One handler for both loggers: two rotating handlers on one file would each rotate it under the other,
+    # whose records then go on into the renamed backup.
+    ours = [h for logger in loggers for h in logger.handlers if isinstance(h, _SpecdashLogHandler)]
+    handler = next((h for h in ours if h.baseFilename == str(path.absolute())), None)
+    if handler is None:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        handler = _SpecdashLogHandler(path)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    for logger in loggers:
         logger.propagate = False
         logger.setLevel(logging.INFO)
-        for old in [h for h in logger.handlers if isinstance(h, _SpecdashLogHandler)]:
-            if old.baseFilename == str(path.absolute()):
-                break
+        for old in [h for h in logger.handlers if isinstance(h, _SpecdashLogHandler) and h is not handler]:
             logger.removeHandler(old)
             old.close()
-        else:
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            handler = _SpecdashLogHandler(path)
-            handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        if handler not in logger.handlers:
             logger.addHandler(handler)
     return path
 

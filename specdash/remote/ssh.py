@@ -49,7 +49,7 @@ from specdash.remote.events import (
 from specdash.remote.host import RunResult
 from specdash.remote.options import SSHOptions
 from specdash.remote.ssherror import SSHError, SSHErrorKind
-from specdash.remote.tagging import PID_MARKER, reap_script, wrap_streamed
+from specdash.remote.tagging import PID_MARKER, reap_script, wrap_detached, wrap_streamed
 from specdash.target import Target, parse_target
 
 __all__ = ["SSHHost", "SSHOptions", "route_asyncssh_logging"]
@@ -181,8 +181,11 @@ class SSHHost:
                 raise SSHError(SSHErrorKind.CLOSED, f"{self._name}: {what}")
             await self._wake.wait()
 
-    async def wait_connected(self, timeout: float | None = None) -> None:
+    async def wait_connected(self, timeout: float | None = None, *, newer_than: int | None = None) -> None:
         """Return once the host is connected (at once if it is).
+
+        With `newer_than`, only a connection of a later generation counts: an operation that saw its
+        connection drop waits for the next one, not for the supervisor to notice the drop.
 
         Raises:
             SSHError: The host failed for good or was closed (its own kind), or `timeout` seconds passed
@@ -191,6 +194,9 @@ class SSHHost:
         try:
             async with asyncio.timeout(timeout):
                 await self._connection()
+                while newer_than is not None and self._generation <= newer_than:
+                    await self._wake.wait()
+                    await self._connection()
         except TimeoutError:
             raise SSHError(
                 SSHErrorKind.LOST, f"{self._name}: not connected after {timeout:g} s (state: {self._state})"
@@ -357,24 +363,44 @@ class SSHHost:
         status = done.exit_status if done.exit_status is not None else -1
         return RunResult(status, str(done.stdout or ""), str(done.stderr or ""))
 
-    async def stream(self, command: str) -> AsyncIterator[str]:
+    async def start_detached(self, command: str, log: str, *, timeout: float = 30.0) -> int:
+        """Start `command` tagged and detached from any channel (`tagging.wrap_detached`); return its PID.
+
+        It outlives the connection (the reap after a reconnect spares it, so it can be found again) and is
+        reaped by `close()`. Its output is appended to `log` (a path on the host, relative to `~`).
+
+        Raises:
+            SSHError: as `run`, or PROTOCOL when the host did not say the PID.
+        """
+        done = await self.run(f"cd && {wrap_detached(command, self.client_id, log)}", timeout=timeout)
+        words = done.stdout.split()
+        if done.exit_status != 0 or not words or not words[-1].isdigit():
+            raise SSHError(
+                SSHErrorKind.PROTOCOL,
+                f"{self._name}: could not start {_short(command)!r}: {(done.stderr or done.stdout).strip()[:200]}",
+            )
+        return int(words[-1])
+
+    async def stream(self, command: str, *, ping_s: float | None = None) -> AsyncIterator[str]:
         """Run a tagged command and yield its output lines (stdout and stderr merged, split on CR and LF).
 
         Holds one exec session while open; close it (`aclose()`, or leave the `async for`) to stop the
         remote command: it gets SIGTERM over the channel, and its process group is reaped by PID.
+        With `ping_s`, a newline goes to the command's stdin every `ping_s` seconds: it can tell that the
+        client is still there (pings stop arriving when the link is cut, long before sshd notices).
 
         Raises:
             SSHError: LOST when the connection drops mid-stream (re-stream after `wait_connected()`).
         """
         splitter = LineSplitter()
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        async for chunk in self.stream_bytes(command):
+        async for chunk in self.stream_bytes(command, ping_s=ping_s):
             for line in splitter.feed(decoder.decode(chunk)):
                 yield line
         for line in splitter.feed(decoder.decode(b"", final=True)) + splitter.flush():
             yield line
 
-    async def stream_bytes(self, command: str) -> AsyncIterator[bytes]:
+    async def stream_bytes(self, command: str, *, ping_s: float | None = None) -> AsyncIterator[bytes]:
         """Like `stream`, but yield the raw output bytes as they arrive (for byte-exact log offsets)."""
         await self._connection()
         async with self._sessions:
@@ -387,6 +413,7 @@ class SSHHost:
                 raise self._operation_error(exc, conn, command) from exc
             head = b""
             pid: int | None = None
+            pinger = asyncio.create_task(_ping(proc, ping_s)) if ping_s else None
             try:
                 while True:
                     try:
@@ -415,6 +442,8 @@ class SSHHost:
                 if proc.exit_status is None and proc.exit_signal is None:
                     raise SSHError(SSHErrorKind.LOST, f"{self._name}: connection lost during {_short(command)!r}")
             finally:
+                if pinger is not None:
+                    pinger.cancel()
                 running = proc.exit_status is None and proc.exit_signal is None
                 if running and not conn.is_closed():
                     with contextlib.suppress(OSError, asyncssh.Error):
@@ -518,6 +547,14 @@ class SSHHost:
             for conn in (link.conn, *link.jumps):
                 await conn.wait_closed()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _ping(proc: Any, every_s: float) -> None:
+    """A newline to `proc`'s stdin every `every_s` seconds, until the channel goes (see `stream`)."""
+    with contextlib.suppress(OSError, asyncssh.Error):
+        while True:
+            proc.stdin.write(b"\n")
+            await asyncio.sleep(every_s)
 
 
 OPEN_RETRIES = 4

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from specdash.config import Config, HostConfig
+from specdash.engines.text import escape_controls
 from specdash.errors import SpecdashError
 from specdash.remote.host import Host
 from specdash.server.launch import launch_argv
@@ -93,7 +94,7 @@ class Adoptable:
         f = self.found
         mode = f"mode {self.mode}" if self.matched else f"unmanaged mode {self.mode} (matches no configured mode)"
         lines = [
-            f"pid {f.pid} (process group {f.pgid}): {shlex.join(f.argv)}",
+            f"pid {f.pid} (process group {f.pgid}): {escape_controls(shlex.join(f.argv))}",
             f"engine {self.engine or 'unknown'} · {mode} · port {self.port if self.port is not None else '?'}",
             f"log: {self.log_path} (from {self.log_source})" if self.log_path else "log: not found",
         ]
@@ -216,7 +217,9 @@ async def inspect(host: Host, host_config: HostConfig, *, pid: int | None = None
     if "noport" in fields:
         raise SpecdashError(f"nothing listens on port {value} {where}")
     if "hidden" in fields:
-        raise SpecdashError(f"port {value} {where} is in use by a process the SSH user cannot see: {fields['hidden']}")
+        raise SpecdashError(
+            f"port {value} {where} is in use by a process the SSH user cannot see: {escape_controls(fields['hidden'])}"
+        )
     if "gone" in fields or "pid" not in fields:
         raise SpecdashError(f"no process {value} {where}" if what == "pid" else f"cannot inspect port {value} {where}")
     _state, pgid, sid = (fields["stat"].split() + ["0", "0", "0"])[:3]
@@ -228,11 +231,11 @@ async def inspect(host: Host, host_config: HostConfig, *, pid: int | None = None
         sid=int(sid),
         started_at=float(fields.get("started") or 0),
         argv=argv,
-        cwd=fields.get("cwd", ""),
+        cwd=fields.get("cwd", ""),  # argv, cwd, stdout, stderr: kept raw, they find the log file
         stdout=fields.get("fd1", ""),
         stderr=fields.get("fd2", ""),
         same_user=bool(uid) and uid == own.strip(),
-        members=tuple(" ".join(rest.split()) for word, rest in lines if word == "member"),
+        members=tuple(escape_controls(" ".join(rest.split())) for word, rest in lines if word == "member"),
         started_raw=fields.get("started", ""),
     )
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from specdash.config import ModeConfig
 from specdash.core.events import GpuSample, GpuStats, SessionEvent
+from specdash.engines.text import escape_controls
 from specdash.remote.host import Host
 from specdash.remote.ssherror import SSHError
 
@@ -98,4 +99,4 @@ async def draft_architectures(host: Host, mode: ModeConfig) -> list[str]:
         archs = json.loads(result.stdout).get("architectures") or []
     except (ValueError, AttributeError):
         return []
-    return [str(a) for a in archs if isinstance(a, str)]
+    return [escape_controls(a) for a in archs if isinstance(a, str)]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from specdash.config import HostConfig, ModeConfig
+from specdash.engines.text import escape_controls
 from specdash.errors import SpecdashError
 from specdash.redact import redact_argv
 from specdash.remote.host import Host, RunResult
@@ -164,6 +165,18 @@ async def run_script(
     return ScriptResult(result, _replies(result.stdout, tag))
 
 
+async def run_framed(host: Host, command: str, timeout: float = 60.0) -> tuple[RunResult, str]:
+    """Run a shell `command` whose stdout is data (a log tail); returns the result and that stdout without
+    whatever the login shell printed before it (a `~/.bashrc` banner), cut at a fresh tag line printed first."""
+    tag = "@sd-" + secrets.token_hex(6)
+    result = await host.run(f"printf '%s\\n' {tag}; {command}", timeout=timeout)
+    out, head = result.stdout, tag + "\n"
+    if out.startswith(head):
+        return result, out[len(head) :]
+    at = out.find("\n" + head)
+    return result, (out[at + 1 + len(head) :] if at >= 0 else out)
+
+
 @dataclass(frozen=True)
 class ScriptResult:
     """A script's run: the raw result and its tagged reply lines as (word, rest)."""
@@ -190,7 +203,7 @@ class ScriptResult:
     def detail(self) -> str:
         """What to show when the script failed: its replies, else stderr, else the exit status."""
         said = "; ".join(f"{w} {r}".strip() for w, r in self.lines)
-        return said or self.raw.stderr.strip()[-500:] or f"exit status {self.raw.exit_status}"
+        return escape_controls(said or self.raw.stderr.strip()[-500:]) or f"exit status {self.raw.exit_status}"
 
 
 def _unescape(text: str) -> str:
@@ -200,10 +213,13 @@ def _unescape(text: str) -> str:
 def _replies(stdout: str, tag: str) -> list[tuple[str, str]]:
     out = []
     prefix = tag + " "
-    for line in stdout.splitlines():
+    # Split on LF alone: `say` escapes only LF and backslash, and `str.splitlines` would also break a value
+    # (a path) at a CR, a form feed, \x1c-\x1e, NEL or U+2028.
+    for line in stdout.split("\n"):
         if not line.startswith(prefix):
             continue  # a login banner, or anything else that is not the script's reply
-        word, _, rest = _unescape(line[len(prefix) :]).strip().partition(" ")
+        # Not stripped: a value (a path) may end in a space or an (escaped) newline of its own.
+        word, _, rest = _unescape(line[len(prefix) :]).partition(" ")
         if word:
             out.append((word, rest))
     return out
@@ -213,7 +229,9 @@ def _unsafe(result: ScriptResult, host: str) -> SpecdashError | None:
     """The refusal of a state dir that another user owns or can write (exit 30), or None."""
     if result.exit_status == 30:
         why = next((rest for word, rest in result.lines if word == "unsafe"), "")
-        return SpecdashError(f"refusing the state directory on {host}: {why}; fix its owner/permissions")
+        return SpecdashError(
+            f"refusing the state directory on {host}: {escape_controls(why)}; fix its owner/permissions"
+        )
     return None
 
 
@@ -245,7 +263,8 @@ class Lifecycle:
         if "badrecord" in fields or "pid" not in fields:
             # An empty or half-written pid file (a full disk at launch): nothing can be verified, so
             # nothing is signalled; the run counts as dead and a new launch replaces it.
-            return RunRecord(id=fields["id"], mode=str(meta.get("mode", "?")), engine=str(meta.get("engine", "sglang")),
+            return RunRecord(id=fields["id"], mode=escape_controls(str(meta.get("mode", "?"))),
+                             engine=escape_controls(str(meta.get("engine", "sglang"))),
                              port=_int(meta.get("port")), pid=0, pgid=0, started_at=0.0, log_path="",
                              alive=False, damaged=True)  # fmt: skip
         pid, pgid, started = (fields["pid"].split() + ["0", "0", "0"])[:3]
@@ -253,14 +272,14 @@ class Lifecycle:
         command = meta.get("command", ())
         return RunRecord(
             id=fields["id"],
-            mode=str(meta.get("mode", "?")),
-            engine=str(meta.get("engine", "sglang")),
+            mode=escape_controls(str(meta.get("mode", "?"))),  # the host's word: shown, never acted on raw
+            engine=escape_controls(str(meta.get("engine", "sglang"))),
             port=_int(meta.get("port")),
             pid=_int(pid),
             pgid=_int(pgid),
             started_at=_float(started),
             log_path=log_path,
-            command=tuple(str(c) for c in command) if isinstance(command, list) else (),
+            command=tuple(escape_controls(str(c)) for c in command) if isinstance(command, list) else (),  # shown
             alive="alive" in fields and "stopped" not in fields,
             log_size=_int(size),
             adopted=bool(meta.get("adopted", False)),
@@ -293,15 +312,15 @@ class Lifecycle:
             other_id, pid = rest.split()[:2]
             raise ServerAlreadyRunning(self.config.name, other_id, int(pid))
         if result.exit_status == 11 and word == "busy":
-            raise PortBusy(self.config.name, mode.port, rest)
+            raise PortBusy(self.config.name, mode.port, escape_controls(rest))
         if result.exit_status == 12:
             raise SpecdashError(f"working directory {self.config.workdir!r} does not exist on {self.config.name}")
         if result.exit_status == 13:
             raise SpecdashError(f"'setsid' is not installed on {self.config.name} (util-linux)")
         if result.exit_status == 14:
             raise SpecdashError(
-                f"cannot write the run record {rest} on {self.config.name} (disk full or not writable?); "
-                "nothing was left running"
+                f"cannot write the run record {escape_controls(rest)} on {self.config.name} "
+                "(disk full or not writable?); nothing was left running"
             )
         if not result.ok or word != "started":
             raise SpecdashError(f"launching {mode.name!r} on {self.config.name} failed: {result.detail()}")
@@ -313,7 +332,7 @@ class Lifecycle:
     async def members(self, record: RunRecord) -> list[str]:
         """The live members of the run's process group ("PID ARGS"), e.g. what a crash left behind."""
         result = await run_script(self.host, "members.sh", record.id, state_dir=self.config.state_dir)
-        return [" ".join(rest.split()) for word, rest in result.lines if word == "member"]
+        return [escape_controls(" ".join(rest.split())) for word, rest in result.lines if word == "member"]
 
     async def stop(self, record: RunRecord, grace: float = 30.0) -> StopReport:
         """SIGTERM the run's process group, SIGKILL it after `grace` seconds, verify nothing is left."""
@@ -327,10 +346,11 @@ class Lifecycle:
             state_dir=self.config.state_dir,
             timeout=grace + 30.0,
         )
-        report = StopReport(run_id=record.id)
+        report = StopReport(run_id=escape_controls(record.id))
         if (unsafe := _unsafe(result, self.config.name)) is not None:
             raise unsafe
-        for word, rest in result.lines:
+        for word, said in result.lines:
+            rest = escape_controls(said)  # process command lines and listeners: the host's text, for the terminal
             if word == "member":
                 report.members.append(rest)
             elif word == "killed":

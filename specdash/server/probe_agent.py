@@ -7,11 +7,17 @@ The same interface as the local runners of `specdash.bench.sweep` (`run_level(pl
    clear line (the caller falls back to the local probe and says so in the run's record); the zipapp is
    uploaded to `~/.specdash/agent/` unless a file of that content hash is there already; the job (URL on
    the host's loopback, settings, prompts) is uploaded once.
-2. Per level (and per warmup): one agent process, started as a tagged streamed command (`SSHHost.stream`:
-   reaped by PID like every remote process, SIGTERM when the stream is closed), writing each record to
-   `~/.specdash/agent/runs/<run>/<n>.jsonl` before sending it. Its records are turned back into samples on
-   the local clock (offset from its `hello`) and handed to the sweep as they arrive.
-3. `abort()` sends SIGUSR1 to the agent (stop sending; in-flight requests finish and are reported).
+2. Per level (and per warmup): one agent process, started tagged and detached (`SSHHost.start_detached`:
+   no channel attached, so a link cut does not stop it; the reap after a reconnect spares it, closing the
+   `SSHHost` reaps it), writing each record to `~/.specdash/agent/runs/<run>/<n>.jsonl`. A follower,
+   streamed over SSH with pings on its stdin, copies that file to us; its records are turned back into
+   samples on the local clock (offset from its `hello`) and handed to the sweep as they arrive.
+3. A link cut mid-level: the agent measures on (the link is not on its path to the server); this waits up
+   to `link_wait_s` for the reconnect and follows the file again after the last sample it handed on, so no
+   finished request is lost or stored twice. The agent ends by itself once pings have stopped for longer
+   than `link_wait_s` (a client that never comes back: a kill of specdash, a link gone for good).
+4. `abort()` sends SIGUSR1 to the agent (stop sending; in-flight requests finish and are reported);
+   `close()` sends SIGTERM to an agent whose level did not end (cancelled).
 
 A different protocol version is refused on either side. An agent that crashes fails the level with the tail
 of its traceback (`last_failure`).
@@ -42,11 +48,14 @@ from specdash.bench.agent.wire import (
 from specdash.bench.hostprobe import AgentUnavailable
 from specdash.bench.probe import LevelOutcome, LevelPlan, ProbeSettings
 from specdash.bench.workers import LevelSink
+from specdash.remote.events import ConnectionState
 from specdash.remote.ssh import SSHHost
-from specdash.remote.ssherror import SSHError
+from specdash.remote.ssherror import SSHError, SSHErrorKind
 
 AGENT_DIR = ".specdash/agent"
 """Relative to the remote user's home."""
+PING_S = 1.0
+"""The client pings its follower this often; the agent counts the client gone once pings stop (see `main`)."""
 TAIL_LINES = 40
 """Lines of an agent's non-record output kept for a failure message."""
 
@@ -78,13 +87,25 @@ class HostRunner:
     where = "host"
 
     def __init__(
-        self, host: SSHHost, remote_url: str, settings: ProbeSettings, prompts: tuple[str, ...], python: str = "python3"
+        self,
+        host: SSHHost,
+        remote_url: str,
+        settings: ProbeSettings,
+        prompts: tuple[str, ...],
+        python: str = "python3",
+        link_wait_s: float = 600.0,
     ) -> None:
         self.host = host
         self.remote_url = remote_url
         self.settings = settings
         self.prompts = prompts
         self.python = python
+        self.link_wait_s = link_wait_s
+        """How long a level waits for a lost link (the agent goes on meanwhile); 0: the level fails at once."""
+        self.resumes = 0
+        """How many times a level's records were followed again after a reconnect."""
+        self.records_path = ""
+        """The last level's record file on the host (under `~`)."""
         self.python_version = ""
         """The host's Python, once `prepare()` ran."""
         self.last_failure: str | None = None
@@ -95,6 +116,12 @@ class HostRunner:
         self._pid: int | None = None
         self._job = ""
         self._prepared = False
+
+    @property
+    def run_dir(self) -> str:
+        """This sweep's directory on the host (under `~`): the job, and per agent run `<n>.jsonl` (its
+        records), `<n>.alive` (touched by the client's pings), `<n>.log` (its output)."""
+        return f"{AGENT_DIR}/runs/{self._run_id}"
 
     @property
     def agent_path(self) -> str:
@@ -152,51 +179,92 @@ class HostRunner:
         return self.python_version
 
     async def run_level(self, plans: list[LevelPlan], sink: LevelSink) -> list[LevelOutcome | None]:
-        """Run the level's plans as one agent on the host (one event loop there holds all C streams)."""
+        """Run the level's plans as one agent on the host (one event loop there holds all C streams).
+
+        The agent runs detached; a follower streams its record file. When the link drops, the agent goes on
+        and this waits up to `link_wait_s` for the reconnect, then follows the file again after the last
+        sample handed to `sink`: every finished request reaches `sink` once.
+        """
         await self.prepare()
         plan = replace(plans[0], concurrency=sum(p.concurrency for p in plans), index_step=1, first_index=0)
         self._seq += 1
-        records = f"{AGENT_DIR}/runs/{self._run_id}/{self._seq}.jsonl"
-        command = (
-            f"cd && exec {shlex.quote(self.python)} {self.agent_path} --job {self._job} --records {records} "
-            f"--expect {shlex.quote(PROTOCOL)} --plan {shlex.quote(json.dumps(plan_to_dict(plan)))}"
+        base = f"{self.run_dir}/{self._seq}"
+        records, alive, log = f"{base}.jsonl", f"{base}.alive", f"{base}.log"
+        py, agent, expect = shlex.quote(self.python), self.agent_path, shlex.quote(PROTOCOL)
+        start = (
+            f"touch {alive} && exec {py} {agent} --job {self._job} --records {records} --alive {alive} "
+            f"--link-wait {self.link_wait_s:g} --expect {expect} --plan {shlex.quote(json.dumps(plan_to_dict(plan)))}"
         )
         self.last_failure = None
+        self.records_path = records
         tail: deque[str] = deque(maxlen=TAIL_LINES)
         outcome: LevelOutcome | None = None
-        offset = 0
-        hello = False
         try:
-            async for line in self.host.stream(command):
-                record = _parse(line)
-                if record is None:
-                    tail.append(line)
-                    continue
-                kind = record.get("t")
-                if not hello:
-                    why = check_hello(record)
-                    if why is not None:
-                        self.last_failure = why
-                        break
-                    hello = True
-                    self._pid = int(record["pid"])
-                    offset = time.perf_counter_ns() - int(record["now"])
-                    continue
-                if kind == "s":
-                    sink.sample(0, sample_from_list(record["d"], offset))
-                elif kind == "k":
-                    arrivals = [(int(t) + offset, int(n)) for t, n in record["a"]]
-                    sink.tick(0, arrivals, int(record["i"]), int(record["now"]) + offset)
-                elif kind == "done":
-                    outcome = outcome_from_dict(record["o"])
-                    continue
-                elif kind == "crash":
-                    tail.extend(str(record.get("tb", "")).splitlines())
-                    continue
+            pid = await self.host.start_detached(start, log)
         except SSHError as exc:
-            self.last_failure = f"probe agent lost: {exc}"
-        finally:
-            self._pid = None
+            self.last_failure = f"cannot start the probe agent: {exc}"
+            return [None]
+        self._pid = pid
+        stored = 0  # samples handed to `sink`: the next one expected is number `stored`
+        ended = False
+        lost = 0  # the link dropped since the last follower said hello
+        while not ended:
+            follow = (
+                f"cd && exec {py} {agent} --follow {records} --after {stored - 1} --pid {pid} --alive {alive} "
+                f"--log {log} --expect {expect}"
+            )
+            offset = 0
+            hello = False
+            generation = self.host.generation
+            try:
+                async for line in self.host.stream(follow, ping_s=PING_S):
+                    record = _parse(line)
+                    if record is None:
+                        tail.append(line)
+                        continue
+                    kind = record.get("t")
+                    if not hello:
+                        why = check_hello(record)
+                        if why is not None:
+                            self.last_failure = why
+                            break
+                        hello = True
+                        offset = time.perf_counter_ns() - int(record["now"])
+                        self.resumes += lost
+                        lost = 0
+                        continue
+                    if kind == "s":
+                        n = int(record["n"])
+                        if n < stored:
+                            continue  # never twice (the follower skips these already)
+                        sink.sample(0, sample_from_list(record["d"], offset))
+                        stored = n + 1
+                    elif kind == "k":
+                        arrivals = [(int(t) + offset, int(n)) for t, n in record["a"]]
+                        sink.tick(0, arrivals, int(record["i"]), int(record["now"]) + offset)
+                    elif kind == "done":
+                        outcome = outcome_from_dict(record["o"])
+                    elif kind == "crash":
+                        tail.extend(str(record.get("tb", "")).splitlines())
+                    elif kind == "gone":
+                        tail.extend(str(record.get("log", "")).splitlines())
+                ended = True
+            except SSHError as exc:
+                if exc.kind is not SSHErrorKind.LOST:
+                    self.last_failure = f"probe agent lost: {exc}"
+                    break
+                if self.link_wait_s <= 0:
+                    self.last_failure = f"link lost during the level (the agent on the host stops by itself): {exc}"
+                    break
+                # The agent goes on without us (it is detached): wait for the link, then follow it again.
+                try:
+                    await self.host.wait_connected(timeout=self.link_wait_s, newer_than=generation)
+                except SSHError as again:
+                    self.last_failure = f"link lost and not back within {self.link_wait_s:g} s: {again}"
+                    break
+                lost = 1
+        if ended:
+            self._pid = None  # it ended (done, crashed or gone); else `close()` stops it
         if outcome is None and self.last_failure is None:
             text = "\n".join(tail).strip()
             if TOO_OLD_EXIT and "needs Python" in text:
@@ -217,7 +285,14 @@ class HostRunner:
             await self.host.run(f"kill -USR1 {pid}", timeout=10)
 
     async def close(self) -> None:
-        """Remove this sweep's job file (the records stay until the next sweep's clean-up)."""
+        """Stop an agent still running (its level was cancelled) and remove this sweep's job file (the
+        records stay until the next sweep's clean-up)."""
+        pid, self._pid = self._pid, None
+        if self.host.state is not ConnectionState.CONNECTED:
+            return  # nothing to wait for: an agent cut off from us ends by itself (see `main`)
+        if pid is not None:
+            with contextlib.suppress(SSHError, OSError):
+                await self.host.run(f"kill -TERM {pid}", timeout=10)
         if self._prepared:
             with contextlib.suppress(SSHError, OSError):
                 await self.host.run(f"cd && rm -f {self._job}", timeout=10)

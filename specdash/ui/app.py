@@ -205,7 +205,7 @@ class SpecdashApp(App[None]):
             self._session_modes = event
         message = to_message(event, self._log_mailbox)
         if message is not None:
-            self.dashboard.post_message(message)
+            self.dashboard.takers.get(type(message), self.dashboard).post_message(message)
 
     # ---------------------------------------------------------------------------- start mode, autoplay
 

@@ -1,10 +1,12 @@
-"""Typed messages: each wraps one session event on its way to the dashboard's handlers.
+"""Typed messages: each wraps one session event on its way to the dashboard.
 
-The session's listener posts these and nothing else; handlers on the dashboard screen update widgets. Snapshot
-events (status, modes, table and curves, GPU poll, connection state) replace an older one still in the queue,
-so a busy UI only ever draws the newest; log batches and bench ticks carry data that must not be dropped.
-Log batches wait in a `LogMailbox` instead of the queue: a dashboard slower than a log flood then takes all
-that arrived in one go, and a key, a status or a crash notice never waits behind a queue of log messages.
+The session's listener posts these and nothing else: the live data (log lines, throughput ticks) straight to
+the widget that shows it (`DashboardScreen.takers`), the rest to the dashboard screen, whose handlers update
+widgets. Snapshot events (status, modes, table and curves, GPU poll, connection state) replace an older one
+still in the queue, so a busy UI only ever draws the newest; log batches and bench ticks carry data that must
+not be dropped. Log batches wait in a `LogMailbox` instead of the queue: a view slower than a log flood then
+takes all that arrived in one go, and a key, a status or a crash notice never waits behind a queue of log
+messages.
 """
 
 from __future__ import annotations
@@ -62,13 +64,13 @@ class BenchUpdated(_Snapshot):
 
 
 LINES_PER_TURN = 2_000
-"""Log lines the dashboard shows per message: catching up with a long backlog (attaching to a server that
+"""Log lines the log view shows per message: catching up with a long backlog (attaching to a server that
 has logged for hours, or a flood on a busy machine) goes in slices, with keys and status between them."""
 
 
 class LogMailbox:
-    """Log batches on their way to the dashboard (about 4 a second from the session), coalesced: at most one
-    `LogLines` message is in the dashboard's queue at a time, and it takes what came meanwhile, up to
+    """Log batches on their way to the log view (about 4 a second from the session), coalesced: at most one
+    `LogLines` message is in the view's queue at a time, and it takes what came meanwhile, up to
     `LINES_PER_TURN` lines (the taker posts another `LogLines` while `pending`). Nothing is dropped but what a
     reset (a new run) clears anyway."""
 
@@ -82,7 +84,7 @@ class LogMailbox:
         return bool(self._batches)
 
     def put(self, batch: LogBatch) -> bool:
-        """Keep `batch`; True when the dashboard must be told (no `LogLines` is waiting for it)."""
+        """Keep `batch`; True when the view must be told (no `LogLines` is waiting for it)."""
         if batch.reset:
             self._batches.clear()
         self._batches.append(batch)
@@ -91,7 +93,7 @@ class LogMailbox:
 
     def take(self, limit: int = LINES_PER_TURN) -> list[LogBatch]:
         """The oldest batches waiting, `limit` lines at most (a batch is cut if need be); when nothing is left
-        the next `put` tells the dashboard again."""
+        the next `put` tells the view again."""
         taken: list[LogBatch] = []
         room = limit
         while self._batches and room > 0:
@@ -113,15 +115,17 @@ def _cut(batch: LogBatch, n: int) -> tuple[LogBatch, LogBatch]:
 
 
 @dataclass
-class LogLines(Message, bubble=False):
-    """Log batches are waiting in `mailbox`."""
+class LogLines(Message):
+    """Log batches are waiting in `mailbox`. Posted to the log view itself, which shows them; it then bubbles
+    to the panel around it, which updates its status line."""
 
     mailbox: LogMailbox
 
 
 @dataclass
-class BenchTicked(Message, bubble=False):
-    """A live throughput point."""
+class BenchTicked(Message):
+    """A live throughput point. Posted to the live chart itself; it then bubbles to the sweep panel (which
+    grows from its hint)."""
 
     tick: BenchTick
 

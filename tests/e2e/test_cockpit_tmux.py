@@ -8,13 +8,13 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.tmux import TmuxSession
+from tests.support.eventually import eventually_sync
 
 SPECDASH = Path(sys.executable).parent / "specdash"
 SCALE = "0.0109"  # short starts; an odd value so this test's simulator can be told from any other
@@ -27,13 +27,7 @@ def sims_alive() -> list[str]:
 
 def wait_screen(term: TmuxSession, check: Callable[[str], bool], what: str, timeout: float = 10.0) -> str:
     """Poll the screen until `check` holds; fail with the last screen."""
-    deadline = time.monotonic() + timeout
-    screen = term.screen()
-    while not check(screen):
-        assert time.monotonic() < deadline, f"{what} not on screen within {timeout} s; last screen:\n{screen}"
-        time.sleep(0.05)
-        screen = term.screen()
-    return screen
+    return eventually_sync(term.screen, until=check, timeout=timeout, what=f"{what} on screen")
 
 
 def log_rows(screen: str) -> list[str]:
@@ -78,9 +72,7 @@ def test_80x24_start_read_zoom_sweep_and_quit_with_confirmation(tmp_path: Path) 
         screen = term.wait_for("Quit specdash?", timeout=30)
         assert "The running sweep stops" in screen
         term.send("n")  # nothing happens: the dialog goes, the sweep and the dashboard stay
-        deadline = time.monotonic() + 30
-        while "Quit specdash?" in term.screen() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_screen(term, lambda s: "Quit specdash?" not in s, "no quit dialog", timeout=30)
         assert term.alive() and "Quit specdash?" not in term.screen() and sims_alive()
         term.send("q")
         term.wait_for("Quit specdash?", timeout=30)
@@ -89,7 +81,5 @@ def test_80x24_start_read_zoom_sweep_and_quit_with_confirmation(tmp_path: Path) 
     finally:
         term.save(tmp_path / "last_screen.txt")
         term.kill()
-    deadline = time.monotonic() + 30  # the demo stops its simulator on the way out
-    while sims_alive() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert sims_alive() == []
+    # The demo stops its simulator on the way out.
+    eventually_sync(sims_alive, until=lambda sims: not sims, timeout=30, what="no simulator left (alive)")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.tmux import TmuxSession
+from tests.support.eventually import eventually_sync
 
 SPECDASH = Path(sys.executable).parent / "specdash"
 SCALE = "0.0107"  # short starts; an odd value so this test's simulator can be told from any other
@@ -57,10 +57,7 @@ def test_closing_the_terminal_leaves_no_simulator_behind(tmp_path: Path) -> None
     finally:
         term.save(tmp_path / "last_screen.txt")
         term.kill()  # SIGHUP to the demo, as when a terminal window is closed
-    deadline = time.monotonic() + 30
-    while sims_alive() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert sims_alive() == []
+    eventually_sync(sims_alive, until=lambda sims: not sims, timeout=30, what="no simulator left (alive)")
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (make test installs it)")

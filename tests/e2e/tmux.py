@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-import time
 import uuid
 from pathlib import Path
+
+from tests.support.eventually import eventually_sync
 
 
 class TmuxSession:
@@ -39,27 +40,21 @@ class TmuxSession:
 
     def wait_for(self, text: str, timeout: float = 30.0) -> str:
         """Poll the screen until `text` shows, and return the screen; fail with the last screen on timeout."""
-        deadline = time.monotonic() + timeout
-        screen = ""
-        while time.monotonic() < deadline:
+
+        def shown() -> str:
             screen = self.screen()
-            if text in screen:
-                return screen
-            if not self.alive():
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"{text!r} not on screen within {timeout} s; last screen:\n{screen}")
+            if text not in screen and not self.alive():
+                raise AssertionError(f"the program ended before {text!r} showed; last screen:\n{screen}")
+            return screen
+
+        return eventually_sync(shown, until=lambda screen: text in screen, timeout=timeout, what=f"{text!r} on screen")
 
     def wait_gone(self, timeout: float = 15.0) -> None:
         """Poll until the program has exited (the session ends with it); fail with the last screen."""
-        deadline = time.monotonic() + timeout
-        screen = ""
-        while time.monotonic() < deadline:
-            if not self.alive():
-                return
-            screen = self.screen()
-            time.sleep(0.05)
-        raise AssertionError(f"still running after {timeout} s; last screen:\n{screen}")
+        eventually_sync(
+            lambda: self.screen() if self.alive() else None, until=lambda screen: screen is None, timeout=timeout,
+            what="the program exits (still running, last screen)",
+        )  # fmt: skip
 
     def send(self, *keys: str) -> None:
         """Send keys (tmux key names, e.g. `s`, `Enter`, `C-p`)."""

@@ -38,6 +38,7 @@ from specdash.server.remote_session import RemoteSession, running
 from tests.engine.conftest import ENGINE_DTYPE, ENGINE_PYTHON, MODEL_DIR, RESULTS_DIR
 from tests.integration.conftest import remote_alive, target
 from tests.sshd import TEST_USER, Keys, Sshd, free_port
+from tests.support.eventually import eventually
 
 pytestmark = [pytest.mark.engine, pytest.mark.asyncio(loop_scope="module")]
 
@@ -491,10 +492,10 @@ async def test_stop_leaves_no_vllm_process_even_after_the_api_server_was_killed_
     assert (await host.run(f"kill -KILL {pid}")).ok
     # Wait for the kill to take effect (a remote condition, polled with a deadline); the engine's children
     # are not killed along: nothing of theirs watches their parent.
-    deadline = time.monotonic() + 10
-    while await remote_alive(host, pid):
-        assert time.monotonic() < deadline, "the API server survived SIGKILL"
-        await asyncio.sleep(0.05)
+    await eventually(
+        lambda: remote_alive(host, pid), until=lambda alive: not alive, timeout=30,
+        what=f"the API server (pid {pid}) gone after SIGKILL (alive)",
+    )  # fmt: skip
     orphans = await group_members(host, pid)
     assert any("VLLM::EngineCore" in m for m in orphans), orphans
     await engine.session.stop()

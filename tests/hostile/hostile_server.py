@@ -27,10 +27,17 @@ CONTROL_BEHAVIOURS = (
     "info_not_utf8",  # /server_info and /metrics bodies are not UTF-8
     "info_nested",  # /server_info nested 100,000 deep
     "info_redirect",  # /server_info redirects to another origin
+    "info_escapes",  # /server_info and /v1/models carry terminal escapes (JSON \\u001b) in version and model names
 )
 BEHAVIOURS = REQUEST_BEHAVIOURS + CONTROL_BEHAVIOURS
 
 ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b[31mred"
+INFO_ESCAPES = (
+    '{"version": "0.5\\u001b]0;pwned\\u0007", "model_path": "/m\\u001b[2J\\u009b31m\\u202eevil\\n2",'
+    ' "internal_states": [{"avg_spec_accept_length": 2.0}], "tp_size": 1,'
+    ' "served_model_name": "x\\u0000y", "\\u001b[1mkey": "v"}'
+)
+MODELS_ESCAPES = '{"data": [{"id": "model\\u001b[31m\\u0007", "owned_by": "sglang\\u001b"}]}'
 
 
 def _chunk(data: bytes) -> bytes:
@@ -105,7 +112,7 @@ class HostileServer:
 
     async def _answer(self, method: str, path: str, w: asyncio.StreamWriter) -> bool:
         b = self.behaviour
-        if path in ("/server_info", "/get_server_info", "/metrics"):
+        if path in ("/server_info", "/get_server_info", "/metrics", "/v1/models"):
             return await self._control(path, w)
         if path != "/generate":
             w.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
@@ -162,6 +169,9 @@ class HostileServer:
             return False
         elif b == "info_not_utf8":
             body = b'{"version": "\xff\xfe\xc3"}' if path != "/metrics" else b"sglang:num_running_reqs \xff\xfe 1\n"
+            w.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        elif b == "info_escapes" and path != "/metrics":
+            body = (MODELS_ESCAPES if path == "/v1/models" else INFO_ESCAPES).encode()
             w.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
         elif b == "info_nested" and path != "/metrics":
             body = b"[" * 100_000 + b"]" * 100_000

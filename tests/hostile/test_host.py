@@ -1,7 +1,7 @@
 """A hostile host through the real CLI over a real sshd (issue 14, points 1, 2, 6, 7).
 
-A login banner (printed by the test user's shell for every session of a dedicated sshd, via `SetEnv
-BASH_ENV`, so the shared `~/.bashrc` of other test tiers is never touched), a state dir with a bad owner
+A login banner (printed before every command of a dedicated sshd, via `ForceCommand`, so the shared
+`~/.bashrc` of other test tiers is never touched), a state dir with a bad owner
 or mode, a tampered, empty or PID-reusing pid file, a full disk (a tiny tmpfs the test mounts), an
 unwritable state dir, a stop grace that formats as `1e-05`, and secrets in the local SSH log.
 """
@@ -11,8 +11,12 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import shutil
+import signal
 import subprocess
+import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostile.cli import Done, assert_clean_failure, run_cli
+from tests.hostile.cli import Done, assert_clean_failure, cli_env, run_cli
 from tests.integration.conftest import ssh_keys, sshd  # noqa: F401  (fixtures)
 from tests.sshd import TEST_HOME, TEST_USER, Keys, Sshd, free_port, make_dir
 
@@ -29,7 +33,12 @@ BANNER = "Welcome to hostile-box! specdash-stream-pid 1\nstarted 1 1 /nope\n"
 
 
 class BannerSshd(Sshd):
-    """An sshd whose sessions run `BASH_ENV=banner.sh`: every non-interactive bash prints `BANNER`."""
+    """An sshd whose sessions print `BANNER` before every command, as a chatty `~/.bashrc` does.
+
+    By `ForceCommand banner.sh` (which prints, then runs `$SSH_ORIGINAL_COMMAND` in bash), so the shared
+    `~/.bashrc` of the test user is never touched. (`SetEnv BASH_ENV=...` printed nothing: bash started by
+    sshd reads `~/.bashrc` instead of `BASH_ENV`, so the banner tests tested nothing.)
+    """
 
     def __init__(self, keys: Keys, banner: Path) -> None:
         super().__init__(keys, name="sshd-banner")
@@ -38,19 +47,30 @@ class BannerSshd(Sshd):
     def _write_config(self) -> None:
         super()._write_config()
         with self.config.open("a") as f:
-            f.write(f"SetEnv BASH_ENV={self.banner}\n")
+            f.write(f"ForceCommand {self.banner}\n")
 
 
 @pytest.fixture(scope="module")
 def banner_sshd(ssh_keys: Keys) -> Iterator[Sshd]:  # noqa: F811
     directory = make_dir("specdash-banner-")
     script = directory / "banner.sh"
-    script.write_text(_printf(BANNER))
-    script.chmod(0o644)
+    script.write_text("#!/bin/bash\n" + _printf(BANNER) + 'exec /bin/bash -c "$SSH_ORIGINAL_COMMAND"\n')
+    script.chmod(0o755)
     server = BannerSshd(ssh_keys, script).start()
+    assert server_prints_banner(server, ssh_keys), "the banner sshd prints no banner: the banner tests test nothing"
     yield server
     server.stop()
     shutil.rmtree(directory, ignore_errors=True)
+
+
+def server_prints_banner(server: Sshd, keys: Keys) -> bool:
+    """True when a plain `ssh HOST true` through `server` prints `BANNER` (the precondition of the banner tests)."""
+    done = subprocess.run(
+        ["ssh", "-F", "/dev/null", "-i", str(keys.client_key), "-p", str(server.port), "-o", "BatchMode=yes",
+         "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", f"{TEST_USER}@127.0.0.1", "true"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    return BANNER in done.stdout
 
 
 def _printf(text: str) -> str:
@@ -141,12 +161,48 @@ def test_login_banner_breaks_nothing(tmp_path: Path, banner_sshd: Sshd, ssh_keys
         logs = b.cli("logs", "box", "-n", "5")
         assert logs.code == 0, logs.stderr
         assert logs.stdout.splitlines() == ["line-one", "line-two"]  # no banner, nothing shifted
+        # `logs -f` streams: the banner printed before the stream's PID marker must not pass for it, nor
+        # shift the follower's byte offset.
+        follow = _follow(b, "line-two")
+        assert follow[:2] == ["line-one", "line-two"], follow
+        assert not any("hostile-box" in line or "specdash-stream-pid" in line for line in follow), follow
         down = b.cli("down", "box")
         assert down.code == 0, down.stderr
         assert "stopped run" in down.stdout and "ignored SIGTERM and were killed" in down.stdout
         assert b.pids() == []
     finally:
         b.cleanup()
+
+
+def _follow(b: Box, last: str, timeout: float = 60.0) -> list[str]:
+    """Run `specdash logs box -f` until it printed `last` (or `timeout`), then stop it; its stdout lines."""
+    b.home.mkdir(parents=True, exist_ok=True)
+    env = cli_env(b.home, b.config)
+    if os.environ.get("SPECDASH_SRC_UNDER_TEST"):
+        env["PYTHONPATH"] = os.environ["SPECDASH_SRC_UNDER_TEST"]
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "specdash", "logs", "box", "-f", "-n", "5"],
+            stdout=out,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=b.home,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline and proc.poll() is None:
+                out.seek(0)
+                if last.encode() in out.read():
+                    break
+                time.sleep(0.1)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(30)
+        out.seek(0)
+        return out.read().decode(errors="replace").splitlines()
 
 
 def test_tiny_grace_still_kills(tmp_path: Path, sshd: Sshd, ssh_keys: Keys) -> None:  # noqa: F811
@@ -218,12 +274,15 @@ def test_tampered_pid_file_signals_nothing_of_others(record: str, box: Box) -> N
     try:
         pid_file = run_dir / "pid"
         fields = pid_file.read_text().split()
-        if record == "victim":  # the victim's pid and group, a start time that cannot be its own
-            text = f"{victim.pid} {victim.pid} {fields[2]} 1\n"
+        # The fields after pid and pgid are kept as the code under test wrote them (their number too), so the
+        # same case runs against an older record format (`SPECDASH_SRC_UNDER_TEST`): it tests the defect, not
+        # the format.
+        if record == "victim":  # the victim's pid and group, a kernel start time that cannot be its own
+            text = " ".join([str(victim.pid), str(victim.pid), *fields[2:3], *["1" for _ in fields[3:]]]) + "\n"
         elif record == "victim-reused-pid":  # a dead run's pid, reused by the victim (start time differs)
-            text = f"{victim.pid} {victim.pid} {fields[2]} {fields[3]}\n"
+            text = " ".join([str(victim.pid), str(victim.pid), *fields[2:]]) + "\n"
         elif record == "pgid-one":
-            text = f"1 1 {fields[2]} 1\n"
+            text = " ".join(["1", "1", *fields[2:3], *["1" for _ in fields[3:]]]) + "\n"
         elif record == "empty":  # a full disk at launch
             text = ""
         else:
@@ -303,3 +362,75 @@ def test_secrets_stay_out_of_the_local_ssh_log(tmp_path: Path, sshd: Sshd, ssh_k
         assert (b.home / "xdg_state_home" / "specdash" / "log").stat().st_mode & 0o077 == 0
     finally:
         b.cleanup()
+
+
+ODD_NAMES = {
+    "space": "with space",
+    "newline": "new\nline",
+    "quotes": 'it\'s "quoted"',
+    "dollar": "$HOME`id`$(id)",
+    "carriage-return": "cr\rreturn",
+    "escape": "esc\x1b[31mred\x07",
+    "line-separator": "ls\u2028ps\x1c",
+    "backslash-n": "back\\nslash\\",
+    "trailing-newline-and-space": "ends-with\n ",
+}
+"""State dir names (the log path and every record path under it) that a line-by-line reply parser, a shell
+word split or a terminal would get wrong."""
+_CONTROL_CHARS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _toml_string(text: str) -> str:
+    return json.dumps(text)  # a JSON string with \\uXXXX escapes is a TOML basic string
+
+
+@pytest.mark.parametrize("name", list(ODD_NAMES))
+def test_odd_state_dir_path(name: str, box: Box) -> None:
+    """up / status / logs / down with a state dir (hence the log path) holding a newline, quotes, `$`, a CR...:
+    the framed replies stay parseable, and anything printed shows the path escaped, never raw controls."""
+    odd = f".specdash-hostile/{uuid.uuid4().hex[:6]}/{ODD_NAMES[name]}"
+    box.config.write_text(box.config.read_text().replace(_toml_string(f"~/{box.state_rel}"), _toml_string(f"~/{odd}")))
+    assert _toml_string(f"~/{odd}") in box.config.read_text()
+    box.state_rel, box.state = odd, TEST_HOME / odd
+    try:
+        up = box.cli("up", "box", "--mode", "sleeper")
+        assert up.code == 0, up.stderr
+        assert box.pids(), "nothing was launched"
+        assert (box.state / "current").is_file()
+        status = box.cli("status", "box")
+        assert status.code == 0 and "sleeper" in status.stdout, (status.stdout, status.stderr)
+        logs = box.cli("logs", "box", "-n", "5")
+        assert logs.code == 0, logs.stderr
+        assert logs.stdout.splitlines() == ["line-one", "line-two"]
+        down = box.cli("down", "box")
+        assert down.code == 0 and "stopped run" in down.stdout, (down.stdout, down.stderr)
+        assert box.pids() == []
+        for done in (up, status, logs, down):
+            assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
+            for line in (done.stdout + done.stderr).splitlines():
+                assert not _CONTROL_CHARS.search(line.replace("\r", "")), repr(line)
+    finally:
+        box.cleanup()
+        shutil.rmtree(box.state.parent, ignore_errors=True)
+
+
+def test_tampered_current_pointer_with_odd_bytes(box: Box) -> None:
+    """`current` naming a run with a newline and non-UTF-8 bytes: status and down say so by name (escaped)
+    or find nothing, and a new `up` still works."""
+    up = box.cli("up", "box", "--mode", "sleeper")
+    assert up.code == 0, up.stderr
+    for pid in box.pids():
+        os.kill(pid, 9)
+    odd = b"run\xff\xfe\nsecond\x1b[2J"
+    (box.state / "runs").joinpath(os.fsdecode(odd)).mkdir()
+    (box.state / "current").write_bytes(odd + b"\n")
+    uid, gid = _uid()
+    for path in (box.state / "runs" / os.fsdecode(odd), box.state / "current"):
+        os.chown(path, uid, gid)
+    for argv in (("status", "box"), ("down", "box")):
+        done = box.cli(*argv)
+        assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
+        assert done.code in (0, 1), (done.code, done.stderr)
+        assert "\x1b" not in done.stdout + done.stderr and "\ufffd" not in done.stdout, (done.stdout, done.stderr)
+    again = box.cli("up", "box", "--mode", "sleeper")
+    assert again.code == 0, again.stderr

@@ -8,11 +8,14 @@ traceback, bounded memory, and every request stored.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from specdash.bench.server_view import ServerClient
 from tests.hostile.cli import MEMORY_BOUND_MIB, Done, assert_clean_failure, run_cli
 from tests.hostile.hostile_server import CONTROL_BEHAVIOURS, ESCAPES, hostile_server
 
@@ -127,3 +130,57 @@ def test_credentials_in_the_url_are_not_stored(tmp_path: Path) -> None:
         host, base_url = con.execute("SELECT host, base_url FROM runs").fetchone()
     assert "s3cret" not in host + base_url and json.dumps([host, base_url])
     assert ESCAPES  # (the escape case above uses it)
+
+
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202e]")
+
+
+def _strings(value: object) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(k)
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def test_server_text_is_escaped_in_the_store_and_exports(tmp_path: Path) -> None:
+    """Escape sequences in `/server_info` (version, model path, a key) never reach the store, an export or the
+    terminal raw: they are escaped where the answer is parsed, so every reader gets the safe text."""
+    db = tmp_path / "store.db"
+    home = tmp_path / "home"
+    with hostile_server("info_escapes") as server:
+        done = bench(server.port, home, db)
+    assert done.code == 0, done.stderr[-2000:]
+    assert not _CONTROL.search((done.stdout + done.stderr).replace("\n", "")), done.stderr[-2000:]
+    with sqlite3.connect(db) as con:
+        run_id, version, server_args = con.execute("SELECT id, engine_version, server_args FROM runs").fetchone()
+    assert version == "0.5\\x1b]0;pwned\\x07", version  # escaped, still readable
+    args = json.loads(server_args)
+    assert not any(_CONTROL.search(s) for s in _strings(args)), args
+    assert args["model_path"] == "/m\\x1b[2J\\x9b31m\\u202eevil\\x0a2", args
+    for fmt in ("--json", "--csv"):
+        out = tmp_path / f"export{fmt}"
+        export = run_cli(("export", str(run_id), fmt, "--db", str(db), "-o", str(out)), home)
+        assert export.code == 0, export.stderr
+        text = out.read_text()
+        assert "pwned" in text or fmt == "--csv", text[:2000]
+        assert not _CONTROL.search(text.replace("\n", "").replace("\r", "")), text[:2000]
+        if fmt == "--json":
+            assert not any(_CONTROL.search(s) for s in _strings(json.loads(text)))
+
+
+async def test_model_names_from_the_server_are_escaped() -> None:
+    """`/v1/models` ids and `/server_info` fields come out of the control-plane client escaped."""
+    with hostile_server("info_escapes") as server:
+        async with ServerClient(f"http://127.0.0.1:{server.port}") as client:
+            model = await client.model_id()
+            models = await client.models()
+            info = await client.server_info()
+    assert model == "model\\x1b[31m\\x07"
+    assert models is not None and info is not None
+    for value in (models, info):
+        assert not any(_CONTROL.search(s) for s in _strings(value)), value

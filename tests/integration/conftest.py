@@ -1,4 +1,5 @@
-"""Integration fixtures: a real OpenSSH sshd on loopback, a test user, and connected `SSHHost`s.
+"""Integration fixtures: a real OpenSSH sshd on loopback, a test user, connected `SSHHost`s, and local
+simulators (`sim`).
 
 The machinery lives in `tests/sshd.py` so later tiers (jump hosts, network namespaces, the simulator run
 as the test user) reuse it. One sshd serves the whole session; tests that kill or pause a server start
@@ -15,6 +16,7 @@ import pytest
 
 from specdash.remote.ssh import SSHHost, SSHOptions
 from tests.sshd import TEST_USER, Keys, Sshd, ensure_test_user, make_dir, skip_reason
+from tests.support.sim_harness import Simulators
 
 
 @pytest.fixture(scope="session")
@@ -96,3 +98,14 @@ async def host(sshd: Sshd, ssh_options: SSHOptions) -> AsyncIterator[SSHHost]:
     """A connected host on the shared sshd."""
     async with SSHHost(target(sshd), ssh_options) as connected:
         yield connected
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[Simulators]:
+    """Start local simulators (`await sim(*args, port=, scale=, env=, ready=)`, see `Simulators`); every
+    process group is killed at teardown, whatever the test did."""
+    sims = Simulators()
+    try:
+        yield sims
+    finally:
+        await sims.close()

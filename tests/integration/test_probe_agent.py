@@ -9,9 +9,12 @@ GPU box reaches its server on that box's loopback.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import stat
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,9 +25,10 @@ from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import load_prompts
 from specdash.bench.store import Store
 from specdash.bench.sweep import Sweep, SweepConfig
-from specdash.remote.ssh import SSHHost
+from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.probe_agent import HostRunner, check_hello, parse_python_version
-from tests.sshd import TEST_HOME, make_dir
+from tests.integration.conftest import target, trust
+from tests.sshd import TEST_HOME, Sshd, make_dir
 from tests.support.fake_server import FakeServer
 
 
@@ -116,6 +120,48 @@ async def test_an_old_python_on_the_host_falls_back_with_one_line(host: SSHHost,
     assert "\n" not in result.probe["why"]
 
 
+@pytest.mark.parametrize(
+    ("script", "said"),
+    [
+        ("echo 3.8.10", "the host's python3 is 3.8.10, the probe agent needs >= 3.11: the probe runs here"),
+        ("echo 'python3: cannot execute: required file not found' >&2; exit 127", "no python3 on the host"),
+    ],
+    ids=["too-old", "unusable"],
+)
+async def test_a_host_whose_python3_cannot_run_the_agent_falls_back_with_one_warning_in_the_run(
+    make_sshd: Callable[..., Sshd], ssh_options: SSHOptions, known_hosts: Path, server: FakeServer,
+    script: str, said: str,
+) -> None:  # fmt: skip
+    """`python3` on the host's PATH (the sshd's sessions get a PATH with a fake one first) is too old or
+    broken: the sweep measures with the local probe, and the run's record says why, in one line, once."""
+    directory = make_dir("specdash-fakepy-")
+    fake = directory / "python3"
+    fake.write_text(f"#!/bin/sh\n{script}\n")
+    fake.chmod(0o755)
+    sshd = make_sshd("oldpy", set_env={"PATH": f"{directory}:/usr/local/bin:/usr/bin:/bin"})
+    trust(known_hosts, sshd)
+    store = Store(":memory:")
+    async with SSHHost(target(sshd), ssh_options) as host:
+        assert (await host.run("command -v python3")).stdout.strip() == str(fake)  # the fake one is found
+
+        def make(settings: ProbeSettings, prompts: tuple[str, ...]) -> HostRunner:
+            return HostRunner(host, server.url, settings, prompts)
+
+        warned: list[str] = []
+        result = await Sweep(server.url, config((1,)), load_prompts("chat"), store, host_runner=make,
+                             on_warning=warned.append).run()  # fmt: skip
+    assert result.probe is not None and result.probe["where"] == "local"
+    assert said in result.probe["why"] and "\n" not in result.probe["why"]
+    assert [lv.status for lv in result.levels] == ["done"]  # measured here instead
+    assert result.run_id is not None
+    run = store.run(result.run_id)
+    assert run is not None and run.meta.config is not None and run.meta.config["probe"] == result.probe
+    assert run.meta.provenance is not None
+    mentions = [w for w in run.meta.provenance["guards"] if "probe on the host unavailable" in w]
+    assert mentions == [f"probe on the host unavailable: {result.probe['why']}"]  # one warning, stored
+    assert [w for w in warned if "probe on the host" in w] == mentions
+
+
 async def test_an_agent_crash_fails_the_level_with_its_traceback(host: SSHHost, server: FakeServer) -> None:
     runner = HostRunner(host, server.url, ProbeSettings(output_len=8), ("one",))
     await runner.prepare()
@@ -180,3 +226,36 @@ def test_the_agent_ships_only_stdlib_modules() -> None:
                     or name in {m[:-3].replace("/", ".") for m in MODULES}
                     or (top == "specdash" and f"{name.replace('.', '/')}/__init__.py" in MODULES)
                 ), f"{rel} imports {name}"
+
+
+async def test_a_cancelled_sweep_stops_its_agent_on_the_host(host: SSHHost, server: FakeServer) -> None:
+    """The agent runs detached from the SSH channel, so closing the follower does not stop it: the sweep's
+    clean-up does (SIGTERM); in-flight requests finish and the agent records `done` with the reason."""
+    server.config.interval_s = 0.01
+    runners: list[HostRunner] = []
+
+    def make(settings: ProbeSettings, prompts: tuple[str, ...]) -> HostRunner:
+        runners.append(HostRunner(host, server.url, settings, prompts))
+        return runners[-1]
+
+    name = build().name
+    sweep = Sweep(server.url, config((2,), requests_per_level=100_000, warmup_requests=0), load_prompts("chat"),
+                  host_runner=make)  # fmt: skip
+    task = asyncio.create_task(sweep.run())
+    deadline = time.monotonic() + 30
+    while not runners or not runners[0].records_path or not (TEST_HOME / runners[0].records_path).exists():
+        assert time.monotonic() < deadline and not task.done(), "the agent did not start"
+        await asyncio.sleep(0.05)
+    records = TEST_HOME / runners[0].records_path
+    while '"t":"s"' not in records.read_text():  # a request finished: the level is under way
+        assert time.monotonic() < deadline, "no record from the agent"
+        await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    deadline = time.monotonic() + 20
+    while agents_running(name):
+        assert time.monotonic() < deadline, f"agents outlived the cancelled sweep: {agents_running(name)}"
+        await asyncio.sleep(0.05)
+    done = [json.loads(x) for x in records.read_text().splitlines() if x.startswith('{"t":"done"')]
+    assert len(done) == 1 and done[0]["o"]["aborted"] == "agent terminated", done

@@ -7,7 +7,6 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -15,6 +14,7 @@ import aiohttp
 from specdash.core.events import GpuSample
 from specdash.server.gpu import QUERY, parse_gpus
 from specdash.sim.gpus import COUNT_ENV, DIR_ENV, install
+from tests.support.eventually import eventually
 from tests.support.sim_harness import SimProcess, free_port, stream_generate
 
 READY = "The server is fired up and ready to roll!"
@@ -25,14 +25,6 @@ def nvidia_smi(bin_dir: Path, env: dict[str, str], query: str = QUERY) -> tuple[
     full = {**os.environ, **env, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     out = subprocess.run(["bash", "-c", query], capture_output=True, text=True, env=full, timeout=30, check=True)
     return parse_gpus(out.stdout)
-
-
-async def until(check: Callable[[], bool], timeout: float) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not check():
-        assert loop.time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.1)
 
 
 async def test_memory_follows_the_startup_and_utilisation_the_load(tmp_path: Path) -> None:
@@ -50,11 +42,11 @@ async def test_memory_follows_the_startup_and_utilisation_the_load(tmp_path: Pat
         during: list[tuple[GpuSample, ...]] = []
         seen_ready = False
 
-        def sample() -> bool:
+        def sample() -> str:
             during.append(nvidia_smi(bin_dir, env))
-            return READY in sim.raw
+            return sim.lines[-1] if sim.lines else ""
 
-        await until(sample, 60)
+        await eventually(sample, until=lambda _: READY in sim.raw, timeout=60, what="ready (last line)", interval=0.1)
         seen_ready = True
         ready = nvidia_smi(bin_dir, env)
         # TP=2: GPUs 0 and 1 hold weights and the KV pool (most of the card), 2 and 3 stay idle.
@@ -66,13 +58,19 @@ async def test_memory_follows_the_startup_and_utilisation_the_load(tmp_path: Pat
 
         async with aiohttp.ClientSession() as session:
             streams = [asyncio.ensure_future(stream_generate(session, port, 400)) for _ in range(8)]
-            await until(lambda: nvidia_smi(bin_dir, env)[0].util_pct > 80, 20)
+            await eventually(
+                lambda: nvidia_smi(bin_dir, env), until=lambda gpus: gpus[0].util_pct > 80, timeout=30,
+                what="GPU 0 busy above 80 %", interval=0.1,
+            )  # fmt: skip
             busy = nvidia_smi(bin_dir, env)
             assert busy[0].power_w is not None and busy[0].power_w > ready[0].power_w + 100  # type: ignore[operator]
             await asyncio.gather(*streams)
     assert seen_ready
     # Every process of the simulator is gone: nothing holds the GPUs any more.
-    await until(lambda: all(g.mem_used_mib < 10 for g in nvidia_smi(bin_dir, env)), 10)
+    await eventually(
+        lambda: nvidia_smi(bin_dir, env), until=lambda gpus: all(g.mem_used_mib < 10 for g in gpus), timeout=15,
+        what="every GPU's memory freed", interval=0.1,
+    )  # fmt: skip
 
 
 def test_unknown_field_and_plain_table(tmp_path: Path) -> None:

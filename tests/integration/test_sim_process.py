@@ -6,33 +6,12 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
-import pytest
 
-from tests.support.sim_harness import SimProcess, free_port, probe_health, stream_generate
+from tests.support.sim_harness import READY, SimProcess, Simulators, probe_health, stream_generate
 
-Start = Callable[..., Awaitable[tuple[SimProcess, int]]]
-READY = "The server is fired up and ready to roll!"
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[Start]:
-    """Start a TP=2 simulator; every process group is killed at teardown (orphans included)."""
-    procs: list[SimProcess] = []
-
-    async def start(*args: str) -> tuple[SimProcess, int]:
-        port = free_port()
-        proc = SimProcess(["--model-path", "/models/kimi", "--tp", "2", "--port", str(port),
-                           "--sim-time-scale", "0.003", *args])  # fmt: skip
-        procs.append(proc)
-        await proc.start()
-        return proc, port
-
-    yield start
-    for proc in procs:
-        await proc.close()
+TP2 = ("--model-path", "/models/kimi", "--tp", "2")
 
 
 def _cmdline(pid: int) -> str:
@@ -52,23 +31,16 @@ def _children(proc: SimProcess) -> list[int]:
     return [pid for pid in proc.group_pids() if pid != proc.pid]
 
 
-async def _until(predicate: Callable[[], bool], timeout: float) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)
-
-
-async def test_children_carry_sglang_titles(sim: Start) -> None:
-    proc, _ = await sim()
+async def test_children_carry_sglang_titles(sim: Simulators) -> None:
+    proc = await sim(*TP2, scale=0.003)
     await proc.wait_for(READY, 20)
     titles = sorted(_cmdline(pid) for pid in _children(proc))
     assert titles == ["sglang::scheduler_TP0", "sglang::scheduler_TP1"]
 
 
-async def test_sigterm_drains_then_exits_with_its_children(sim: Start) -> None:
-    proc, port = await sim()
+async def test_sigterm_drains_then_exits_with_its_children(sim: Simulators) -> None:
+    proc = await sim(*TP2, scale=0.003)
+    port = proc.port
     await proc.wait_for(READY, 20)
     async with aiohttp.ClientSession() as s:
         stream = asyncio.ensure_future(stream_generate(s, port, 120))
@@ -83,19 +55,20 @@ async def test_sigterm_drains_then_exits_with_its_children(sim: Start) -> None:
         assert rec.final_tokens == 120, "in-flight streams finish before the exit"
     await proc.wait_for(r"Gracefully exiting\.\.\. Remaining number of requests 0\.", 5)
     assert await proc.wait_exit(5) == -9
-    await _until(lambda: not proc.group_pids(), 5)
+    await proc.wait_gone()
 
 
-async def test_sigterm_during_load_takes_children_along(sim: Start) -> None:
-    proc, _ = await sim()
+async def test_sigterm_during_load_takes_children_along(sim: Simulators) -> None:
+    proc = await sim(*TP2, scale=0.003)
     await proc.wait_for(r"TP0\] Load weight begin", 20)
     proc.signal(signal.SIGTERM)
     assert await proc.wait_exit(5) == -signal.SIGTERM
-    await _until(lambda: not proc.group_pids(), 5)
+    await proc.wait_gone()
 
 
-async def test_sigkill_of_the_parent_alone_leaves_orphans(sim: Start) -> None:
-    proc, port = await sim()
+async def test_sigkill_of_the_parent_alone_leaves_orphans(sim: Simulators) -> None:
+    proc = await sim(*TP2, scale=0.003)
+    port = proc.port
     await proc.wait_for(READY, 20)
     children = _children(proc)
     assert len(children) == 2
@@ -109,14 +82,14 @@ async def test_sigkill_of_the_parent_alone_leaves_orphans(sim: Start) -> None:
         assert "sglang::scheduler_TP" in _cmdline(pid)
     assert await probe_health(port) is None, "the port died with the launcher"
     proc.kill_group()  # the cleanup a supervisor must do: the process group, not the PID
-    await _until(lambda: not proc.group_pids(), 5)
+    await proc.wait_gone()
     assert os.getpgid(os.getpid()) != proc.pid
 
 
-async def test_exit_with_follows_a_vanished_process_out(sim: Start) -> None:
+async def test_exit_with_follows_a_vanished_process_out(sim: Simulators) -> None:
     """`--sim-exit-with PID` (the demo's): when PID is gone, the simulator and its TP children exit."""
     keeper = await asyncio.create_subprocess_exec("sleep", "60")
-    proc, _port = await sim("--sim-exit-with", str(keeper.pid))
+    proc = await sim(*TP2, "--sim-exit-with", str(keeper.pid), scale=0.003)
     await proc.wait_for(READY, timeout=30)
     assert len(proc.group_pids()) >= 3  # main + 2 TP children
     keeper.kill()

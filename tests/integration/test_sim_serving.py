@@ -5,49 +5,27 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
 import pytest
 
 from specdash.sim.model import baseline_model, eagle3_model
 from tests.support.sim_harness import (
-    SimProcess,
+    Simulators,
     StreamRecord,
-    free_port,
     steady_rate,
     stream_completion,
     stream_generate,
 )
 
-Start = Callable[..., Awaitable[tuple[SimProcess, int]]]
-READY = "The server is fired up and ready to roll!"
+SEED = ("--sim-seed", "7")  # the same sampled acceptance run to run
+EAGLE3 = (*SEED, "--model-path", "/models/kimi", "--tp", "2", "--speculative-algorithm", "EAGLE3")
+BASELINE = (*SEED, "--model-path", "/models/kimi", "--tp", "2")
 
 
-@pytest.fixture
-async def sim() -> AsyncIterator[Start]:
-    """Start a simulator on a free port and wait until ready; process groups are killed at teardown."""
-    procs: list[SimProcess] = []
-
-    async def start(*args: str) -> tuple[SimProcess, int]:
-        port = free_port()
-        proc = SimProcess(["--port", str(port), "--sim-time-scale", "0.002", "--sim-seed", "7", *args])
-        procs.append(proc)
-        await proc.start()
-        await proc.wait_for(READY, 30)
-        return proc, port
-
-    yield start
-    for proc in procs:
-        await proc.close()
-
-
-EAGLE3 = ("--model-path", "/models/kimi", "--tp", "2", "--speculative-algorithm", "EAGLE3")
-BASELINE = ("--model-path", "/models/kimi", "--tp", "2")
-
-
-async def test_generate_stream_counts_and_spec_meta(sim: Start) -> None:
-    proc, port = await sim(*EAGLE3, "--enable-metrics")
+async def test_generate_stream_counts_and_spec_meta(sim: Simulators) -> None:
+    proc = await sim(*EAGLE3, "--enable-metrics", ready=30)
+    port = proc.port
     async with aiohttp.ClientSession() as s:
         rec = await stream_generate(s, port, 37)
         assert rec.final_tokens == 37
@@ -80,8 +58,8 @@ async def test_generate_stream_counts_and_spec_meta(sim: Start) -> None:
 
 
 @pytest.mark.parametrize("chat", [False, True])
-async def test_openai_stream_usage_chunk_and_non_stream(sim: Start, chat: bool) -> None:
-    _, port = await sim(*EAGLE3)
+async def test_openai_stream_usage_chunk_and_non_stream(sim: Simulators, chat: bool) -> None:
+    port = (await sim(*EAGLE3, ready=30)).port
     route = "/v1/chat/completions" if chat else "/v1/completions"
     async with aiohttp.ClientSession() as s:
         rec = await stream_completion(s, port, 50, chat=chat)
@@ -104,8 +82,9 @@ async def test_openai_stream_usage_chunk_and_non_stream(sim: Start, chat: bool) 
         assert body["object"] == ("chat.completion" if chat else "text_completion")
 
 
-async def test_info_routes_and_flush(sim: Start) -> None:
-    proc, port = await sim(*BASELINE)
+async def test_info_routes_and_flush(sim: Simulators) -> None:
+    proc = await sim(*BASELINE, ready=30)
+    port = proc.port
     base = f"http://127.0.0.1:{port}"
     async with aiohttp.ClientSession() as s:
         async with s.get(f"{base}/v1/models") as resp:
@@ -131,8 +110,8 @@ async def test_info_routes_and_flush(sim: Start) -> None:
     await proc.wait_for(r"Prefill batch, #new-seq: 1, #new-token: 1, ", 5, from_start=True)
 
 
-async def test_without_ignore_eos_some_requests_stop_early(sim: Start) -> None:
-    _, port = await sim(*BASELINE, "--sim-speed", "20")
+async def test_without_ignore_eos_some_requests_stop_early(sim: Simulators) -> None:
+    port = (await sim(*BASELINE, "--sim-speed", "20", ready=30)).port
     async with aiohttp.ClientSession() as s:
         recs = await asyncio.gather(*(stream_generate(s, port, 600, ignore_eos=False) for _ in range(12)))
     reasons = {str(r.meta["finish_reason"]) for r in recs}
@@ -147,10 +126,10 @@ async def test_without_ignore_eos_some_requests_stop_early(sim: Start) -> None:
     ("mode", "concurrency", "max_new"),
     [("baseline", 1, 230), ("baseline", 64, 56), ("eagle3", 1, 280), ("eagle3", 64, 52)],
 )
-async def test_aggregate_throughput_matches_model(sim: Start, mode: str, concurrency: int, max_new: int) -> None:
+async def test_aggregate_throughput_matches_model(sim: Simulators, mode: str, concurrency: int, max_new: int) -> None:
     args = BASELINE if mode == "baseline" else EAGLE3
     model = baseline_model() if mode == "baseline" else eagle3_model()
-    _, port = await sim(*args)
+    port = (await sim(*args, ready=30)).port
     records: list[StreamRecord] = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s:
         # Collect events live so that streams cancelled at the end still count.
@@ -184,8 +163,9 @@ async def _live(s: aiohttp.ClientSession, port: int, max_new: int, records: list
 
 
 @pytest.mark.parametrize("style", ["sglang-0.5", "sglang-2026"])
-async def test_decode_batch_lines_every_40_steps(sim: Start, style: str) -> None:
-    proc, port = await sim(*EAGLE3, "--sim-speed", "10", "--sim-log-style", style)
+async def test_decode_batch_lines_every_40_steps(sim: Simulators, style: str) -> None:
+    proc = await sim(*EAGLE3, "--sim-speed", "10", "--sim-log-style", style, ready=30)
+    port = proc.port
     async with aiohttp.ClientSession() as s:
         rec = await stream_generate(s, port, 400)
     verify = rec.meta["spec_verify_ct"]
@@ -203,9 +183,9 @@ async def test_decode_batch_lines_every_40_steps(sim: Start, style: str) -> None
         assert float(m.group(2)) == pytest.approx(82.0 * 10, rel=0.25)
 
 
-async def test_256_concurrent_streams_keep_timing_within_2_percent(sim: Start) -> None:
+async def test_256_concurrent_streams_keep_timing_within_2_percent(sim: Simulators) -> None:
     """One simulator process, 256 live SSE streams: the measured rate stays within 2 % of the model."""
-    _, port = await sim(*BASELINE)
+    port = (await sim(*BASELINE, ready=30)).port
     records: list[StreamRecord] = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s:
         tasks = [asyncio.ensure_future(_live(s, port, 16, records)) for _ in range(256)]

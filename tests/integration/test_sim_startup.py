@@ -5,13 +5,10 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from tests.support.sim_harness import SimProcess, free_port, probe_health
-
-Start = Callable[..., Awaitable[SimProcess]]
+from tests.support.sim_harness import READY, Simulators, free_port, probe_health
 
 # engines.md 5.8, version-tolerant patterns.
 PREFIX = r"\[(\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(\.\d+)?( DP\d+)?( PP\d+)?( TP\d+)?( EP\d+)?\]"
@@ -19,30 +16,14 @@ WEIGHTS = r"Load weight (begin|end)"
 SHARDS = r"Loading safetensors checkpoint shards:\s+(\d+)% Completed \| (\d+)/(\d+)"
 CAPTURE = re.compile(r"Capture .*?(cuda|CUDA) graph (begin|end)", re.IGNORECASE)
 COUNTDOWN = r"Capturing batches \(bs=(\d+)"
-READY = "The server is fired up and ready to roll!"
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[Start]:
-    """Start simulators; every process group is killed at teardown, whatever the test did."""
-    procs: list[SimProcess] = []
-
-    async def start(*args: str, env: dict[str, str] | None = None) -> SimProcess:
-        proc = SimProcess(list(args), env=env)
-        procs.append(proc)
-        return await proc.start()
-
-    yield start
-    for proc in procs:
-        await proc.close()
 
 
 @pytest.mark.parametrize("style", ["sglang-0.5", "sglang-2026"])
-async def test_eagle3_startup_log_in_order(sim: Start, style: str) -> None:
+async def test_eagle3_startup_log_in_order(sim: Simulators, style: str) -> None:
     port = free_port()
     p = await sim(
         "--model-path", "/models/kimi", "--tp", "4", "--speculative-algorithm", "EAGLE3",
-        "--port", str(port), "--sim-time-scale", "0.002", "--sim-log-style", style,
+        "--sim-log-style", style, port=port,
     )  # fmt: skip
     w = p.wait_for
     await w("Max running requests is reset to 48 for speculative decoding", 10)
@@ -86,9 +67,9 @@ async def test_eagle3_startup_log_in_order(sim: Start, style: str) -> None:
         assert any("Capture cuda graph begin. This can take up to several minutes." in ln for ln in p.lines)
 
 
-async def test_baseline_has_no_draft_phases_and_tp1_has_no_tag(sim: Start) -> None:
+async def test_baseline_has_no_draft_phases_and_tp1_has_no_tag(sim: Simulators) -> None:
     port = free_port()
-    p = await sim("--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--port", str(port), "--sim-time-scale", "0.01")
+    p = await sim("--model-path", "meta-llama/Llama-3.1-8B-Instruct", port=port, scale=0.01)
     await p.wait_for(READY, 20)
     text = "\n".join(p.lines)
     assert "Capture draft" not in text and "Eagle" not in text
@@ -97,10 +78,10 @@ async def test_baseline_has_no_draft_phases_and_tp1_has_no_tag(sim: Start) -> No
     assert "Loading safetensors checkpoint shards: 100% Completed | 4/4" in text
 
 
-async def test_health_goes_refused_then_503_then_200(sim: Start) -> None:
+async def test_health_goes_refused_then_503_then_200(sim: Simulators) -> None:
     port = free_port()
     # The small preset at 0.1 starts in ~3 s with a ~0.3 s warmup: a 503 window polls cannot miss.
-    p = await sim("--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--port", str(port), "--sim-time-scale", "0.1")
+    p = await sim("--model-path", "meta-llama/Llama-3.1-8B-Instruct", port=port, scale=0.1)
     seen: list[int | None] = []
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

@@ -6,36 +6,17 @@ prints (specdash.sim) and what the tracker understands (specdash.core.startup + 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-
 import pytest
 
 from specdash.core.models import STARTUP_ORDER, Phase
 from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import Crashed, PhaseChanged, ProgressChanged, Ready
-from tests.support.sim_harness import SimProcess, free_port
-
-Start = Callable[..., Awaitable[SimProcess]]
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[Start]:
-    """Start simulators; every process group is killed at teardown."""
-    procs: list[SimProcess] = []
-
-    async def start(*args: str) -> SimProcess:
-        proc = SimProcess(["--port", str(free_port()), "--sim-time-scale", "0.002", *args])
-        procs.append(proc)
-        return await proc.start()
-
-    yield start
-    for proc in procs:
-        await proc.close()
+from tests.support.sim_harness import Simulators
 
 
 @pytest.mark.parametrize("style", ["sglang-0.5", "sglang-2026"])
 @pytest.mark.parametrize("spec", [True, False])
-async def test_tracker_follows_a_simulated_start_to_ready(sim: Start, style: str, spec: bool) -> None:
+async def test_tracker_follows_a_simulated_start_to_ready(sim: Simulators, style: str, spec: bool) -> None:
     extra = ["--speculative-algorithm", "EAGLE3"] if spec else []
     proc = await sim("--model-path", "/models/kimi", "--tp", "4", "--sim-log-style", style, *extra)
     await proc.wait_for("The server is fired up and ready to roll!", 30)
@@ -59,7 +40,7 @@ async def test_tracker_follows_a_simulated_start_to_ready(sim: Start, style: str
     ("fault", "reason"),
     [("oom-at-capture", "CUDA out of memory"), ("port-in-use", "address already in use")],
 )
-async def test_tracker_reports_simulated_crashes(sim: Start, fault: str, reason: str) -> None:
+async def test_tracker_reports_simulated_crashes(sim: Simulators, fault: str, reason: str) -> None:
     proc = await sim("--model-path", "/models/kimi", "--tp", "2", "--sim-fault", fault)
     code = await proc.wait_exit(30)
     await proc.wait_for(r"^$", 10)  # the harness marks end of output with an empty line

@@ -17,6 +17,7 @@ from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.remote.ssherror import SSHError, SSHErrorKind
 from tests.integration.conftest import remote_alive, target
 from tests.sshd import TEST_USER, Sshd
+from tests.support.eventually import eventually
 
 
 def test_sshhost_satisfies_the_host_protocol() -> None:
@@ -79,13 +80,12 @@ async def test_stream_splits_on_cr_and_lf(host: SSHHost) -> None:
     assert lines == ["a", "b", "c", "progress 1%", "progress 2%", "tail"]
 
 
-async def _pid_gone(host: SSHHost, pid: int, within: float = 5.0) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:  # the reaper runs in the background: poll the remote process
-        if not await remote_alive(host, pid):
-            return True
-        await asyncio.sleep(0.05)
-    return False
+async def _pid_gone(host: SSHHost, pid: int, within: float = 15.0) -> None:
+    """The reaper runs in the background: poll the remote process."""
+    await eventually(
+        lambda: remote_alive(host, pid), until=lambda alive: not alive, timeout=within,
+        what=f"remote pid {pid} gone (alive)",
+    )  # fmt: skip
 
 
 async def test_closing_a_stream_stops_the_remote_process(host: SSHHost) -> None:
@@ -93,12 +93,12 @@ async def test_closing_a_stream_stops_the_remote_process(host: SSHHost) -> None:
     pid = int(await anext(lines))
     assert await remote_alive(host, pid)
     await lines.aclose()  # type: ignore[attr-defined]
-    assert await _pid_gone(host, pid)
+    await _pid_gone(host, pid)
     # The pidfile is removed by a background cleanup just after: wait for it with a deadline.
-    deadline = time.monotonic() + 5
-    while (await host.run(f"test -e ~/.specdash/procs/{host.client_id}/1.{pid}")).ok:
-        assert time.monotonic() < deadline, "pidfile left behind"
-        await asyncio.sleep(0.02)
+    pidfile = f"~/.specdash/procs/{host.client_id}/1.{pid}"
+    await eventually(
+        lambda: host.run(f"test -e {pidfile}"), until=lambda r: not r.ok, timeout=15, what=f"pidfile {pidfile} removed"
+    )
 
 
 async def test_forward_reaches_an_http_server_on_the_host(host: SSHHost) -> None:

@@ -17,6 +17,7 @@ from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.remote.ssherror import SSHError, SSHErrorKind
 from tests.integration.conftest import remote_alive, target, trust
 from tests.sshd import Keys, Sshd, keygen, make_dir
+from tests.support.eventually import eventually
 
 
 async def _next(queue: asyncio.Queue[ConnectionEvent], kind: type, timeout: float = 10.0) -> ConnectionEvent:
@@ -45,10 +46,9 @@ async def test_reconnects_after_sshd_restart_and_reaps_leftovers(
         # And a run() in flight when the connection drops.
         marker = (await host.run("mktemp -u")).stdout.strip()
         in_flight = asyncio.create_task(host.run(f"touch {marker}; exec sleep 30"))
-        deadline = time.monotonic() + 5
-        while not (await host.run(f"test -e {marker}")).ok:  # the command has started: poll with a deadline
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.01)
+        await eventually(  # the command has started
+            lambda: host.run(f"test -e {marker}"), until=lambda r: r.ok, timeout=15, what=f"{marker} created"
+        )
 
         server.stop()
         with pytest.raises(SSHError) as dropped:
@@ -80,10 +80,10 @@ async def test_reconnects_after_sshd_restart_and_reaps_leftovers(
         assert await host.forward(server.port) == forwarded
 
         # The supervisor reaps generation-1 leftovers in the background after reconnecting.
-        deadline = time.monotonic() + 10
-        while await remote_alive(host, pid):  # a remote process: poll with a deadline
-            assert time.monotonic() < deadline, f"leftover {pid} not reaped"
-            await asyncio.sleep(0.05)
+        await eventually(
+            lambda: remote_alive(host, pid), until=lambda alive: not alive, timeout=15,
+            what=f"leftover {pid} reaped (alive)",
+        )  # fmt: skip
         assert await host.reap_stale() == []
     finally:
         await host.close()
@@ -146,3 +146,30 @@ async def test_permanent_error_on_reconnect_fails_with_reason(
             await host.close()
         server.stop()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+async def test_a_detached_command_is_spared_by_the_reap_after_a_reconnect_and_reaped_by_close(
+    sshd: Sshd, ssh_options: SSHOptions
+) -> None:
+    """The probe agent's kind of process: started detached (no channel), it survives what a reconnect reaps
+    (the streams of older connections) and is found again by its tag; closing the host stops it."""
+    async with SSHHost(target(sshd), ssh_options) as host:
+        pid = await host.start_detached("exec sleep 300", ".specdash/detached-test.log")
+        streamed = host.stream("echo $$; exec sleep 300")
+        stream_pid = int(await anext(streamed))
+        assert await remote_alive(host, pid)
+        assert await host._reap(keep_generation=host.generation + 1) == [stream_pid]  # an older generation's
+        assert await remote_alive(host, pid)  # the detached one was spared
+        await streamed.aclose()  # type: ignore[attr-defined]
+
+    # close() reaped it (the "host" is this machine: look at /proc directly).
+    def running(pid: int) -> bool:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 10
+    while running(pid):
+        assert time.monotonic() < deadline, f"detached {pid} outlived close()"
+        await asyncio.sleep(0.05)

@@ -12,11 +12,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 from specdash.bench.store import Store
+from tests.support.eventually import eventually_sync
 
 CRASH_LINE = "RuntimeError: The size of tensor a (160) must match the size of tensor b (2)"
 DEADLINE_S = 600.0
@@ -65,15 +65,17 @@ def test_resume_after_sigkill_measures_nothing_twice(tmp_path: Path) -> None:
         argv(tmp_path, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
     )
     path = tmp_path / "j" / "t.jsonl"
-    deadline = time.monotonic() + DEADLINE_S
+
+    def spec_levels() -> list[dict[str, object]]:
+        records = journal(tmp_path) if path.exists() else []
+        return [r for r in records if r.get("type") == "level" and r["candidate"] != "baseline"]
+
     try:
         # Kill once a speculative setting has measured its first level but not its second.
-        while time.monotonic() < deadline and proc.poll() is None:
-            records = journal(tmp_path) if path.exists() else []
-            spec = [r for r in records if r.get("type") == "level" and r["candidate"] != "baseline"]
-            if len(spec) == 1:
-                break
-            time.sleep(0.05)
+        eventually_sync(
+            spec_levels, until=lambda spec: len(spec) == 1 or proc.poll() is not None, timeout=DEADLINE_S,
+            what="one speculative level in the journal (its level records)",
+        )  # fmt: skip
         assert proc.poll() is None, "the tune ended before it could be killed"
         os.killpg(proc.pid, signal.SIGKILL)
     finally:

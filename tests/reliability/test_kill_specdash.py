@@ -24,8 +24,11 @@ from tests.integration.remote_sim import sim_config
 from tests.reliability.conftest import state_dir as unique_state_dir
 from tests.reliability.conftest import timing
 from tests.sshd import TEST_HOME, Keys, Sshd, _children, free_port
+from tests.support.eventually import eventually_sync
 
 LEVEL = 4
+LINK_WAIT = 3
+"""The probe agent on the host ends by itself once its client has been gone this long (plus a grace)."""
 
 
 def _rows(db: Path) -> tuple[int, int]:
@@ -67,12 +70,17 @@ def _agents() -> list[int]:
     return found
 
 
-def _host_records() -> int:
-    """Successful request records in the newest agent run's files on the "host"."""
-    runs = [d for d in (TEST_HOME / ".specdash" / "agent" / "runs").iterdir() if d.is_dir()]
-    newest = max(runs, key=lambda d: d.stat().st_mtime)
+def _host_records(port: int) -> int:
+    """Successful request records in the files of the agent run against `port` on the "host" (its job file
+    names the server's URL; the killed specdash never removed it). Other tests share this home: the newest
+    run directory may be theirs."""
+    (run,) = [
+        d
+        for d in (TEST_HOME / ".specdash" / "agent" / "runs").iterdir()
+        if (d / "job.json").is_file() and json.loads((d / "job.json").read_text())["url"].endswith(f":{port}")
+    ]
     count = 0
-    for f in newest.glob("*.jsonl"):
+    for f in run.glob("*.jsonl"):
         for line in f.read_text().splitlines():
             rec = json.loads(line)
             if rec["t"] == "s" and rec["d"][3] is None:  # field 3: error
@@ -123,7 +131,7 @@ state_dir = "{state_dir}"
     env = {**os.environ, "SPECDASH_CONFIG": str(cfg.path)}
     db = tmp_path / "bench.db"
     bench = [sys.executable, "-m", "specdash", "bench", "sim", "--mode", "metered", "--output-len", "64",
-             "--warmup", "0", "--db", str(db)]  # fmt: skip
+             "--warmup", "0", "--link-wait", str(LINK_WAIT), "--db", str(db)]  # fmt: skip
     hc = HostConfig(name="sim", address=target(sshd), state_dir=state_dir)
     out = (tmp_path / "bench.out").open("w")
     proc = subprocess.Popen(
@@ -134,11 +142,16 @@ state_dir = "{state_dir}"
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 90
-        while _rows(db)[0] < 30 or not _agents():  # another process: poll its store with a deadline
+
+        def going() -> tuple[int, list[int]]:
+            """Another process: its store's rows so far and the probe agents on the host."""
             assert proc.poll() is None, (tmp_path / "bench.out").read_text()[-3000:]
-            assert time.monotonic() < deadline, "the sweep did not get going (with its probe on the host)"
-            time.sleep(0.1)
+            return _rows(db)[0], _agents()
+
+        eventually_sync(
+            going, until=lambda seen: seen[0] >= 30 and seen[1], timeout=90,
+            what="the sweep going, with its probe on the host (rows stored, agents)",
+        )  # fmt: skip
         helpers = _descendants(proc.pid)
         proc.send_signal(signal.SIGKILL)
         killed_at = time.monotonic()
@@ -149,14 +162,18 @@ state_dir = "{state_dir}"
         assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         con.close()
         # Probe workers notice the dead parent (their pipe closes) and exit.
-        deadline = time.monotonic() + 15
-        while [p for p in helpers if _alive(p)]:
-            assert time.monotonic() < deadline, f"probe processes outlived specdash: {helpers}"
-            time.sleep(0.1)
-        # The probe agent on the host (the default over SSH) loses its channel and ends by itself.
-        while agents := _agents():
-            assert time.monotonic() < deadline, f"probe agents outlived specdash: {agents}"
-            time.sleep(0.1)
+        eventually_sync(
+            lambda: [p for p in helpers if _alive(p)], until=lambda left: not left, timeout=15,
+            what=f"probe processes {helpers} gone after specdash (alive)",
+        )  # fmt: skip
+        # The probe agent on the host (the default over SSH) runs detached: it cannot tell a dead client from a
+        # cut link, and ends by itself once the client's pings have stopped for longer than `link_wait`.
+        from specdash.bench.agent.main import PING_GRACE_S
+
+        eventually_sync(
+            _agents, until=lambda left: not left, timeout=LINK_WAIT + PING_GRACE_S + 15,
+            what="probe agents gone after specdash",
+        )  # fmt: skip
         orphans_gone_s = time.monotonic() - killed_at
 
         async def on_the_host() -> tuple[int, RunRecord]:
@@ -173,7 +190,7 @@ state_dir = "{state_dir}"
         finished, record = asyncio.run(on_the_host())
         # With the probe on the host, every finished request is in the agent's record file there (written
         # before it was sent); the local store has what reached it before the kill, nothing else.
-        on_host = _host_records()
+        on_host = _host_records(port)
         assert stored_ok <= on_host, (stored_ok, on_host)
         assert finished - LEVEL <= on_host <= finished, (finished, on_host)
         again = subprocess.run(

@@ -7,8 +7,11 @@ link looks like to TCP (no RST, no FIN). Keepalive (1 s x 3 here) notices it aft
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,11 +24,14 @@ from specdash.core.lines import split_lines
 from specdash.core.models import Phase
 from specdash.remote.events import Connected, Lost, Reconnecting
 from specdash.remote.ssh import SSHHost
+from specdash.server.probe_agent import HostRunner
 from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import remote_alive
 from tests.integration.remote_sim import sim_config
 from tests.recorder import Recorder
 from tests.reliability.conftest import SETTLED, RemoteHost, state_dir, timing
+from tests.sshd import TEST_HOME
+from tests.support.eventually import eventually
 
 pytestmark = pytest.mark.netns
 
@@ -234,29 +240,68 @@ async def test_link_cut_during_a_sweep_with_policy_stop_ends_it_and_keeps_everyt
     )
 
 
-async def test_link_cut_during_a_sweep_with_the_probe_on_the_host_leaves_no_agent_behind(
-    remote: RemoteHost, tmp_path: Path
-) -> None:
-    """The probe on the host (the default over SSH): a 5 s cut at C=2 interrupts the level (policy `pause`),
-    the level runs again with a fresh agent once the link is back, and no agent outlives the sweep: the one
-    cut off is reaped by its tag on the reconnect (or ends by itself), the others end with their level."""
-    from dataclasses import replace
-
+def _agents(remote: RemoteHost) -> list[int]:
+    """Processes in the namespace running this client's agent zipapp (agents and their followers)."""
     from specdash.bench.agent.bundle import build
 
+    name = build().name.encode()
+    found = []
+    for pid in remote.ns.pids():
+        try:
+            if name in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+async def _no_agents_left(remote: RemoteHost, within_s: float) -> None:
+    await eventually(lambda: _agents(remote), until=lambda left: not left, timeout=within_s, what="probe agents gone")
+
+
+def _host_records(path: Path) -> tuple[list[tuple[int, int, bool]], list[dict[str, object]]]:
+    """(sequence number, request index, ok) of every sample in an agent's record file, and its `done`s."""
+    from specdash.bench.agent.wire import sample_from_list
+
+    samples, done = [], []
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        if rec["t"] == "s":
+            s = sample_from_list(rec["d"])
+            samples.append((int(rec["n"]), s.index, s.ok))
+        elif rec["t"] == "done":
+            done.append(rec["o"])
+    return samples, done
+
+
+def _host_session(remote: RemoteHost, tmp_path: Path) -> tuple[RemoteSession, Recorder, Store, Path, list[HostRunner]]:
+    """`_bench_session`, keeping the host runners it makes (their record files are compared with the store)."""
     session, seen, store, db = _bench_session(remote, tmp_path)
-    agent = build().name.encode()
+    made: list[HostRunner] = []
+    make_for = session._host_runner  # noqa: SLF001 - the test keeps the runners to read their files
 
-    def agents() -> list[int]:
-        found = []
-        for pid in remote.ns.pids():
-            try:
-                if agent in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    found.append(pid)
-            except OSError:
-                continue
-        return found
+    def keep(port: int) -> Callable[[ProbeSettings, tuple[str, ...]], HostRunner]:
+        make = make_for(port)
 
+        def runner(settings: ProbeSettings, prompts: tuple[str, ...]) -> HostRunner:
+            made.append(make(settings, prompts))
+            return made[-1]
+
+        return runner
+
+    session._host_runner = keep  # type: ignore[method-assign]
+    return session, seen, store, db, made
+
+
+async def test_link_cut_mid_level_with_the_probe_on_the_host_loses_no_request_and_stores_none_twice(
+    remote: RemoteHost, tmp_path: Path
+) -> None:
+    """The probe on the host (the default over SSH): a 5 s cut in the middle of C=2 does not touch the
+    agent's requests (the link is not on their path). The agent measures on; once the link is back the
+    client follows its record file again after the last sample it stored. The level is kept, not run again:
+    the store holds exactly the requests of the agent's record file on the host, each once, none failed;
+    and no agent or follower outlives the sweep."""
+    session, seen, store, db, made = _host_session(remote, tmp_path)
     async with running(session, seen):
         await session.start("baseline")
         assert (await session.wait_status(SETTLED, timeout=60)).phase is Phase.READY
@@ -267,22 +312,131 @@ async def test_link_cut_during_a_sweep_with_the_probe_on_the_host_leaves_no_agen
             return any(isinstance(e, BenchTick) and e.concurrency == 2 and e.done >= 6 for e in ev)
 
         await seen.wait_for(progressed, timeout=60)
-        assert agents(), "no agent running on the host during the level"
+        assert _agents(remote), "no agent running on the host during the level"
+        done_at_cut = max(e.done for e in seen.of(BenchTick))  # type: ignore[attr-defined]
         cut_at = remote.ns.cut()
-        await _hold_cut(remote, seen, cut_at, CUT_S)
+        lost_at, healed_at = await _hold_cut(remote, seen, cut_at, CUT_S)
         async with asyncio.timeout(120):
             await sweep
         result = session.results["baseline"]
-        deadline = time.monotonic() + 20
-        while left := agents():
-            assert time.monotonic() < deadline, f"probe agents outlived the sweep: {left}"
-            await asyncio.sleep(0.1)
+        await _no_agents_left(remote, within_s=20)
     store.close()
     assert result.probe is not None and result.probe["where"] == "host", result.probe
     assert result.aborted is None, result.aborted
     assert [(lv.concurrency, lv.status) for lv in result.levels] == [(2, "done"), (4, "done")]
     attempts, shortest = _store_counts(db, result.run_id)
-    assert [(a[0], a[1]) for a in attempts] == [(2, "interrupted"), (2, "done"), (4, "done")], attempts
-    for (c, _, _, ok, failed, _, _), level in zip(attempts[1:], result.levels, strict=True):
-        assert (ok, failed) == (level.stats.completed, level.stats.failed) == (24, 0), (c, ok, failed)
+    assert [(a[0], a[1]) for a in attempts] == [(2, "done"), (4, "done")], attempts  # nothing ran again
     assert shortest == 64
+    (runner,) = made
+    assert runner.resumes == 1  # the cut level's records were followed again after the reconnect
+    con = sqlite3.connect(db)
+    try:
+        for n, level in enumerate(result.levels, start=1):
+            host, done = _host_records(TEST_HOME / runner.run_dir / f"{n}.jsonl")
+            assert [seq for seq, _, _ in host] == list(range(len(host)))  # the agent numbered every sample
+            assert len(done) == 1 and done[0]["aborted"] is None, done
+            stored = [
+                (idx, err is None)
+                for idx, err in con.execute(
+                    "SELECT idx, error FROM samples WHERE level_id = ? ORDER BY idx", (level.level_id,)
+                )
+            ]
+            # Every request the agent finished is in the store, once; none failed (the cut was not on its path).
+            assert stored == sorted((idx, ok) for _, idx, ok in host), (level.concurrency, stored, host)
+            assert len(stored) == len({idx for idx, _ in stored}) == 24
+            assert all(ok for _, ok in stored)
+    finally:
+        con.close()
+    timing(
+        f"link cut {CUT_S:g} s mid-level, probe on the host: loss noticed after {lost_at - cut_at:.2f} s; "
+        f"{done_at_cut} requests stored before the cut, level C=2 kept whole (24 stored once, 0 failed, "
+        f"{runner.resumes} resume(s) of the agent's records)"
+    )
+
+
+async def test_the_agent_ends_by_itself_when_the_link_is_gone_longer_than_link_wait(
+    remote: RemoteHost, tmp_path: Path
+) -> None:
+    """`link_wait` 3 s and a cut that lasts: the agent (detached, so the cut cannot stop it) notices that the
+    client's pings stopped, stops sending, lets its in-flight requests finish, records `done` with the reason,
+    and exits, while the link is still down. The sweep gives up after its own `link_wait` (the level's
+    records stay on the host)."""
+    session, seen, store, db, made = _host_session(remote, tmp_path)
+    async with running(session, seen):
+        await session.start("baseline")
+        assert (await session.wait_status(SETTLED, timeout=60)).phase is Phase.READY
+        # 400 requests at C=2: the level would run for minutes; the agent must end long before.
+        config = replace(_sweep_config("pause", 400), probe="host", link_wait_s=3.0)
+        sweep = asyncio.create_task(session.sweep(["baseline"], [2], config=config))
+
+        def progressed(ev: list[object]) -> bool:
+            return any(isinstance(e, BenchTick) and e.concurrency == 2 and e.done >= 2 for e in ev)
+
+        await seen.wait_for(progressed, timeout=60)
+        assert _agents(remote), "no agent running on the host during the level"
+        cut_at = remote.ns.cut()
+        try:
+            await _no_agents_left(remote, within_s=60)
+            ended_at = time.monotonic()
+            async with asyncio.timeout(60):
+                await sweep  # gives up too, with the link still down
+        finally:
+            remote.ns.heal()
+        result = session.results["baseline"]
+    store.close()
+    (runner,) = made
+    host, done = _host_records(TEST_HOME / runner.run_dir / "1.jsonl")
+    assert len(done) == 1 and "link to the client gone for more than 3 s" in str(done[0]["aborted"]), done
+    assert 0 < len(host) < 400
+    assert result.aborted is not None and "link lost" in result.aborted, result.aborted
+    timing(
+        f"link gone > link_wait (3 s) with the probe on the host: the agent ended by itself "
+        f"{ended_at - cut_at:.1f} s after the cut, link still down, {len(host)} requests recorded on the host"
+    )
+
+
+async def test_link_cut_with_policy_stop_and_the_probe_on_the_host_ends_the_sweep_and_the_agent(
+    remote: RemoteHost, tmp_path: Path
+) -> None:
+    """Policy `stop`: the level does not wait for the link; it fails with the loss, the sweep ends, and the
+    agent (which nobody will follow again) stops once the pings have been gone `PING_GRACE_S`, while the link
+    is still down. What the store has of the level is in the agent's record file, each request once."""
+    session, seen, store, db, made = _host_session(remote, tmp_path)
+    async with running(session, seen):
+        await session.start("baseline")
+        assert (await session.wait_status(SETTLED, timeout=60)).phase is Phase.READY
+        config = replace(_sweep_config("stop", 400), probe="host")
+        sweep = asyncio.create_task(session.sweep(["baseline"], [2], config=config))
+
+        def progressed(ev: list[object]) -> bool:
+            return any(isinstance(e, BenchTick) and e.concurrency == 2 and e.done >= 2 for e in ev)
+
+        await seen.wait_for(progressed, timeout=60)
+        cut_at = remote.ns.cut()
+        try:
+            async with asyncio.timeout(60):
+                await sweep
+            ended_at = time.monotonic()
+            await _no_agents_left(remote, within_s=60)
+            agent_gone_at = time.monotonic()
+        finally:
+            remote.ns.heal()
+        result = session.results["baseline"]
+    store.close()
+    assert result.aborted is not None and "link" in result.aborted, result.aborted
+    assert [(lv.concurrency, lv.status) for lv in result.levels] == [(2, "failed")]
+    (runner,) = made
+    host, done = _host_records(TEST_HOME / runner.run_dir / "1.jsonl")
+    assert len(done) == 1 and "link to the client gone" in str(done[0]["aborted"]), done
+    con = sqlite3.connect(db)
+    try:
+        stored = [
+            idx for (idx,) in con.execute("SELECT idx FROM samples WHERE level_id = ?", (result.levels[0].level_id,))
+        ]
+    finally:
+        con.close()
+    assert len(stored) == len(set(stored)) and set(stored) <= {idx for _, idx, _ in host}, (stored, host)
+    timing(
+        f"link cut with policy stop, probe on the host: sweep ended {ended_at - cut_at:.1f} s after the cut, "
+        f"the agent {agent_gone_at - cut_at:.1f} s after; {len(stored)} of the {len(host)} host records stored"
+    )

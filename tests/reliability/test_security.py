@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncGenerator
@@ -28,6 +29,7 @@ from tests.integration.conftest import target
 from tests.integration.remote_sim import sim_config
 from tests.reliability.conftest import state_dir
 from tests.sshd import Sshd, free_port
+from tests.support.eventually import eventually_sync
 from tests.support.fake_server import FakeServer
 
 SECRETS = ("sk-live-0123456789", "hf_abcdefSECRET", "hunter2-password", "admin-key-42")
@@ -105,6 +107,14 @@ def test_redaction_keeps_what_is_not_a_secret() -> None:
     assert out["argv"] == ["--model", "m", f"--password={REDACTED}", "--token", REDACTED]
 
 
+def _accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), 0.2):
+            return True
+    except OSError:
+        return False
+
+
 def test_a_password_in_the_environment_stays_out_of_the_store(tmp_path: Path) -> None:
     """`specdash bench --url` with a secret in the environment and a secret-looking model name argument:
     the store file holds neither the environment secret nor anything but what the sweep needs."""
@@ -118,14 +128,9 @@ def test_a_password_in_the_environment_stays_out_of_the_store(tmp_path: Path) ->
     env = {"SPECDASH_CONFIG": str(tmp_path / "none.toml"), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     env.update(HF_TOKEN=SECRETS[1], SGLANG_API_KEY=SECRETS[0], PGPASSWORD=SECRETS[2])
     try:
-        for _ in range(100):  # the fake server starts: poll with a deadline (100 x 50 ms)
-            probe = subprocess.run(
-                [sys.executable, "-c", f"import socket; socket.create_connection(('127.0.0.1', {server_port}), 0.2)"],
-                capture_output=True,
-            )
-            if probe.returncode == 0:
-                break
-            subprocess.run(["sleep", "0.05"])
+        eventually_sync(  # the fake server starts
+            lambda: _accepts(server_port), timeout=30, what=f"the fake server listens on port {server_port}"
+        )
         done = subprocess.run(
             [sys.executable, "-m", "specdash", "bench", "--url", f"http://127.0.0.1:{server_port}", "--levels", "1",
              "--requests-per-level", "2", "--output-len", "4", "--warmup", "0", "--processes", "0", "--db", str(db),

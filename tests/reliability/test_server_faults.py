@@ -3,7 +3,6 @@ port held by a foreign process. The simulator (or a small launcher) runs as the 
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import sqlite3
 import time
@@ -27,6 +26,7 @@ from tests.integration.remote_sim import sim_config
 from tests.recorder import Recorder
 from tests.reliability.conftest import state_dir, timing
 from tests.sshd import Sshd, free_port, make_dir
+from tests.support.eventually import eventually
 
 
 @pytest.fixture
@@ -132,10 +132,13 @@ async def test_stop_kills_children_that_ignore_sigterm_after_the_grace_period(
         async with SSHHost(target(sshd), ssh_options) as host:
             life = Lifecycle(host, host_cfg)
             record = await life.start(cfg.mode("stubborn"))
-            deadline = time.monotonic() + 10
-            while len(words := (await host.run(f"cat {launcher}.children 2>/dev/null")).stdout.split()) < 3:
-                assert time.monotonic() < deadline, "the launcher did not start its children"
-                await asyncio.sleep(0.05)
+
+            async def written() -> list[str]:
+                return (await host.run(f"cat {launcher}.children 2>/dev/null")).stdout.split()
+
+            words = await eventually(
+                written, until=lambda w: len(w) >= 3, timeout=20, what=f"the launcher's children in {launcher}.children"
+            )
             children = [int(p) for p in words[1:]]
             began = time.monotonic()
             report = await life.stop(record, grace=1.0)
@@ -165,10 +168,10 @@ async def test_port_taken_by_a_foreign_process_is_refused_before_launch_naming_i
     async with SSHHost(target(sshd), ssh_options) as host:
         holder = int((await host.run(holder_cmd)).stdout.split()[0])
         try:
-            deadline = time.monotonic() + 10
-            while not (await host.run(f"ss -Hltn 'sport = :{port}' | grep -q .")).ok:
-                assert time.monotonic() < deadline, "the holder did not listen"
-                await asyncio.sleep(0.05)
+            await eventually(
+                lambda: host.run(f"ss -Hltn 'sport = :{port}'"), until=lambda r: r.stdout.strip(), timeout=20,
+                what=f"the holder listens on port {port} (ss)",
+            )  # fmt: skip
             session = RemoteSession(host, host_cfg, cfg)
             with pytest.raises(PortBusy) as refused:
                 await session.start("baseline")

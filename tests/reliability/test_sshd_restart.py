@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from specdash.remote.ssh import SSHHost
 from specdash.server.logfollow import LogFollower
 from tests.reliability.conftest import RemoteHost, timing
 from tests.sshd import TEST_HOME, _comm
+from tests.support.eventually import eventually
 
 pytestmark = pytest.mark.netns
 
@@ -26,23 +26,12 @@ def tails(remote: RemoteHost) -> list[int]:
     return [pid for pid in remote.ns.pids() if _comm(pid) == "tail"]
 
 
-def _connected_since(events: list[tuple[float, ConnectionEvent]], since: float) -> bool:
-    return any(isinstance(e, Connected) and t >= since for t, e in events)
-
-
-def _one_new_tail(remote: RemoteHost, before: list[int]) -> bool:
-    now = tails(remote)
+def _one_new_tail(now: list[int], before: list[int]) -> bool:
     return len(now) == 1 and now != before
 
 
-async def until(predicate: Callable[[], bool], timeout: float, what: str) -> float:
-    """Poll a remote condition with a deadline; return how long it took."""
-    began = time.monotonic()
-    while not predicate():
-        if time.monotonic() - began > timeout:
-            raise AssertionError(f"{what}: not after {timeout} s")
-        await asyncio.sleep(0.05)
-    return time.monotonic() - began
+def _connected_since(events: list[tuple[float, ConnectionEvent]], since: float) -> bool:
+    return any(isinstance(e, Connected) and t >= since for t, e in events)
 
 
 async def test_sshd_kill_and_restart_ten_times(remote: RemoteHost, tmp_path: Path) -> None:
@@ -74,7 +63,7 @@ async def test_sshd_kill_and_restart_ten_times(remote: RemoteHost, tmp_path: Pat
     reconnects: list[float] = []
     counts: list[int] = []
     try:
-        await until(lambda: len(tails(remote)) == 1, 10, "first tail")
+        await eventually(lambda: tails(remote), until=lambda now: len(now) == 1, timeout=15, what="first tail")
         for cycle in range(CYCLES):
             before = tails(remote)
             remote.sshd.stop()
@@ -87,10 +76,13 @@ async def test_sshd_kill_and_restart_ten_times(remote: RemoteHost, tmp_path: Pat
                 expected.append(line)
             restarted = time.monotonic()
             remote.sshd.start()
-            await until(functools.partial(_connected_since, events, restarted), 15, "reconnect")
+            await eventually(functools.partial(_connected_since, events, restarted), timeout=15, what="reconnect")
             reconnects.append(next(t for t, e in events if isinstance(e, Connected) and t >= restarted) - restarted)
             # The old tail is reaped, a new one follows: exactly one, and not the old one.
-            await until(functools.partial(_one_new_tail, remote, before), 15, f"cycle {cycle}: one tail")
+            await eventually(
+                lambda: tails(remote), until=functools.partial(_one_new_tail, before=before), timeout=15,
+                what=f"cycle {cycle}: one new tail (old {before})",
+            )  # fmt: skip
             counts.append(len(tails(remote)))
             after = f"cycle {cycle} after reconnect"
             await host.run(f"echo '{after}' >> {log}")

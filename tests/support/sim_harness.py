@@ -27,6 +27,10 @@ from types import TracebackType
 import aiohttp
 
 from specdash.core.lines import LineSplitter
+from tests.support.eventually import eventually
+
+READY = "The server is fired up and ready to roll!"
+"""SGLang's ready line, which the simulator prints once it serves."""
 
 
 def free_port() -> int:
@@ -48,6 +52,11 @@ class SimProcess:
         self._changed = asyncio.Condition()
         self._reader: asyncio.Task[None] | None = None
         self._cursor = 0
+
+    @property
+    def port(self) -> int:
+        """The `--port` it was started with (the last one, as argparse reads it)."""
+        return int(self.args[len(self.args) - 1 - self.args[::-1].index("--port") + 1])
 
     @property
     def pid(self) -> int:
@@ -130,15 +139,27 @@ class SimProcess:
         output pipe to close, which orphaned TP children keep open after the parent died.
 
         Raises:
-            TimeoutError: still running after `timeout` seconds.
+            AssertionError: still running after `timeout` seconds.
         """
-        assert self.proc is not None
-        deadline = time.monotonic() + timeout
-        while self.proc.returncode is None:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"simulator pid {self.pid} still running after {timeout} s")
-            await asyncio.sleep(0.01)
-        return self.proc.returncode
+        proc = self.proc
+        assert proc is not None
+        code = await eventually(
+            lambda: proc.returncode, until=lambda code: code is not None, timeout=timeout,
+            what=f"simulator pid {self.pid} exits (its return code)",
+        )  # fmt: skip
+        assert code is not None
+        return code
+
+    async def wait_gone(self, timeout: float = 15.0) -> None:
+        """Wait until nothing of the process group is left (orphaned TP children included).
+
+        Raises:
+            AssertionError: group members still alive after `timeout` seconds (named in the message).
+        """
+        await eventually(
+            self.group_pids, until=lambda pids: not pids, timeout=timeout,
+            what=f"simulator process group {self.pid} gone (live PIDs)",
+        )  # fmt: skip
 
     def signal(self, signum: int) -> None:
         """Send a signal to the main process only."""
@@ -186,6 +207,38 @@ class SimProcess:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+
+class Simulators:
+    """Starts simulators for one test and kills every one's process group at the end (orphans included).
+
+    `await sims(*args, port=None, scale=0.002, env=None, ready=None)` starts `specdash sim` with `--port` (a
+    free loopback port unless given) and `--sim-time-scale scale` before `args`; with `ready` (seconds) it
+    returns only once the ready line is out. The process's port is `proc.port`.
+    """
+
+    def __init__(self) -> None:
+        self.procs: list[SimProcess] = []
+
+    async def __call__(
+        self,
+        *args: str,
+        port: int | None = None,
+        scale: float = 0.002,
+        env: dict[str, str] | None = None,
+        ready: float | None = None,
+    ) -> SimProcess:
+        proc = SimProcess(["--port", str(port or free_port()), "--sim-time-scale", str(scale), *args], env=env)
+        self.procs.append(proc)
+        await proc.start()
+        if ready is not None:
+            await proc.wait_for(READY, ready)
+        return proc
+
+    async def close(self) -> None:
+        """Kill every simulator started (whatever state the test left it in)."""
+        for proc in self.procs:
+            await proc.close()
 
 
 async def probe_health(port: int, timeout: float = 2.0) -> int | None:

@@ -2,30 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from textual.widgets import DataTable, Label
 
 from specdash.core.events import BenchTick, BenchUpdate
 from specdash.core.levels import DEFAULT_LEVELS, parse_levels
 from specdash.errors import UsageError
-from specdash.ui.app import SpecdashApp
 from specdash.ui.screens.confirm import ConfirmScreen, LevelsScreen
 from specdash.ui.widgets.bench import BenchPanel, row_cells
 from specdash.ui.widgets.charts import CurvesChart, LiveChart, nice_ticks
 from specdash.ui.widgets.gpu import GpuPanel
 from tests.ui import scenarios as sc
 from tests.ui.conftest import AppFactory
+from tests.ui.settle import settle
 
 SIZE = (120, 40)
-
-
-async def settle(app: SpecdashApp) -> None:
-    pending = [w for w in app.workers if w.group in ("action", "sweep")]
-    if pending:
-        await app.workers.wait_for_complete(pending)
-    await asyncio.sleep(0)
 
 
 async def test_b_asks_for_levels_then_sweeps_the_live_mode(build: AppFactory) -> None:

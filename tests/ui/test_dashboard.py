@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from textual.binding import Binding
 from textual.widgets import Label, OptionList
@@ -19,6 +17,7 @@ from specdash.ui.widgets.header import StatusHeader
 from specdash.ui.widgets.logview import LogView
 from tests.ui import scenarios as sc
 from tests.ui.conftest import AppFactory
+from tests.ui.settle import settle
 
 SIZE = (120, 40)
 ALL_BINDINGS = [b for b in DashboardScreen.BINDINGS if isinstance(b, Binding)] + APP_BINDINGS
@@ -26,14 +25,6 @@ ALL_BINDINGS = [b for b in DashboardScreen.BINDINGS if isinstance(b, Binding)] +
 
 def text(app: SpecdashApp, selector: str) -> str:
     return str(app.screen.query_one(selector, Label).render())
-
-
-async def settle(app: SpecdashApp) -> None:
-    """Let action workers finish (finished ones leave `app.workers`; an empty list would wait for all)."""
-    pending = [w for w in app.workers if w.group in ("action", "sweep")]
-    if pending:
-        await app.workers.wait_for_complete(pending)
-    await asyncio.sleep(0)
 
 
 async def test_loading_shows_phase_shard_and_no_history(build: AppFactory) -> None:

@@ -16,6 +16,7 @@ from specdash.ui.app import SpecdashApp, make_app
 from specdash.ui.widgets.logview import LogView
 from tests.ui import scenarios as sc
 from tests.ui.fake_session import Event, FakeSession
+from tests.ui.settle import settle_screen
 
 SIZE = (120, 36)
 
@@ -25,12 +26,6 @@ SnapCompare = Callable[..., bool]
 def app_for(events: list[Event]) -> SpecdashApp:
     session = FakeSession(events, label="root@gpu-box")
     return make_app(session, config_ui=UIConfig(bell=False), clock=lambda: sc.NOW, live=False)
-
-
-async def settle(pilot: Pilot[None]) -> None:
-    await pilot.pause()
-    await pilot.wait_for_scheduled_animations()
-    await pilot.pause()
 
 
 @pytest.mark.parametrize(
@@ -45,15 +40,15 @@ async def settle(pilot: Pilot[None]) -> None:
     ],
 )
 def test_state(snap_compare: SnapCompare, events: list[Event]) -> None:
-    assert snap_compare(app_for(events), terminal_size=SIZE, run_before=settle)
+    assert snap_compare(app_for(events), terminal_size=SIZE, run_before=settle_screen)
 
 
 def test_crash_jump(snap_compare: SnapCompare) -> None:
-    assert snap_compare(app_for(sc.crashed()), press=["c"], terminal_size=SIZE, run_before=settle)
+    assert snap_compare(app_for(sc.crashed()), press=["c"], terminal_size=SIZE, run_before=settle_screen)
 
 
 def test_confirm_stop(snap_compare: SnapCompare) -> None:
-    assert snap_compare(app_for(sc.ready_with_bench()), press=["x"], terminal_size=SIZE, run_before=settle)
+    assert snap_compare(app_for(sc.ready_with_bench()), press=["x"], terminal_size=SIZE, run_before=settle_screen)
 
 
 SIZES = [(80, 24), (100, 30), (160, 45), (200, 60)]
@@ -70,19 +65,19 @@ SIZES = [(80, 24), (100, 30), (160, 45), (200, 60)]
     ],
 )
 def test_sizes(snap_compare: SnapCompare, events: list[Event], size: tuple[int, int]) -> None:
-    assert snap_compare(app_for(events), terminal_size=size, run_before=settle)
+    assert snap_compare(app_for(events), terminal_size=size, run_before=settle_screen)
 
 
 def pressing(*keys: str, focus_log: bool = False) -> Callable[[Pilot[None]], Awaitable[None]]:
     """A `run_before` that presses `keys` and lets the layout settle after each (a page switch moves focus)."""
 
     async def run(pilot: Pilot[None]) -> None:
-        await settle(pilot)
+        await settle_screen(pilot)
         if focus_log:
             pilot.app.screen.query_one(LogView).focus()
         for key in keys:
             await pilot.press(key)
-            await settle(pilot)
+            await settle_screen(pilot)
 
     return run
 

@@ -10,6 +10,7 @@ from specdash.ui.app import AUTOPLAY_LEVELS, SpecdashApp, make_app
 from specdash.ui.widgets.modes import ModeList
 from tests.ui import scenarios as sc
 from tests.ui.fake_session import Event, FakeSession
+from tests.ui.settle import settle
 
 SIZE = (120, 40)
 
@@ -18,14 +19,6 @@ def app_for(events: list[Event], **kwargs: object) -> tuple[SpecdashApp, FakeSes
     session = FakeSession(events)
     app = make_app(session, config_ui=UIConfig(bell=False), clock=lambda: sc.NOW, live=False, **kwargs)  # type: ignore[arg-type]
     return app, session
-
-
-async def settle(app: SpecdashApp) -> None:
-    for _ in range(5):
-        await asyncio.sleep(0)
-    pending = [w for w in app.workers if w.group in ("action", "sweep", "autoplay")]
-    if pending:
-        await app.workers.wait_for_complete(pending)
 
 
 async def test_start_mode_waits_for_attach_then_starts() -> None:

@@ -11,6 +11,7 @@ import pytest
 from specdash.sim.logstyle import LogWriter
 from specdash.sim.model import EAGLE3, ThroughputModel
 from specdash.sim.scheduler import Scheduler, SimRequest
+from tests.support.eventually import eventually
 
 
 @pytest.fixture
@@ -94,10 +95,6 @@ async def test_aborted_requests_leave_the_batch(log_fd: int) -> None:
     await asyncio.wait_for(b.wait_progress(31), 5)
     assert a.finish_reason is not None and a.finish_reason["type"] == "abort"
     # The scheduler drops finished and aborted requests at its next step: wait for it, with a deadline.
-    for _ in range(500):  # at most 5 s
-        if sched.idle:
-            break
-        await asyncio.sleep(0.01)
-    assert sched.idle
+    await eventually(lambda: sched.idle, timeout=30, what="the scheduler idle after the abort", interval=0.01)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)

@@ -22,6 +22,8 @@ MODULES = (
     "specdash/core/__init__.py",
     "specdash/core/series.py",
     "specdash/core/lines.py",
+    "specdash/engines/__init__.py",
+    "specdash/engines/text.py",
     "specdash/limits.py",
     "specdash/errors.py",
     "specdash/bench/__init__.py",

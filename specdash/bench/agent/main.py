@@ -1,20 +1,23 @@
-"""The probe agent: runs one level's share of requests next to the server and streams records back.
+"""The probe agent: runs one level's share of requests next to the server; a follower streams its records.
 
-Run by `HostRunner` as `python3 specdash-agent-<hash>.pyz --job FILE --plan JSON --records FILE --expect V`
-on the host, stdlib only. It
+Two modes of the same zipapp, stdlib only, both refusing an `--expect` that is not their protocol version
+(exit 2, one `refused` line on stdout saying both versions):
 
-1. refuses to run when `--expect` is not its own protocol version (exit 2, one line saying both versions);
-2. prints `hello` (its version, Python, PID, clock), then runs `Probe.run_level` against the job's URL (the
-   server on the host's loopback);
-3. for every finished request appends its record to `--records` (flushed) *before* handing it to stdout,
-   so a record the client never got is still on the host;
-4. ends by itself: when the level is done (`done`), when SIGUSR1 or SIGTERM asks it to stop (in-flight
-   requests finish, `done` still comes), or when stdout is gone (the SSH channel closed): it then stops
-   sending and exits once its in-flight requests ended, their records kept in the file;
-5. on any exception prints `crash` with the traceback (and the traceback to stderr) and exits 1.
+- **agent** (`--job FILE --plan JSON --records FILE [--alive FILE --link-wait S]`), started detached by
+  `HostRunner` (no channel attached: a link cut cannot stop it). It runs `Probe.run_level` against the job's
+  URL (the server on the host's loopback) and appends every record to `--records`, flushed: a sample (with
+  its sequence number `n`), the ticks of the live chart, then `done` (or `crash` with the traceback, exit 1).
+  It ends by itself when the level is done, when SIGUSR1 or SIGTERM asks it to stop (in-flight requests
+  finish, `done` still comes), or when the client's pings stopped longer than `--link-wait` (plus
+  `PING_GRACE_S`): the mtime of `--alive`, which followers touch, says when the client was last there.
+- **follower** (`--follow FILE --after N --pid P --alive FILE --log FILE`), streamed by the client over
+  SSH: says `hello` (version, Python, the agent's PID, the host's clock), then copies the record file's
+  lines after sample N (N = -1: all) to stdout and follows it until `done`/`crash`, or until the agent's PID
+  is gone without either (`gone`, with the tail of the agent's log). Each newline on its stdin (the
+  client's ping) touches `--alive`; stdin closed (the channel gone) ends it.
 
-Stdout is written by a thread of its own: a stalled link fills the pipe and blocks that thread, never the
-event loop that stamps the chunks.
+So the record file is the one source of what the client stores: after a reconnect the client follows it
+again from the last sample it stored, and nothing is lost or stored twice.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ import argparse
 import asyncio
 import json
 import os
-import queue
 import signal
 import sys
 import threading
@@ -46,53 +48,35 @@ TICK_BUCKET_NS = 10_000_000
 """Live credits are summed per 10 ms in a tick record."""
 
 
-class _Out:
-    """Lines to stdout from a thread; `gone` once stdout is closed (the channel went away)."""
+PING_GRACE_S = 5.0
+"""Missed pings tolerated on top of `--link-wait` before the agent counts the client as gone."""
+POLL_S = 0.02
+"""How often a follower looks for new records when it has none (the records' latency, not their times)."""
+LOG_TAIL = 4000
+"""Characters of the agent's log a `gone` record carries."""
+
+
+class _Records:
+    """The record file: each line written whole and flushed (a follower never sees half a record for long)."""
 
     def __init__(self, stream: IO[str]) -> None:
         self._stream = stream
-        self._queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-        self.gone = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="agent-stdout", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while (line := self._queue.get()) is not None:
-            try:
-                self._stream.write(line + "\n")
-                if self._queue.empty():
-                    self._stream.flush()
-            except (OSError, ValueError):
-                self.gone.set()
-                return
-        try:
-            self._stream.flush()
-        except (OSError, ValueError):
-            self.gone.set()
 
     def send(self, line: str) -> None:
-        if not self.gone.is_set():
-            self._queue.put(line)
-
-    def close(self, timeout: float = 5.0) -> None:
-        self._queue.put(None)
-        self._thread.join(timeout)
+        self._stream.write(line + "\n")
+        self._stream.flush()
 
 
 class _Sink:
-    """The probe's `Sink`: each sample to the record file first, then to stdout."""
+    """The probe's `Sink`: samples (numbered) and ticks to the record file."""
 
-    def __init__(self, out: _Out, records: IO[str]) -> None:
+    def __init__(self, out: _Records) -> None:
         self._out = out
-        self._records = records
         self._seq = 0
 
     def sample(self, sample: RequestSample) -> None:
-        line = dumps({"t": "s", "n": self._seq, "d": sample_to_list(sample)})
+        self._out.send(dumps({"t": "s", "n": self._seq, "d": sample_to_list(sample)}))
         self._seq += 1
-        self._records.write(line + "\n")
-        self._records.flush()
-        self._out.send(line)
 
     def tick(self, arrivals: list[tuple[int, int]], inflight: int, now_ns: int) -> None:
         # The live chart needs a rate, not every chunk (the samples carry those): credits summed per
@@ -104,61 +88,161 @@ class _Sink:
         self._out.send(dumps({"t": "k", "a": sorted(buckets.items()), "i": inflight, "now": now_ns}))
 
 
-async def _run(job: dict[str, Any], plan_json: str, out: _Out, records: IO[str]) -> int:
+def _client_gone_for(alive: str | None) -> float:
+    """Seconds since a follower last touched `alive` (0 without one)."""
+    if alive is None:
+        return 0.0
+    try:
+        return time.time() - os.stat(alive).st_mtime
+    except OSError:
+        return float("inf")
+
+
+async def _run(job: dict[str, Any], args: argparse.Namespace, out: _Records) -> int:
     url, settings, prompts = job_from_dict(job)
-    plan = plan_from_dict(json.loads(plan_json))
+    plan = plan_from_dict(json.loads(args.plan))
     loop = asyncio.get_running_loop()
     async with Probe(url, settings, prompts) as probe:
         for sig, why in ((signal.SIGUSR1, "stopped by the client"), (signal.SIGTERM, "agent terminated")):
             loop.add_signal_handler(sig, probe.stop, why)
 
-        async def watch_stdout() -> None:
-            while not out.gone.is_set():  # noqa: ASYNC110 - set by the writer thread
+        async def watch_client() -> None:
+            while _client_gone_for(args.alive) <= args.link_wait + PING_GRACE_S:  # noqa: ASYNC110 - a file
                 await asyncio.sleep(0.5)
-            probe.stop("link to the client gone")
+            probe.stop(f"link to the client gone for more than {args.link_wait:g} s")
 
-        watcher = asyncio.create_task(watch_stdout())
+        watcher = asyncio.create_task(watch_client())
         try:
-            outcome = await probe.run_level(plan, _Sink(out, records))
+            outcome = await probe.run_level(plan, _Sink(out))
         finally:
             watcher.cancel()
-        line = dumps({"t": "done", "o": outcome_to_dict(outcome)})
-        records.write(line + "\n")
-        records.flush()
-        out.send(line)
+        out.send(dumps({"t": "done", "o": outcome_to_dict(outcome)}))
+    return 0
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie counts as gone: the host's PID 1 may reap it late)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _tail(path: str) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()[-LOG_TAIL:]
+    except OSError:
+        return ""
+
+
+def _pings(alive: str, gone: threading.Event) -> None:
+    """Touch `alive` at each line on stdin; set `gone` at its end (the channel closed)."""
+    try:
+        for _ in sys.stdin:
+            try:
+                os.utime(alive)
+            except OSError:
+                with open(alive, "a"):
+                    pass
+    finally:
+        gone.set()
+
+
+_TERMINAL = ('{"t":"done"', '{"t":"crash"')
+
+
+def follow(args: argparse.Namespace) -> int:
+    """The follower (see the module docstring)."""
+    gone = threading.Event()
+    threading.Thread(target=_pings, args=(args.alive, gone), name="pings", daemon=True).start()
+    out = sys.stdout
+    after = args.after
+    with open(args.follow, "a"):  # the agent may not have opened it yet
+        pass
+    with open(args.alive, "a"):
+        pass
+    os.utime(args.alive)  # back: the agent's count of the client's absence starts again
+    try:
+        out.write(dumps({"t": "hello", "v": PROTOCOL, "py": ".".join(map(str, sys.version_info[:3])),
+                         "pid": args.pid, "now": time.perf_counter_ns()}) + "\n")  # fmt: skip
+        out.flush()
+        with open(args.follow, "rb") as f:
+            pending = b""
+            idle_checks = 0
+            while not gone.is_set():
+                chunk = f.read(1 << 16)
+                if not chunk:
+                    # Nothing new: the agent may still write (poll), or be gone without a word (say so,
+                    # after one more read: its last lines may have landed after ours).
+                    if not _alive(args.pid):
+                        idle_checks += 1
+                        if idle_checks > 1:
+                            out.write(dumps({"t": "gone", "log": _tail(args.log)}) + "\n")
+                            out.flush()
+                            return 0
+                    time.sleep(POLL_S)
+                    continue
+                idle_checks = 0
+                *lines, pending = (pending + chunk).split(b"\n")
+                for raw in lines:
+                    line = raw.decode("utf-8", "replace")
+                    if after >= 0:
+                        # Resuming: drop what the client stored already (samples up to `after`) and the ticks
+                        # between them (the live chart has moved on).
+                        if line.startswith('{"t":"s"'):
+                            if int(json.loads(line)["n"]) <= after:
+                                continue
+                            after = -1
+                        elif not line.startswith(_TERMINAL):
+                            continue
+                    out.write(line + "\n")
+                    if line.startswith(_TERMINAL):
+                        out.flush()
+                        return 0
+                out.flush()
+    except (BrokenPipeError, ValueError):  # stdout gone with the channel
+        pass
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The agent's entry point (see the module docstring)."""
+    """The agent's and the follower's entry point (see the module docstring)."""
     parser = argparse.ArgumentParser(prog="specdash-agent")
-    parser.add_argument("--job", required=True)
-    parser.add_argument("--plan", required=True)
-    parser.add_argument("--records", required=True)
     parser.add_argument("--expect", required=True)
+    parser.add_argument("--job")
+    parser.add_argument("--plan")
+    parser.add_argument("--records")
+    parser.add_argument("--alive")
+    parser.add_argument("--link-wait", type=float, default=600.0)
+    parser.add_argument("--follow")
+    parser.add_argument("--after", type=int, default=-1)
+    parser.add_argument("--pid", type=int, default=0)
+    parser.add_argument("--log", default="")
     args = parser.parse_args(argv)
-    out = _Out(sys.stdout)
     if args.expect != PROTOCOL:
         msg = f"specdash agent {PROTOCOL} refuses a client expecting {args.expect}: versions differ"
-        out.send(dumps({"t": "refused", "v": PROTOCOL, "why": msg}))
-        out.close()
+        print(dumps({"t": "refused", "v": PROTOCOL, "why": msg}), flush=True)
         print(msg, file=sys.stderr)
         return 2
-    out.send(dumps({"t": "hello", "v": PROTOCOL, "py": ".".join(map(str, sys.version_info[:3])),
-                    "pid": os.getpid(), "now": time.perf_counter_ns()}))  # fmt: skip
+    if args.follow:
+        return follow(args)
+    if not (args.job and args.plan and args.records):
+        parser.error("the agent needs --job, --plan and --records (or --follow)")
     status = 1
-    try:
-        with open(args.job) as f:
-            job = json.load(f)
-        os.makedirs(os.path.dirname(os.path.abspath(args.records)), exist_ok=True)
-        with open(args.records, "a") as records:
+    os.makedirs(os.path.dirname(os.path.abspath(args.records)), exist_ok=True)
+    with open(args.records, "a") as stream:
+        records = _Records(stream)
+        try:
+            with open(args.job) as f:
+                job = json.load(f)
             install_uvloop()  # when the host happens to have it (about half the CPU per event); stdlib otherwise
-            status = asyncio.run(_run(job, args.plan, out, records))
-    except Exception:  # noqa: BLE001 - reported to the client, which fails the level with it
-        tb = traceback.format_exc()
-        out.send(dumps({"t": "crash", "tb": tb[-4000:]}))
-        print(tb, file=sys.stderr)
-    out.close()
+            status = asyncio.run(_run(job, args, records))
+        except Exception:  # noqa: BLE001 - reported to the client, which fails the level with it
+            tb = traceback.format_exc()
+            records.send(dumps({"t": "crash", "tb": tb[-4000:]}))
+            print(tb, file=sys.stderr)
     return status
 
 

@@ -1,14 +1,16 @@
-"""The agent's records: one compact JSON line each, written to the host's record file, then to stdout.
+"""The agent's records: one compact JSON line each, written to the host's record file, which a follower
+streams to the client (`hello` and `gone` come from the follower, the rest from the file).
 
 Stdlib only (it runs on the host). Every line is an object with a type `t`:
 
 | `t` | fields | when |
 |---|---|---|
-| `hello` | `v` protocol, `py` Python version, `pid`, `now` host perf_counter_ns | at start |
+| `hello` | `v` protocol, `py` Python version, `pid` (the agent's), `now` host perf_counter_ns | each follow |
 | `s` | `n` sequence number, `d` the sample as a list (`sample_to_list`) | a request finished or failed |
 | `k` | `a` [[10 ms bucket start ns, tokens], ...], `i` in flight, `now` | every tick (live chart) |
 | `done` | `o` the outcome (sent, failed, aborted, headroom) | the level ended |
 | `crash` | `tb` the traceback | the agent failed |
+| `gone` | `log` the tail of the agent's output | the agent ended without `done` or `crash` |
 
 Times are the host's `perf_counter_ns`; the client shifts them onto its own clock (`offset_ns`).
 """

@@ -13,6 +13,7 @@ from typing import Any
 from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widget import Widget
@@ -118,12 +119,18 @@ class DashboardScreen(Screen[None]):
         self._bell = bell
         self._label = session.label
         self._clock = clock
-        self._chart_interval = chart_interval
         self._tick = tick
         self._status = ServerStatus(Phase.STOPPED)
         self._connected = False
         self._levels: tuple[int, ...] = DEFAULT_LEVELS
         self._bench: BenchUpdate | None = None
+        self._log_panel = LogPanel(id="log")
+        self._bench_panel = BenchPanel(chart_interval=chart_interval, id="bench")
+        self.takers: dict[type[Message], Widget] = {
+            LogLines: self._log_panel.view,
+            BenchTicked: self._bench_panel.live_chart,
+        }
+        """Where the app posts the live data, straight to the widget that shows it (the rest comes here)."""
 
     def compose(self) -> ComposeResult:
         yield StatusHeader(self._label, self._clock, id="header")
@@ -134,8 +141,8 @@ class DashboardScreen(Screen[None]):
                 with Vertical(id="side-lists"):
                     yield ModeList(id="modes")
                     yield GpuPanel(id="gpus")
-            yield LogPanel(id="log")
-        yield BenchPanel(chart_interval=self._chart_interval, id="bench")
+            yield self._log_panel
+        yield self._bench_panel
         # The GPUs again, for the sweep page of a small terminal (the strip above the log has no room).
         yield GpuPanel(id="gpus-bench")
         yield Footer()
@@ -250,14 +257,6 @@ class DashboardScreen(Screen[None]):
         self.query_one(ServerPanel).stale = not self._connected
         self.refresh_bindings()
 
-    @on(LogLines)
-    def _log_lines(self, message: LogLines) -> None:
-        panel = self.query_one(LogPanel)
-        for batch in message.mailbox.take():
-            panel.append(batch.entries, reset=batch.reset)
-        if message.mailbox.pending:  # a long backlog: the rest after whatever else is waiting
-            self.post_message(LogLines(message.mailbox))
-
     @on(GpuUpdated)
     def _gpu_updated(self, message: GpuUpdated) -> None:
         for panel in self.query(GpuPanel):
@@ -268,10 +267,6 @@ class DashboardScreen(Screen[None]):
         self._bench = message.update
         self.query_one(BenchPanel).show_update(message.update)
         self.refresh_bindings()
-
-    @on(BenchTicked)
-    def _bench_ticked(self, message: BenchTicked) -> None:
-        self.query_one(BenchPanel).add_tick(message.tick)
 
     @on(NoticePosted)
     def _notice(self, message: NoticePosted) -> None:

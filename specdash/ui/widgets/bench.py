@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.widgets import DataTable, Label
 
 from specdash.core.acceptance import accept_alarm
-from specdash.core.events import BenchTick, BenchUpdate, LevelRow
+from specdash.core.events import BenchUpdate, LevelRow
 from specdash.ui.format import rate
+from specdash.ui.messages import BenchTicked
 from specdash.ui.widgets.charts import CurvesChart, LiveChart
 
 COLUMNS = ("", "mode", "C", "tok/s", "×", "server", "accept", "TTFT", "ok")
@@ -62,6 +64,11 @@ class BenchTable(DataTable[str]):
         self.zebra_stripes = True
         self.add_columns(*COLUMNS)
 
+    def on_show(self) -> None:
+        # Rows that came while the sweep page was hidden moved the cursor without scrolling (a hidden table
+        # has no height): the running level comes into view with the page.
+        self.move_cursor(row=self.cursor_row, animate=False)
+
     def show_rows(
         self, rows: tuple[LevelRow, ...], curves: Mapping[str, tuple[tuple[int, float], ...]] | None = None
     ) -> None:
@@ -88,6 +95,8 @@ class BenchPanel(Horizontal):
     def __init__(self, *, chart_interval: float = 0.25, id: str | None = None) -> None:  # noqa: A002
         super().__init__(id=id)
         self._interval = chart_interval
+        self.live_chart = LiveChart(interval=chart_interval, id="live-chart")
+        """The live chart (made here: the app posts throughput ticks to it from the start)."""
 
     def compose(self) -> ComposeResult:
         yield Label("No sweep yet.  b: sweep the live mode   space: mark modes, a: A/B", id="bench-hint")
@@ -96,7 +105,7 @@ class BenchPanel(Horizontal):
             yield Label("", id="bench-verdict", markup=False)
             yield Label("", id="bench-notes", markup=False)
         with Horizontal(id="bench-charts"):
-            yield LiveChart(interval=self._interval, id="live-chart")
+            yield self.live_chart
             yield CurvesChart(interval=self._interval, id="curves-chart")
 
     def watch_has_data(self, has_data: bool) -> None:
@@ -118,10 +127,11 @@ class BenchPanel(Horizontal):
         notes.update(notes_text(update.rows))
         notes.display = bool(notes_text(update.rows))
 
-    def add_tick(self, tick: BenchTick) -> None:
-        """A live throughput point."""
+    @on(BenchTicked)
+    def _ticked(self, message: BenchTicked) -> None:
+        # The live chart has drawn the point (the message bubbled up from it).
+        message.stop()
         self.has_data = True
-        self.query_one(LiveChart).add(tick)
 
     def cycle_chart(self) -> str:
         """Switch the right-hand chart to its next view (tok/s by C, speedup, Pareto); returns its name."""

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rich.text import Text
+from textual import on
 from textual.app import RenderResult
 from textual.color import Color
 from textual.events import Show
@@ -21,6 +22,7 @@ from textual_plotext import PlotextPlot
 from specdash.core.events import BenchTick, LevelRow
 from specdash.core.pareto import frontier, points_for, staircase
 from specdash.core.verdict import speedups
+from specdash.ui.messages import BenchTicked
 
 LIVE_LEVELS = 4
 """Levels kept on the live chart (older ones are in the table)."""
@@ -157,6 +159,10 @@ class LiveChart(ThrottledPlot):
         self._slot.clear()
         self.border_title, self.border_subtitle = "live tok/s", ""
         self.request_redraw()
+
+    @on(BenchTicked)
+    def _ticked(self, message: BenchTicked) -> None:
+        self.add(message.tick)
 
     def add(self, tick: BenchTick) -> None:
         """Add one point."""

@@ -9,7 +9,7 @@ from textual.containers import Vertical
 from textual.markup import escape
 from textual.widgets import Input
 
-from specdash.core.startup_events import ClassifiedLine
+from specdash.ui.messages import LogLines
 from specdash.ui.widgets.logview import LogView
 
 
@@ -29,8 +29,13 @@ class LogPanel(Vertical):
 
     ALLOW_MAXIMIZE = True
 
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id)
+        self.view = LogView(id="log-view")
+        """The log view (made here: the app posts log lines to it from the start)."""
+
     def compose(self) -> ComposeResult:
-        yield LogView(id="log-view")
+        yield self.view
         yield SearchInput(placeholder="search the log (enter: find, esc: close)", id="log-search")
 
     def on_mount(self) -> None:
@@ -43,16 +48,10 @@ class LogPanel(Vertical):
         self.watch(self.view, "timestamps", self._describe, init=False)
         self._describe()
 
-    @property
-    def view(self) -> LogView:
-        """The log view."""
-        return self.query_one(LogView)
-
-    def append(self, lines: tuple[ClassifiedLine, ...] | tuple[str, ...], *, reset: bool = False) -> None:
-        """A log batch from the session; `reset` starts over (a new run)."""
-        if reset:
-            self.view.clear()
-        self.view.append(lines)
+    @on(LogLines)
+    def _lines_shown(self, message: LogLines) -> None:
+        # The view has shown them (the message bubbled up from it).
+        message.stop()
         self._describe()
 
     def open_search(self) -> None:

@@ -19,6 +19,7 @@ from itertools import accumulate
 from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
+from textual import on
 from textual.binding import Binding
 from textual.cache import LRUCache
 from textual.events import MouseScrollDown, MouseScrollUp
@@ -29,6 +30,7 @@ from textual.strip import Strip
 
 from specdash.core.bars import bar_line
 from specdash.core.startup_events import ClassifiedLine
+from specdash.ui.messages import LogLines
 from specdash.ui.widgets.loglines import (
     Classifier,
     Kind,
@@ -196,6 +198,15 @@ class LogView(ScrollView, can_focus=True):
             self.scroll_end(animate=False, immediate=True, x_axis=False)
             self.scroll_end(animate=False, x_axis=False)
         self.refresh()
+
+    @on(LogLines)
+    def _log_lines(self, message: LogLines) -> None:
+        for batch in message.mailbox.take():
+            if batch.reset:
+                self.clear()
+            self.append(batch.entries)
+        if message.mailbox.pending:  # a long backlog: the rest after whatever else is waiting
+            self.post_message(LogLines(message.mailbox))
 
     def _fold(self, line: LogLine) -> bool:
         """True when `line` redraws a bar already in view: that line takes its text, and `line` goes."""

@@ -1,0 +1,54 @@
+"""`engines.text.escape_controls`: the one home for making untrusted text safe for the terminal."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specdash.engines.text import escape_controls, escape_controls_in, unwrap_tagged
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("\x1b]0;pwned\x07", "\\x1b]0;pwned\\x07"),
+        ("nul\x00 del\x7f", "nul\\x00 del\\x7f"),
+        ("csi\x9b2J st\x9c", "csi\\x9b2J st\\x9c"),
+        ("line\nbreak\rcr", "line\\x0abreak\\x0dcr"),
+        ("bidi\u202eevil\u2066", "bidi\\u202eevil\\u2066"),
+        ("sep\u2028ps", "sep\\u2028ps"),
+    ],
+)
+def test_controls_are_shown_escaped(raw: str, shown: str) -> None:
+    assert escape_controls(raw) == shown
+
+
+@pytest.mark.parametrize("text", ["plain", "tab\tkept", "Größe 日本語 ✓", "nbsp\u00a0ok", ""])
+def test_printable_text_is_unchanged(text: str) -> None:
+    assert escape_controls(text) is text
+
+
+def test_parsed_json_is_escaped_everywhere_keys_too() -> None:
+    value = json.loads('{"v\\u001b": ["x\\u0007", {"k": "\\u009b", "n": 1, "f": 2.5, "b": true, "z": null}]}')
+    assert escape_controls_in(value) == {"v\\x1b": ["x\\x07", {"k": "\\x9b", "n": 1, "f": 2.5, "b": True, "z": None}]}
+    assert escape_controls_in("\x1b") == "\\x1b" and escape_controls_in(3) == 3
+
+
+def test_deep_json_is_no_recursion_error() -> None:
+    deep: list[object] = []
+    inner = deep
+    for _ in range(100_000):
+        nxt: list[object] = []
+        inner.append(nxt)
+        inner = nxt
+    inner.append("\x07")
+    out = escape_controls_in(deep)
+    for _ in range(100_000):
+        out = out[0]
+    assert out == ["\\x07"]
+
+
+def test_log_lines_lose_colour_and_show_other_controls() -> None:
+    text, _, _ = unwrap_tagged("\x1b[31mred\x1b[0m bell\x07 lone\x1b x\x9b2J")
+    assert text == "red bell\\x07 lone\\x1b x\\x9b2J"
