@@ -16,6 +16,11 @@ where |error| <= 2 x the spread the ETA showed.
 
     .venv/bin/python benchmarks/eta_error.py --runs 6 --mode eagle3            # ~9 min, kimi-k2.5 preset
     .venv/bin/python benchmarks/eta_error.py --runs 6 --mode small --live      # 28 s starts, sequential
+    .venv/bin/python benchmarks/eta_error.py --from-logs START.log ...          # real starts, by their logs
+
+`--from-logs` takes the phase boundaries of real starts (e.g. the vLLM CPU engine's full logs) from the logs'
+own clock through `specdash.core.timeline` (what `specdash replay` reads; 1 s resolution for vLLM), keeps the
+starts that reached ready, and evaluates them leave-one-out with the engine's phase order.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from specdash.config import Config, HostConfig  # noqa: E402
 from specdash.core.eta import Estimate, estimate  # noqa: E402
 from specdash.core.events import ServerStatus  # noqa: E402
 from specdash.core.models import Phase  # noqa: E402
+from specdash.core.timeline import replay_file  # noqa: E402
 from specdash.engines.registry import make_rules  # noqa: E402
 from specdash.remote.ssh import SSHHost, SSHOptions  # noqa: E402
 from specdash.server.remote_session import RemoteSession, running  # noqa: E402
@@ -165,7 +171,12 @@ async def main() -> None:
     parser.add_argument("--live", action="store_true", help="sequential, the ETA the session published")
     parser.add_argument("--save", type=Path, help="write the starts' phase boundaries to this JSON file")
     parser.add_argument("--load", type=Path, help="evaluate saved boundaries instead of starting anything")
+    parser.add_argument("--from-logs", nargs="+", type=Path, metavar="LOG", help="evaluate real starts' logs")
     args = parser.parse_args()
+    if args.from_logs:
+        engine, runs = boundaries_from_logs(args.from_logs)
+        evaluate(runs, make_rules(engine).startup_order, f"{engine}: {len(runs)} real starts (log clock)")
+        return
     order = make_rules("sglang").startup_order
     if args.load:
         runs = [[(Phase(p), at, eta, sp) for p, at, eta, sp in run] for run in json.loads(args.load.read_text())]
@@ -187,6 +198,26 @@ async def main() -> None:
         print(f"wall time {time.time() - began:.0f} s")
         if args.save:
             args.save.write_text(json.dumps([[(p.value, at, eta, sp) for p, at, eta, sp in run] for run in runs]))
+
+
+def boundaries_from_logs(paths: list[Path]) -> tuple[str, list[list[Boundary]]]:
+    """Each log that reached ready -> its phase boundaries (seconds since its first line; ready last)."""
+    runs: list[list[Boundary]] = []
+    engines: set[str] = set()
+    for path in paths:
+        with path.open("rb") as stream:
+            timeline = replay_file(stream)
+        total = timeline.total()
+        if timeline.history_record() is None or total is None:
+            print(f"skipped {path.name}: {timeline.outcome.value}, not a start to ready", file=sys.stderr)
+            continue
+        engines.add(timeline.engine)
+        origin = timeline.origin
+        run: list[Boundary] = [(span.phase, span.start - origin, None, None) for span in timeline.spans]
+        runs.append([*run, (Phase.READY, total, None, None)])
+    if len(engines) != 1 or len(runs) < 3:
+        raise SystemExit(f"need at least 3 starts to ready of one engine, got {len(runs)} ({sorted(engines)})")
+    return engines.pop(), runs
 
 
 def evaluate(runs: list[list[Boundary]], order: tuple[Phase, ...], what: str) -> None:

@@ -79,6 +79,9 @@ class ServerView:
     """Server-side output tok/s over the level."""
     tok_s_source: str = ""
     """Which metric `tok_s` came from."""
+    generated_tokens: float | None = None
+    """The server's own count of output tokens over the level's window: Δ`generation_tokens_total` between the
+    reads before the first and after the last measured request (the reference for the client's token count)."""
     accept_length: float | None = None
     """Server-side mean acceptance length."""
     accept_source: str = ""
@@ -115,8 +118,11 @@ def level_view(
     a = after or {}
     tok_s: float | None = None
     tok_src = ""
+    generated: float | None = None
     for name in ("sglang:generation_tokens_total", "vllm:generation_tokens_total"):
         d = _delta(b, a, name)
+        if d is not None and generated is None:
+            generated = d
         if d is not None and d > 0 and wall_s > 0:
             tok_s, tok_src = d / wall_s, f"Δ{name}"
             break
@@ -160,6 +166,7 @@ def level_view(
     return ServerView(
         tok_s=tok_s,
         tok_s_source=tok_src,
+        generated_tokens=generated,
         accept_length=accept,
         accept_source=acc_src,
         max_running=max(running) if running else None,

@@ -19,6 +19,7 @@ from specdash.core.levels import LEVELS_GRAMMAR
 from specdash.errors import UsageError
 
 if TYPE_CHECKING:
+    from specdash.bench.sse import Endpoint
     from specdash.config import Config, HostConfig, ModeConfig
     from specdash.core.tune import Policy
     from specdash.server.remote_session import RemoteSession
@@ -76,6 +77,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     amount.add_argument("--requests-per-level", type=int, help="requests per level instead of a duration")
     parser.add_argument("--output-len", type=int, help="tokens per response (default 256; demo 128)")
     parser.add_argument("--prompts", default="chat", help="chat, code or a JSONL file (default %(default)s)")
+    parser.add_argument(
+        "--endpoint",
+        choices=["generate", "chat", "completions"],
+        help="the probe's endpoint (default: generate for SGLang, completions for vLLM, which has no /generate)",
+    )
     parser.add_argument("--write-mode", metavar="NAME", help="write the exported mode into the config as NAME")
     parser.add_argument("--verify", metavar="MODE", help="only verify MODE against this tune's journal")
     parser.add_argument("--no-verify", action="store_true", help="skip the verification at the end of the tune")
@@ -84,6 +90,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--journal-dir", type=Path, help="where journals go (default: the data dir's tunes/)")
     parser.add_argument("--db", type=Path, help="store file (default: the data dir's specdash.db)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (live lines go to stderr)")
+
+
+def default_endpoint(engine: str) -> Endpoint:
+    """The probe's endpoint for an engine: SGLang's native /generate, else the OpenAI completions endpoint."""
+    from specdash.bench.sse import Endpoint
+
+    return Endpoint.GENERATE if engine == "sglang" else Endpoint.COMPLETIONS
 
 
 def _check_args(args: argparse.Namespace) -> None:
@@ -219,6 +232,7 @@ async def _tune(
 
     from specdash.bench.probe import ProbeSettings
     from specdash.bench.prompts import load_prompts
+    from specdash.bench.sse import Endpoint
     from specdash.server.tune import Journal, TuneEvent, TuneRunner, open_journal
 
     plan = make_plan(args, cfg, levels)
@@ -230,7 +244,10 @@ async def _tune(
         if args.duration is not None
         else (None if args.requests_per_level else (2.0 if demo else 30.0)),
         requests_per_level=args.requests_per_level,
-        settings=ProbeSettings(output_len=args.output_len or (128 if demo else 256)),
+        settings=ProbeSettings(
+            endpoint=Endpoint(args.endpoint) if args.endpoint else default_endpoint(plan.engine),
+            output_len=args.output_len or (128 if demo else 256),
+        ),
         progress_interval_s=1.0,
         on_link_loss="pause",
     )
@@ -287,6 +304,10 @@ async def _tune(
     else:
         _print(out, live)
     unsafe = bool(out.get("verify", {}).get("unsafe"))
+    if not out.get("measured") and result.aborted is None:
+        # Every level failed (e.g. an endpoint the server does not have): no policy, and not a success.
+        print("specdash: error: the tune measured no level (see the failed levels above)", file=sys.stderr)
+        return 1
     return 1 if result.aborted or unsafe else 0
 
 

@@ -172,6 +172,9 @@ class StartupTracker:
         self._pending_line: tuple[int, str] = (0, "")
         self._exception_line: tuple[int, str] = (0, "")
         self._stopped: Stopping | None = None
+        self._stop_signalled = False
+        self._before_stop: Decision = Decision(Outcome.INCOMPLETE, None, "")
+        """A received signal was named at or after the stop (then nothing after it undoes the stop)."""
         self._serving = False
         self._decision = Decision()
         self._in_tb = False
@@ -445,7 +448,18 @@ class StartupTracker:
             events.append(VersionSeen(obs.version, obs.exact, at))
         elif isinstance(obs, SuspectHint):
             self._suspect(obs.text, at, events)
+        elif self._unrequested_exit(obs):
+            # The stop so far was teardown wording alone (no signal received), and now the server says one of
+            # its processes exited *unexpectedly*: that teardown was the server reacting to a death (vLLM's
+            # API server after its EngineCore was SIGKILLed), not a stop anyone asked for.
+            self._stopped = None
+            self._decision = self._before_stop
+            self._kind = LineKind.NORMAL
+            assert isinstance(obs, CrashSignal)
+            self._crash_signal(obs, line, at, events)
         elif self._terminal is not None or self._stopped is not None:
+            if isinstance(obs, StopHint) and obs.signal:
+                self._stop_signalled = True
             # After a crash, exit or stop only metrics still flow (other ranks keep printing for a moment,
             # a draining server finishes its requests).
             if isinstance(obs, ServingHint):
@@ -492,6 +506,19 @@ class StartupTracker:
             self._decision = Decision(Outcome.SERVING, self._line_no, line.raw)
             events.append(Serving(at, line.raw))
 
+    def _unrequested_exit(self, obs: Observation) -> bool:
+        """A death line saying a process exited or died unexpectedly, after a stop that named no signal."""
+        stopped = self._stopped
+        return (
+            stopped is not None
+            and self._terminal is None
+            and not stopped.signal
+            and not self._stop_signalled
+            and isinstance(obs, CrashSignal)
+            and obs.kind is CrashKind.MARKER
+            and "unexpectedly" in obs.text
+        )
+
     def _stop_hint(self, hint: StopHint, line: LogLine, at: float, events: list[StartupEvent]) -> None:
         if self._pending is not None:
             return  # a dying-only line came first: the shutdown is the crash's
@@ -499,6 +526,7 @@ class StartupTracker:
         if not hint.signal and recent:
             return  # teardown wording right after crash evidence: that crash's teardown
         self._unresolved = None
+        self._before_stop = self._decision
         self._stopped = Stopping(at, line.raw, hint.signal)
         self._decision = Decision(Outcome.STOPPED, self._line_no, line.raw)
         self._kind = LineKind.STOP

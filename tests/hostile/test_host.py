@@ -85,7 +85,9 @@ def _uid() -> tuple[int, int]:
 class Box:
     """One host entry (own state dir under the test user's home) and a CLI bound to it."""
 
-    def __init__(self, tmp: Path, server: Sshd, keys: Keys, *, stop_timeout: float = 5.0, extra: str = "") -> None:
+    def __init__(
+        self, tmp: Path, server: Sshd, keys: Keys, *, stop_timeout: float = 5.0, extra: str = "", script: str = ""
+    ) -> None:
         self.token = "sleeper-" + uuid.uuid4().hex[:10]
         self.state_rel = f".specdash-hostile/{uuid.uuid4().hex[:10]}"
         self.state = TEST_HOME / self.state_rel
@@ -93,7 +95,7 @@ class Box:
         known = tmp / "known_hosts"
         known.write_text(server.known_hosts_line() + "\n")
         # Ignores SIGTERM (only SIGKILL ends it), prints two log lines, keeps a child in its group.
-        script = "echo line-one; echo line-two; trap '' TERM; while :; do sleep 1; done"
+        script = script or "echo line-one; echo line-two; trap '' TERM; while :; do sleep 1; done"
         self.config = tmp / "config.toml"
         self.config.write_text(f"""
 [hosts.box]
@@ -106,7 +108,7 @@ state_dir = "~/{self.state_rel}"
 engine = "sglang"
 model = "/m"
 port = {free_port()}
-launcher = ["/bin/sh", "-c", "{script}", "{self.token}"]
+launcher = ["/bin/sh", "-c", {json.dumps(script)}, "{self.token}"]
 stop_timeout = {stop_timeout}
 {extra}
 """)
@@ -212,6 +214,35 @@ def test_tiny_grace_still_kills(tmp_path: Path, sshd: Sshd, ssh_keys: Keys) -> N
         assert down.code == 0, down.stderr
         assert b.pids() == []
         assert not (b.state / "current").exists()
+    finally:
+        b.cleanup()
+
+
+def test_stop_after_the_leader_died_ends_members_whose_tag_reads_as_gone(
+    tmp_path: Path,
+    sshd: Sshd,  # noqa: F811
+    ssh_keys: Keys,  # noqa: F811
+) -> None:
+    """vLLM's EngineCore and Worker set their process title (setproctitle), which overwrites what
+    /proc/PID/environ shows: the run tag reads as gone. Once the API server (the group leader) is dead, the
+    stop must still end them: they are in the run's group and their stdout is the run's log. Here a child
+    started with `env -i` (no tag at all) stands for them; found with a real vLLM CPU engine (a Worker
+    survived `down` after the API server was SIGKILLed)."""
+    script = "env -i /bin/sh -c 'while :; do sleep 1; done' \"$0\" & echo up; while :; do sleep 1; done"
+    b = Box(tmp_path, sshd, ssh_keys, script=script)
+    try:
+        assert b.cli("up", "box", "--mode", "sleeper").code == 0
+        leader = int((b.run_dir() / "pid").read_text().split()[0])
+        deadline = time.monotonic() + 30
+        while len(b.pids()) < 2:  # the leader and its untagged child
+            assert time.monotonic() < deadline, b.pids()
+            time.sleep(0.05)
+        child = next(p for p in b.pids() if p != leader)
+        assert b"SPECDASH_RUN=" not in Path(f"/proc/{child}/environ").read_bytes()
+        os.kill(leader, 9)
+        down = b.cli("down", "box")
+        assert down.code == 0, (down.stdout, down.stderr)
+        assert b.pids() == [], "a member of the run's group survived the stop"
     finally:
         b.cleanup()
 

@@ -108,8 +108,10 @@ def test_vllm_view_from_counter_deltas() -> None:
     polls = [{"vllm:num_requests_running": 8.0, "vllm:num_requests_waiting": 0.0}]
     v = level_view(before, after, polls, wall_s=4.0, server_info=None, running_cap=None)
     assert v.tok_s == pytest.approx(500.0)
+    assert v.generated_tokens == 2000.0  # the server's own count over the window
     assert v.accept_length == pytest.approx(1 + 150 / 50)
     assert v.max_running == 8.0
+    assert level_view(None, None, polls, 4.0, None, None).generated_tokens is None
 
 
 def test_sglang_view_falls_back_to_gauges_and_server_info() -> None:

@@ -82,3 +82,12 @@ def test_tune_table_is_validated() -> None:
         parse(MODES + '[tune.night]\nmode = "eagle3"\n', Path("c"), engines=names())
     with pytest.raises(UsageError, match="unknown key"):
         parse(MODES + '[tune.night]\nmode = "eagle3"\nspace = "k=1"\nfoo = 1\n', Path("c"), engines=names())
+
+
+def test_the_probe_endpoint_follows_the_engine() -> None:
+    """vLLM has no /generate: a tune of a vLLM mode that used it measured nothing (every request 404)."""
+    from specdash.bench.sse import Endpoint
+    from specdash.cli.tune import default_endpoint
+
+    assert default_endpoint("sglang") is Endpoint.GENERATE
+    assert default_endpoint("vllm") is Endpoint.COMPLETIONS

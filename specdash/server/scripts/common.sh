@@ -93,13 +93,20 @@ same_process() {
     [ "$(proc_identity "$pid")" = "$pstart $pgid" ] && alive "$pid"
 }
 
-# Members of group $pgid that carry this run's tag in their environment ("pid args" per line): only
-# these are ours when the main process is gone (its PID or group id may have been reused).
+# Members of group $pgid that carry this run's tag in their environment, or whose stdout or stderr is this
+# run's own log ("pid args" per line): only these are ours when the main process is gone (its PID or group
+# id may have been reused). The log is needed as well as the tag: a process that sets its title
+# (setproctitle, e.g. vLLM's VLLM::EngineCore and VLLM::Worker) overwrites the memory /proc/PID/environ
+# shows, so its tag reads as gone, while its stdout still points at the file start.sh opened for the run.
 run_members() {
-    local line mpid
+    local line mpid log
+    log=$(readlink -f "$RUNS/$1/server.log" 2>/dev/null)
     group_members "$pgid" | while read -r line; do
         mpid=${line%% *}
         if tr '\0' '\n' <"/proc/$mpid/environ" 2>/dev/null | grep -qxF "SPECDASH_RUN=$1"; then
+            printf '%s\n' "$line"
+        elif [ -n "$log" ] && { [ "$(readlink "/proc/$mpid/fd/1" 2>/dev/null)" = "$log" ] ||
+            [ "$(readlink "/proc/$mpid/fd/2" 2>/dev/null)" = "$log" ]; }; then
             printf '%s\n' "$line"
         fi
     done
