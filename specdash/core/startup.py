@@ -515,7 +515,7 @@ class StartupTracker:
             and not stopped.signal
             and not self._stop_signalled
             and isinstance(obs, CrashSignal)
-            and obs.kind is CrashKind.MARKER
+            and obs.kind in (CrashKind.MARKER, CrashKind.FATAL)
             and "unexpectedly" in obs.text
         )
 

@@ -46,12 +46,19 @@ _FRAME = re.compile(r'\s*File "[^"]+", line \d+(?:, in \S+)?')
 _DEATH = (
     (re.compile(r"\bAssertion\b.*\bfailed\b"), 3),  # a C/C++ assert(): its own line is the reason
     (re.compile(r"Fatal Python error|Segmentation fault|\bSIGSEGV\b|core dumped|terminate called after"), 3),
-    (re.compile(r"hit an exception|encountered a fatal error|failed to start|(?:died|exited) unexpectedly"), 2),
+    (re.compile(r"hit an exception|encountered a fatal error|failed to start"), 2),
     (re.compile(r"[Ii]nitiali[sz]ation failed|[Ss]tartup failed|crashed with exit code"), 2),
     (re.compile(r"\bis dead\b|\bdied\b|\bAborted\b"), 1),
 )
 
 _FATAL = re.compile(r"[Aa]ddress already in use")
+
+_GONE = re.compile(r"(?:died|exited) unexpectedly")
+"""A process of the server is gone (`Worker proc VllmWorker-0 died unexpectedly`, `Engine core proc EngineCore_DP0
+died unexpectedly`). Unlike `... hit an exception`, no traceback of its own follows: it explains the crash at
+once, by the exception just before it when there is one (the process that raised, then died), else by itself
+(a process killed from outside: the traceback that follows is the survivors' reaction, `RuntimeError:
+cancelled`)."""
 
 # `"POST /v1/chat/completions HTTP/1.1" 200` (uvicorn), also without quotes (other access loggers).
 _ACCESS = re.compile(r'"?(?:GET|POST|PUT|PATCH) (?P<path>/\S*) HTTP/[\d.]+"? (?P<status>\d{3})\b')
@@ -158,7 +165,10 @@ def generic_observations(line: LogLine) -> list[Observation]:
             return [StopHint("SIGINT")]
         out.append(CrashSignal(CrashKind.EXCEPTION, t.strip()))
     died = False
-    if any(word in head for word in _DEATH_WORDS):
+    if "unexpectedly" in head and _GONE.search(head):
+        out.append(CrashSignal(CrashKind.FATAL, trim_traceback(t), 2))
+        died = True
+    elif any(word in head for word in _DEATH_WORDS):
         for pattern, weight in _DEATH:
             if pattern.search(head):
                 out.append(CrashSignal(CrashKind.MARKER, trim_traceback(t), weight))
