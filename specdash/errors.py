@@ -9,6 +9,8 @@ from __future__ import annotations
 
 EXIT_RUNTIME = 1
 EXIT_USAGE = 2
+EXIT_SIGPIPE = 141
+"""The reader of our output went away (`| head`): what a shell reports for a tool ended by SIGPIPE."""
 
 
 class SpecdashError(Exception):

@@ -9,14 +9,16 @@ anything unexpected prints one line and a hint about `--debug`, which shows the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 import traceback
 from collections.abc import Sequence
 from types import ModuleType
 
 from specdash import __version__
-from specdash.errors import EXIT_RUNTIME, EXIT_USAGE, SpecdashError
+from specdash.errors import EXIT_RUNTIME, EXIT_SIGPIPE, EXIT_USAGE, SpecdashError
 
 # Order is the order shown in --help.
 COMMANDS: tuple[str, ...] = (
@@ -84,6 +86,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("specdash: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`specdash replay --json LOG | head`): stop quietly, as `cat` does. Python would
+        # complain again flushing stdout at exit, so stdout points at /dev/null first (Python's SIGPIPE note).
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_SIGPIPE
     except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback unless --debug
         if args.debug:
             traceback.print_exc()
