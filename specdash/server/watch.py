@@ -74,6 +74,10 @@ class WatchState:
     """After a crash: the run's process group members still alive ("PID ARGS")."""
 
 
+YIELD_AFTER_S = 0.05
+"""Longest the log reader holds the event loop before it lets the rest (keys, status) run."""
+
+
 class ServerWatch:
     """Watches one run until it ends or `stop()` is called.
 
@@ -188,15 +192,20 @@ class ServerWatch:
     # -- sources ----------------------------------------------------------------------------------------
 
     async def _follow_log(self) -> None:
+        turn = time.monotonic()
         async for lines in self.follower.batches():
             events, classified = self.tracker.feed_lines(lines, self.clock())
             self._pending_lines.extend(classified)
             self._handle(events)
             self._log_advanced.set()
-            # A turn for everything else after each chunk: a flood leaves a quarter-megabyte of chunks in the
-            # stream's buffer at once, and reading them all in one turn kept a key press waiting behind
-            # every one of them (seconds on a busy machine; tests/reliability/test_log_flood.py).
-            await asyncio.sleep(0)
+            # A turn for everything else once reading has held the loop for YIELD_AFTER_S: a flood leaves
+            # chunk after chunk in the stream's buffer, and reading them all in one turn kept a key press
+            # waiting for seconds on a busy machine. Not after every chunk: then the connection read the
+            # socket between chunks faster than we read the stream, and memory grew with the backlog
+            # (112 MB under a CPU hog; both in tests/reliability/test_log_flood.py).
+            if time.monotonic() - turn > YIELD_AFTER_S:
+                await asyncio.sleep(0)
+                turn = time.monotonic()
 
     async def _flush_log(self) -> None:
         while True:
