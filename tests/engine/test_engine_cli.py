@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from tests.engine.conftest import ENGINE_DTYPE, ENGINE_PYTHON, MODEL_DIR, RESULTS_DIR
-from tests.engine.test_vllm_engine import NGRAM
+from tests.engine.conftest import ENGINE_PYTHON, RESULTS_DIR
+from tests.engine.test_vllm_engine import modes_toml
 from tests.integration.conftest import target
 from tests.sshd import Keys, Sshd, free_port
 
@@ -48,21 +48,7 @@ identity_file = "{ssh_keys.client_key}"
 known_hosts = "{known}"
 python = "{ENGINE_PYTHON}"
 state_dir = "~/.specdash-tests/{uuid.uuid4().hex}"
-
-[modes.plain]
-engine = "vllm"
-model = "{MODEL_DIR}"
-port = {port}
-args = ["--served-model-name", "small", "--max-model-len", "2048", "--dtype", "{ENGINE_DTYPE}"]
-env = {{ HF_HUB_OFFLINE = "1", VLLM_CPU_KVCACHE_SPACE = "1" }}
-description = "vLLM CPU, no speculation"
-stop_timeout = 15
-
-[modes.ngram]
-extends = "plain"
-args = ["--speculative-config", '{NGRAM}']
-description = "vLLM CPU, n-gram prompt lookup (4 tokens)"
-"""
+{modes_toml(port)}"""
     path = tmp / "config.toml"
     path.write_text(text)
     return path

@@ -60,9 +60,9 @@ SERVER_COUNT_TOLERANCE = 0.01
 tokens, so they agree however the shared machine drifts (issue 15, point 6)."""
 
 
-def engine_config(tmp: Path, port: int) -> Config:
-    """`plain` and `ngram` modes of the small model (reference/environment.md 9.3)."""
-    text = f"""
+def modes_toml(port: int) -> str:
+    """`plain` and `ngram` modes of the small model (reference/environment.md 9.3), as config text."""
+    return f"""
 [modes.plain]
 engine = "vllm"
 model = "{MODEL_DIR}"
@@ -77,8 +77,12 @@ extends = "plain"
 args = ["--speculative-config", '{NGRAM}']
 description = "vLLM CPU, n-gram prompt lookup (4 tokens)"
 """
+
+
+def engine_config(tmp: Path, port: int) -> Config:
+    """The engine tests' config: `modes_toml` alone."""
     path = tmp / "config.toml"
-    path.write_text(text)
+    path.write_text(modes_toml(port))
     return config.load(path, engines=names())
 
 
