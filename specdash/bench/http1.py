@@ -20,6 +20,7 @@ import asyncio
 import ssl
 import time
 from collections.abc import Callable
+from typing import Optional
 from urllib.parse import urlsplit
 
 from specdash.bench.samples import Failure
@@ -31,8 +32,9 @@ perf_ns = time.perf_counter_ns
 _MAX_HEAD = 64 * 1024
 _ERR_BODY = 300
 
-Outcome = tuple[int | None, Failure | None, str]
-"""(HTTP status, failure or None, detail)."""
+Outcome = tuple[Optional[int], Optional[Failure], str]
+"""(HTTP status, failure or None, detail). `Optional`: an alias is evaluated, and `X | None` is 3.10 (the agent
+runs this module on the host's 3.9)."""
 
 
 class _Response:
@@ -264,8 +266,9 @@ class Http1Client:
 
     async def _connect(self) -> _Conn:
         loop = asyncio.get_running_loop()
-        async with asyncio.timeout(self.connect_timeout_s):
-            _, conn = await loop.create_connection(_Conn, self.host, self.port, ssl=self._ssl)
+        # wait_for, not asyncio.timeout (3.11): the agent runs this module on the host's Python >= 3.9.
+        opening = loop.create_connection(_Conn, self.host, self.port, ssl=self._ssl)
+        _, conn = await asyncio.wait_for(opening, self.connect_timeout_s)
         return conn
 
     def _take_idle(self) -> _Conn | None:
@@ -286,7 +289,7 @@ class Http1Client:
             if conn is None:
                 try:
                     conn = await self._connect()
-                except TimeoutError:
+                except asyncio.TimeoutError:  # not the builtin one before 3.11
                     return None, Failure.REFUSED, f"connect timeout after {self.connect_timeout_s:g} s"
                 except OSError as exc:
                     return None, Failure.REFUSED, f"{type(exc).__name__}: {exc}"

@@ -210,6 +210,8 @@ def steady_state_window(
     """
     if not intervals:
         return None
+    if first_tokens is not None and len(first_tokens) != len(intervals):
+        raise ValueError(f"{len(first_tokens)} first tokens for {len(intervals)} intervals")
     events: list[tuple[int, int]] = []
     for start, end in intervals:
         events.append((start, 1))
@@ -234,7 +236,7 @@ def steady_state_window(
         # A request still queued when the first one of the wave finishes (the server caps running requests
         # below C) waits as part of the steady state, not of the ramp-up: its first token does not count.
         first_end = min(end for start, end in intervals if start <= opened < end)
-        ready = [ft for (start, end), ft in zip(intervals, first_tokens, strict=True)
+        ready = [ft for (start, end), ft in zip(intervals, first_tokens)
                  if ft is not None and start <= opened < end and ft <= first_end]  # fmt: skip
         opened = max([opened, *ready])
     if closed <= opened:
