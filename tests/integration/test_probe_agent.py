@@ -82,8 +82,9 @@ async def test_a_sweep_with_the_probe_on_the_host(host: SSHHost, server: FakeSer
         assert len(samples) == 6 and all(s.ok and s.output_tokens == 8 for s in samples)
         assert len(lv.headroom) == 1 and lv.headroom[0].events > 0  # the agent's own headroom, from the host
     # Every record was kept on the host too: one file per agent run (warmup and level), one line per request.
-    runs = TEST_HOME / ".specdash" / "agent" / "runs"
-    files = sorted(runs.glob("*/*.jsonl"), key=os.path.getmtime)[-4:]
+    # (This sweep's run directories only: other tests share the test user's home.)
+    files = [f for r in runners for f in (TEST_HOME / r.run_dir).glob("*.jsonl")]
+    assert len(files) == 4
     lines = [json.loads(x) for f in files for x in f.read_text().splitlines()]
     assert sum(1 for x in lines if x["t"] == "s") == 1 + 6 + 3 + 6  # warmups of C requests, then 6 each
     assert sum(1 for x in lines if x["t"] == "done") == 4
