@@ -165,12 +165,14 @@ async def demo_session(
         ssh_config=ssh_config,
         use_agent=False,
     )
+    cfg = demo_config(free_port(), time_scale)
     session = RemoteSession(
         SSHHost(endpoint.target, options),
         host_config,
-        demo_config(free_port(), time_scale),
+        cfg,
         store=Store(db or demo_path()),
         sweep_defaults=demo_sweep,
+        greedy_prompts=cfg.bench.greedy_prompts,
     )
     try:
         yield Demo(session, [state.name, str(endpoint.client_key.parent)])

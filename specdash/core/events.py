@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from specdash.core.greedy import GreedyCheck
 from specdash.core.models import CrashInfo, Origin, Phase, Progress
 from specdash.core.startup_events import ClassifiedLine
 
@@ -182,6 +183,25 @@ class BenchUpdate:
 
 
 @dataclass(frozen=True)
+class GreedyUpdate:
+    """The greedy spot check (`core.greedy`) on the live mode: running, its outcome against the reference's
+    stored outputs, or why there is nothing to compare yet (`note`)."""
+
+    mode: str
+    """The mode whose outputs were (are being) fetched."""
+    reference: str
+    """The mode it is compared against."""
+    prompts: int
+    """Prompts in the check."""
+    running: bool = False
+    """True while the outputs are fetched."""
+    check: GreedyCheck | None = None
+    """The comparison, once there is one."""
+    note: str = ""
+    """What happened instead of a comparison (reference outputs stored, none stored yet, a failure)."""
+
+
+@dataclass(frozen=True)
 class Notice:
     """Something to tell the user once (a toast), e.g. ready, crashed, sweep done, a refused action."""
 
@@ -191,5 +211,5 @@ class Notice:
     """Ring the terminal bell (ready, crash, sweep done), if the user's config allows it."""
 
 
-SessionEvent = ServerStatus | LogBatch | ModesChanged | GpuStats | BenchTick | BenchUpdate | Notice
+SessionEvent = ServerStatus | LogBatch | ModesChanged | GpuStats | BenchTick | BenchUpdate | GreedyUpdate | Notice
 """Everything a session emits besides connection events."""

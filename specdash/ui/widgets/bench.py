@@ -12,7 +12,7 @@ from textual.reactive import reactive
 from textual.widgets import DataTable, Label
 
 from specdash.core.acceptance import accept_alarm, acceptance_line
-from specdash.core.events import BenchUpdate, LevelRow
+from specdash.core.events import BenchUpdate, GreedyUpdate, LevelRow
 from specdash.ui.format import rate
 from specdash.ui.messages import BenchTicked
 from specdash.ui.widgets.charts import CurvesChart, LiveChart
@@ -52,6 +52,18 @@ def acceptance_text(rows: tuple[LevelRow, ...]) -> str:
     row = done[-1]
     assert row.accept_length is not None
     return acceptance_line(row.mode, row.concurrency, row.accept_length, row.draft_share, row.accept_per_position)
+
+
+def greedy_text(update: GreedyUpdate) -> str:
+    """The greedy check's line(s): running, `k/N identical` with the first difference, or why there is no
+    comparison yet."""
+    if update.running:
+        return f"… greedy check: {update.mode}, {update.prompts} prompts at temperature 0"
+    check = update.check
+    if check is None:
+        return f"greedy check: {update.note}"
+    mark = "✓" if check.identical == check.total else "⚠"
+    return f"{mark} {check.text}" + (f"\n  ({update.note})" if update.note else "")
 
 
 def notes_text(rows: tuple[LevelRow, ...]) -> str:
@@ -113,6 +125,7 @@ class BenchPanel(Horizontal):
         with Vertical(id="bench-left"):
             yield BenchTable(id="bench-table")
             yield Label("", id="bench-verdict", markup=False)
+            yield Label("", id="bench-greedy", markup=False)
             yield Label("", id="bench-accept", markup=False)
             yield Label("", id="bench-notes", markup=False)
         with Horizontal(id="bench-charts"):
@@ -140,6 +153,15 @@ class BenchPanel(Horizontal):
         notes = self.query_one("#bench-notes", Label)
         notes.update(notes_text(update.rows))
         notes.display = bool(notes_text(update.rows))
+
+    def show_greedy(self, update: GreedyUpdate) -> None:
+        """The greedy check's state under the verdict; a difference is a finding (warning colour)."""
+        self.has_data = True
+        label = self.query_one("#bench-greedy", Label)
+        label.update(greedy_text(update))
+        label.display = True
+        check = update.check
+        label.set_class(check is not None and check.identical < check.total, "-finding")
 
     @on(BenchTicked)
     def _ticked(self, message: BenchTicked) -> None:
