@@ -321,7 +321,8 @@ class RemoteSession:
             return None
         when, ref_texts = stored
         check = compare_outputs(reference, mode, ref_texts, texts)
-        self._emit(GreedyUpdate(mode, reference, n, check=check, note=f"{reference}'s outputs from {when}"))
+        stored_at = when[:16].replace("T", " ")  # ISO seconds in UTC (`Store`): to the minute is enough here
+        self._emit(GreedyUpdate(mode, reference, n, check=check, note=f"{reference}'s outputs of {stored_at} UTC"))
         if check.identical < check.total:
             self._emit(Notice(check.text.splitlines()[0], "warning", bell=True))
         return check
