@@ -156,9 +156,9 @@ async def test_connection_lost_and_regained_in_the_header(
 async def test_greedy_key_over_the_real_stack_finds_a_lossy_verify_step(
     sshd: Sshd, ssh_options: SSHOptions, tmp_path: Path
 ) -> None:
-    """Key `o` against the simulator over the real sshd: baseline's outputs are stored as the reference (no
-    restart), eagle3 matches them, and a mode with the `spec-diverge` fault is a finding with its first
-    difference; every check's outputs are in the store."""
+    """The greedy check against the simulator over the real sshd: an A/B stores baseline's outputs as the
+    reference and shows the mode with the `spec-diverge` fault as a finding with its first difference; key `o`
+    on eagle3 then matches baseline's stored outputs without restarting baseline; every output is stored."""
     from specdash.bench.levels import SweepConfig
     from specdash.bench.probe import ProbeSettings
     from specdash.bench.store import Store
@@ -190,20 +190,25 @@ async def test_greedy_key_over_the_real_stack_finds_a_lossy_verify_step(
                 await wake.until(lambda: len(ended) > before and app.screen.check_action("greedy", ()) is True)
                 return text(app, "#bench-greedy")
 
-            check_text = await check("baseline")
-            assert "baseline's outputs for 4 prompts are stored as the reference" in check_text
-            same = await check("eagle3")
-            assert same.startswith("✓ greedy check eagle3 vs baseline: 4/4 outputs identical"), same
-            assert not app.screen.query_one("#bench-greedy").has_class("-finding")
-            lossy = await check("diverge")
+            # An A/B checks each mode while it is live: baseline's outputs become the reference, and the
+            # lossy mode is a finding with its first difference.
+            await session.sweep(["baseline", "diverge"], [1])
+            await wake.until(lambda: len(ended) == 2)
+            assert "baseline's outputs for 4 prompts are stored as the reference" in ended[0].note
+            lossy = text(app, "#bench-greedy")
             assert lossy.startswith("⚠ greedy check diverge vs baseline: 0/4 outputs identical; first difference"), (
                 lossy
             )
             assert "prompt 0, character" in lossy
             assert app.screen.query_one("#bench-greedy").has_class("-finding")
+            # The key on another mode compares with baseline's stored outputs: no restart of baseline.
+            same = await check("eagle3")
+            assert same.startswith("✓ greedy check eagle3 vs baseline: 4/4 outputs identical"), same
+            assert not app.screen.query_one("#bench-greedy").has_class("-finding")
+            assert session.status.mode == "eagle3"
         finally:
             await session.stop()
     rows = store._fetchall("SELECT mode, outputs FROM greedy_outputs ORDER BY id")
-    assert [r["mode"] for r in rows] == ["baseline", "eagle3", "diverge"]
+    assert [r["mode"] for r in rows] == ["baseline", "diverge", "eagle3"]
     assert all(len(json.loads(r["outputs"])) == 4 for r in rows)
     store.close()
