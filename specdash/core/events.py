@@ -14,6 +14,7 @@ from typing import Literal
 
 from specdash.core.greedy import GreedyCheck
 from specdash.core.models import CrashInfo, Origin, Phase, Progress
+from specdash.core.slo import LevelSlo
 from specdash.core.startup_events import ClassifiedLine
 
 
@@ -139,6 +140,8 @@ class LevelRow:
     """Acceptance rate of each draft position, first position first, where the engine counts it (vLLM)."""
     warning: str = ""
     """e.g. `client and server disagree by 14 %`, `server caps running requests at 48`, `client-limited`."""
+    slo: LevelSlo | None = None
+    """The level against the sweep's SLO (attainment, goodput), when one is set."""
 
 
 @dataclass(frozen=True)

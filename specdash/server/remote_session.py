@@ -34,6 +34,7 @@ from specdash.core.events import (
 from specdash.core.greedy import GreedyCheck, compare_outputs
 from specdash.core.models import Origin, Phase
 from specdash.core.server_state import RECORD_KINDS, sweep_plan
+from specdash.core.slo import Slo, goodput_curve, max_concurrency_meeting
 from specdash.core.timeline import Timeline
 from specdash.core.verdict import verdict
 from specdash.engines.registry import make_rules
@@ -95,6 +96,7 @@ class RemoteSession:
         self._sweep: Sweep | None = None  # the mode being swept now: told of link losses
         self._rows: dict[tuple[str, int], LevelRow] = {}
         self._curves: dict[str, dict[int, float]] = {}
+        self._slo: Slo | None = None  # the running (or last) sweep's SLO, for its verdict
         self.results: dict[str, SweepResult] = {}
         """The last sweep's result per mode."""
         self._closed = asyncio.Event()
@@ -248,6 +250,7 @@ class RemoteSession:
         self._curves.clear()
         self.results.clear()
         config = replace(config or self.sweep_defaults, levels=tuple(levels))
+        self._slo = config.slo
         prompts = prompts or load_prompts("chat")
         for mode in modes:
             for c in config.effective_levels():
@@ -555,7 +558,18 @@ class RemoteSession:
     def _crossover_text(self) -> str:
         """The verdict of the modes measured so far (`core.verdict`): one mode's peak, or where a mode stops
         beating the first one."""
-        return verdict(self._curves)
+        if self._slo is None:
+            return verdict(self._curves)
+        judged = {
+            mode: [row.slo for (m, _), row in self._rows.items() if m == mode and row.status == "done" and row.slo]
+            for mode in self._curves
+        }
+        return verdict(
+            self._curves,
+            slo_text=self._slo.text,
+            capacity={m: max_concurrency_meeting(levels) for m, levels in judged.items()},
+            goodput={m: goodput_curve(levels) for m, levels in judged.items()},
+        )
 
     def _publish_bench(self, *, running: bool) -> None:
         crossover = None

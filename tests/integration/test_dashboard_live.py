@@ -156,12 +156,13 @@ async def test_connection_lost_and_regained_in_the_header(
 async def test_greedy_key_over_the_real_stack_finds_a_lossy_verify_step(
     sshd: Sshd, ssh_options: SSHOptions, tmp_path: Path
 ) -> None:
-    """The greedy check against the simulator over the real sshd: an A/B stores baseline's outputs as the
+    """The greedy check and the SLO against the simulator over the real sshd: an A/B stores baseline's outputs as the
     reference and shows the mode with the `spec-diverge` fault as a finding with its first difference; key `o`
     on eagle3 then matches baseline's stored outputs without restarting baseline; every output is stored."""
     from specdash.bench.levels import SweepConfig
     from specdash.bench.probe import ProbeSettings
     from specdash.bench.store import Store
+    from specdash.core.slo import parse_slo
     from tests.integration.remote_sim import sim_config
     from tests.sshd import free_port
 
@@ -169,7 +170,8 @@ async def test_greedy_key_over_the_real_stack_finds_a_lossy_verify_step(
     cfg = sim_config(tmp_path, port=free_port(), time_scale=FAST, extra_modes=diverge)
     host_cfg = HostConfig(name="sim-host", address=target(sshd), state_dir=f"~/.specdash-tests/{uuid.uuid4().hex}")
     store = Store(tmp_path / "bench.db")
-    defaults = SweepConfig(progress_interval_s=0.25, settings=ProbeSettings(output_len=24))
+    slo = parse_slo("ttft_p90=5s,tpot_p90=1s")  # the dashboard's sweeps are judged against `[bench] slo`
+    defaults = SweepConfig(progress_interval_s=0.25, settings=ProbeSettings(output_len=24), slo=slo)
     session = RemoteSession(
         SSHHost(target(sshd), ssh_options), host_cfg, cfg, store=store, sweep_defaults=defaults, greedy_prompts=4
     )
@@ -200,6 +202,12 @@ async def test_greedy_key_over_the_real_stack_finds_a_lossy_verify_step(
                 lossy
             )
             assert "prompt 0, character" in lossy
+            # The SLO: attainment and goodput per level, the largest C per mode in the verdict.
+            table = app.screen.query_one("#bench-table", DataTable)
+            assert [str(c.label) for c in table.columns.values()][-2:] == ["SLO", "goodput"]
+            assert {str(table.get_row_at(i)[-2]) for i in range(table.row_count)} == {"✓100%"}
+            verdict = text(app, "#bench-verdict")
+            assert "Under the SLO (ttft_p90≤5000ms, tpot_p90≤1000ms): baseline up to C=1, diverge up to C=1" in verdict
             assert app.screen.query_one("#bench-greedy").has_class("-finding")
             # The key on another mode compares with baseline's stored outputs: no restart of baseline.
             same = await check("eagle3")

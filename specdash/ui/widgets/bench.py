@@ -18,6 +18,8 @@ from specdash.ui.messages import BenchTicked
 from specdash.ui.widgets.charts import CurvesChart, LiveChart
 
 COLUMNS = ("", "mode", "C", "tok/s", "×", "server", "accept", "TTFT", "ok")
+SLO_COLUMNS = ("SLO", "goodput")
+"""Added when the sweep has an SLO: the level's attainment (✓ it meets the SLO, ✗ not) and token goodput."""
 
 STATUS_GLYPH = {"pending": "·", "warmup": "…", "running": "▶", "paused": "‖", "done": "✓", "failed": "✗"}
 """One cell for the level's state (the table is narrow at 120 columns): ▶ running, ✓ done, ✗ failed."""
@@ -42,6 +44,14 @@ def row_cells(row: LevelRow, reference: Mapping[int, float] | None = None) -> tu
         ttft,
         ok,
     )
+
+
+def slo_cells(row: LevelRow) -> tuple[str, str]:
+    """`✓ 96%` (meets the SLO; share of requests within every limit) and the token goodput, or blanks."""
+    if row.slo is None or row.status not in ("done", "failed"):
+        return ("", "")
+    mark = "✓" if row.slo.meets else "✗"
+    return (f"{mark}{row.slo.attainment:.0%}", rate(row.slo.token_goodput))
 
 
 def acceptance_text(rows: tuple[LevelRow, ...]) -> str:
@@ -80,6 +90,9 @@ def notes_text(rows: tuple[LevelRow, ...]) -> str:
 class BenchTable(DataTable[str]):
     """Levels of the current sweep, in order."""
 
+    _slo_columns = False
+    """Whether the SLO columns are shown (the rows have SLO figures)."""
+
     def on_mount(self) -> None:
         self.border_title = "Sweep"
         self.cursor_type = "row"
@@ -95,12 +108,18 @@ class BenchTable(DataTable[str]):
         self, rows: tuple[LevelRow, ...], curves: Mapping[str, tuple[tuple[int, float], ...]] | None = None
     ) -> None:
         """Replace every row (a sweep has tens of levels at most, so redrawing all is cheap)."""
-        self.clear()
+        slo = any(row.slo is not None for row in rows)
+        self.clear(columns=slo != self._slo_columns)
+        if slo != self._slo_columns:
+            # Two columns more only when the sweep has an SLO: the table stays readable at 80 columns.
+            self._slo_columns = slo
+            self.add_columns(*COLUMNS, *(SLO_COLUMNS if slo else ()))
         modes = list(curves or {})
         reference = dict((curves or {})[modes[0]]) if len(modes) >= 2 else None
         for row in rows:
             ref = reference if modes and row.mode != modes[0] else None
-            self.add_row(*row_cells(row, ref), key=f"{row.mode}@{row.concurrency}")
+            cells = row_cells(row, ref) + (slo_cells(row) if slo else ())
+            self.add_row(*cells, key=f"{row.mode}@{row.concurrency}")
         running = [i for i, row in enumerate(rows) if row.status in ("warmup", "running", "paused")]
         if running:
             self.move_cursor(row=running[-1], animate=False)
