@@ -172,7 +172,8 @@ async def demo_session(
         cfg,
         store=Store(db or demo_path()),
         sweep_defaults=demo_sweep,
-        greedy_prompts=cfg.bench.greedy_prompts,
+        # The tour's A/B ends with a short greedy check (2 prompts: seconds, not the tour's minute).
+        greedy_prompts=min(2, cfg.bench.greedy_prompts) if tour else cfg.bench.greedy_prompts,
     )
     try:
         yield Demo(session, [state.name, str(endpoint.client_key.parent)])
