@@ -93,6 +93,9 @@ class SweepConfig:
     """`host`: over SSH, run the probe on the server's host (`specdash.bench.agent`); `local`: here."""
     settings: ProbeSettings = field(default_factory=ProbeSettings)
     """Request shape and timeouts."""
+    endpoint_follows_engine: bool = False
+    """`settings.endpoint` is only a default: probe on the identified engine's own (`sse.default_endpoint`:
+    SGLang's `/generate`, else `/v1/completions`). The dashboard's sweeps and `bench` without `--endpoint`."""
     slo: Slo | None = None
     """Judge every level against this SLO (attainment, goodput); `--slo` / `[bench] slo`."""
 

@@ -75,7 +75,7 @@ class RemoteSession:
         self.config = config
         self.lifecycle = Lifecycle(host, host_config)
         self.store = store
-        self.sweep_defaults = sweep_defaults or SweepConfig(progress_interval_s=0.25)
+        self.sweep_defaults = sweep_defaults or SweepConfig(progress_interval_s=0.25, endpoint_follows_engine=True)
         self.clock = clock
         self._listeners: list[Listener] = []
         self._watch: ServerWatch | None = None
