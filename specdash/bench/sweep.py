@@ -59,7 +59,7 @@ from specdash.bench.prompts import PromptSet
 from specdash.bench.provenance import build as build_provenance
 from specdash.bench.samples import CONNECTION_FAILURES, RequestSample
 from specdash.bench.server_view import ServerClient, level_view, running_cap, warnings_for
-from specdash.bench.sse import Endpoint, default_endpoint
+from specdash.bench.sse import Endpoint
 from specdash.bench.store import RunMeta, Store
 from specdash.bench.summary import outcomes as slo_outcomes
 from specdash.bench.summary import summarize
@@ -318,11 +318,8 @@ class Sweep:
         async with ServerClient(self.base_url) as server:
             info = await server.server_info()
             engine, version = await _identify(server, info)
-            settings = cfg.settings
-            if cfg.endpoint_follows_engine:  # vLLM has no /generate: every request would fail on it
-                settings = dataclasses.replace(
-                    settings, endpoint=default_endpoint((self.run_meta.engine if self.run_meta else "") or engine)
-                )
+            # vLLM has no /generate: with `endpoint_follows_engine` the mode's engine (else the identified one) picks.
+            settings = cfg.settings_for((self.run_meta.engine if self.run_meta else "") or engine)
             if settings.endpoint is not Endpoint.GENERATE and settings.model is None:
                 settings = dataclasses.replace(settings, model=await server.model_id())
             settings = dataclasses.replace(settings, max_streams=max(settings.max_streams, max(self.levels)))
