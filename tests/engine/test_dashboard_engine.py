@@ -3,7 +3,8 @@
 The Textual app exactly as `specdash connect` builds it (`make_app` on a `RemoteSession` with a store), run
 headless (`App.run_test`): start `plain`, mark `plain` and `ngram`, run an A/B sweep, then read what a user
 reads: the verdict line, the speedup (×) column, the acceptance line (vLLM's own spec-decode counters), and
-the curves chart's speedup and Pareto views. Then `specdash bench --url` against the live ngram server
+the curves chart's speedup and Pareto views, and the greedy spot check (after each mode of the A/B and on
+key `o`). Then `specdash bench --url` against the live ngram server
 stores the server's command line read from /proc (issue 16, point 6), and `x` stops the server.
 
 Every figure asserted is checked against what the session measured (its `results`), not against a speed:
@@ -33,6 +34,7 @@ from specdash.bench.probe import ProbeSettings
 from specdash.bench.store import Store
 from specdash.config import HostConfig
 from specdash.core.acceptance import acceptance_line
+from specdash.core.events import GreedyUpdate
 from specdash.core.models import Phase
 from specdash.core.verdict import verdict
 from specdash.remote.ssh import SSHHost, SSHOptions
@@ -55,6 +57,8 @@ REQUESTS = 8
 SWEEP_TIMEOUT_S = 1200.0
 """Both modes' levels plus the restart into ngram, on a shared 2-core machine."""
 SCREENS = RESULTS_DIR / "screens"
+GREEDY_N = 4
+"""Prompts of the greedy spot check: after each mode of the A/B, and on key `o`."""
 
 
 def save_svg(svg: str, name: str) -> str:
@@ -111,7 +115,7 @@ async def session(
     store = Store(db)
     s = RemoteSession(
         SSHHost(target(sshd), options), host_cfg, engine_config(tmp_path, free_port()), store=store,
-        sweep_defaults=defaults,
+        sweep_defaults=defaults, greedy_prompts=GREEDY_N,
     )  # fmt: skip
     try:
         yield s, db
@@ -146,6 +150,8 @@ async def bench_url(port: int, db: Path, tmp: Path) -> dict[str, Any]:
 async def test_ab_sweep_from_the_keyboard_against_vllm(session: tuple[RemoteSession, Path], tmp_path: Path) -> None:
     s, db = session
     app = make_app(s, live=False)  # charts drawn at once, no clock tick: every screenshot shows the state asserted
+    greedy: list[GreedyUpdate] = []
+    s.subscribe(lambda e: greedy.append(e) if isinstance(e, GreedyUpdate) and not e.running else None)
     async with app.run_test(size=SIZES[0]) as pilot:
         wake = Waker(s, pilot)
         await wake.until(lambda: text(app, "#connection") == "● connected", timeout=60)
@@ -208,7 +214,27 @@ async def test_ab_sweep_from_the_keyboard_against_vllm(session: tuple[RemoteSess
                                        level.server.accept_per_position), line  # fmt: skip
         assert line.startswith(f"acceptance · ngram C=4: {accept:.2f} tokens per verify step")
         assert "% of output from drafts" in line
+        # The greedy check after each mode of the A/B: plain's outputs stored as the reference, then ngram's
+        # compared with them at temperature 0 (a mismatch is a finding shown, not a failure).
+        assert [(g.mode, g.reference) for g in greedy] == [("plain", "plain"), ("ngram", "plain")], greedy
+        assert "stored as the reference" in greedy[0].note
+        after_ab = greedy[1].check
+        assert after_ab is not None and after_ab.total == GREEDY_N, greedy[1]
+        shown = text(app, "#bench-greedy")
+        assert shown.startswith(("✓ ", "⚠ ")) and after_ab.text.splitlines()[0] in shown, shown
+        assert app.screen.query_one("#bench-greedy").has_class("-finding") is (after_ab.identical < GREEDY_N)
         shots = {"table": await shoot(app, pilot, "3-ab-done")}
+
+        # Key `o` on the live ngram: its outputs again against plain's stored ones, no restart of plain.
+        pid = s.status.pid
+        await pilot.press("o")
+        await wake.until(lambda: len(greedy) == 3, timeout=300)
+        keyed = greedy[2].check
+        assert keyed is not None and keyed.total == GREEDY_N and greedy[2].mode == "ngram", greedy[2]
+        assert keyed.text.splitlines()[0] in text(app, "#bench-greedy")
+        assert s.status.mode == "ngram" and s.status.pid == pid
+        print(f"\ngreedy after the A/B: {after_ab.text}\ngreedy on key o: {keyed.text}")
+        shots["greedy"] = await shoot(app, pilot, "3b-greedy-key")
 
         # The curves chart: tok/s by C, then `p` for the speedup view (1.0 line), then the Pareto view.
         chart = app.screen.query_one("#curves-chart", CurvesChart)
