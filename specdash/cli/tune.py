@@ -93,10 +93,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def default_endpoint(engine: str) -> Endpoint:
-    """The probe's endpoint for an engine: SGLang's native /generate, else the OpenAI completions endpoint."""
-    from specdash.bench.sse import Endpoint
+    """The probe's endpoint for an engine (`specdash.bench.sse.default_endpoint`)."""
+    from specdash.bench.sse import default_endpoint as for_engines
 
-    return Endpoint.GENERATE if engine == "sglang" else Endpoint.COMPLETIONS
+    return for_engines(engine)
 
 
 def _check_args(args: argparse.Namespace) -> None:

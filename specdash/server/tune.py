@@ -286,6 +286,7 @@ class TuneRunner:
             self.modes[setting.label] = mode.name
         session.config = dataclasses.replace(session.config, modes={**session.config.modes, **extra})
         self._listening: tuple[str, str, int] | None = None  # (candidate, mode, repeat) being measured
+        self._out: set[str] = set()  # dropped at the end of a pass: never measured again, so never cleared
         self._t_request = 0.0
         self._t_last = 0.0
         self._ready_seen = False
@@ -324,8 +325,10 @@ class TuneRunner:
         return core.points(self.state.measured(), self.plan.noise_floor)
 
     def _dropped(self) -> list[str]:
+        """Settings out of contention: dropped at the end of an earlier pass (a setting dropped once stays
+        dropped: its later repeats are not run, so the result must still name it), or dominated now."""
         pts = self._points()
-        return [s.label for s in self.plan.order if core.dominated(s.label, pts)]
+        return [s.label for s in self.plan.order if s.label in self._out or core.dominated(s.label, pts)]
 
     def _pass_candidates(self, repeat: int) -> list[str]:
         labels = [s.label for s in self.plan.order]
@@ -377,6 +380,7 @@ class TuneRunner:
                     await self._measure(candidate, repeat, missing)
                 if repeat + 1 < self.plan.repeats:
                     dropped = self._dropped()
+                    self._out.update(dropped)
                     if dropped:
                         self._progress(f"after pass {repeat + 1}: dropped {', '.join(dropped)} (drop rule)")
         except asyncio.CancelledError:
