@@ -200,3 +200,70 @@ def test_candidate_modes_replace_the_draft_settings_in_the_engines_words() -> No
     assert mode.args[:2] == ("--max-num-seqs", "16") and mode.args[2] == "--speculative-config"
     assert json.loads(mode.args[3]) == {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 2,
                                         "prompt_lookup_max": 2}  # fmt: skip
+
+
+def test_pooled_noise_needs_degrees_of_freedom_and_pools_relative_deviations() -> None:
+    assert core.pooled_rel_sd([[100.0], [50.0]]) is None, "single blocks show no noise"
+    assert core.pooled_rel_sd([[100.0, 110.0]]) is None, "one degree of freedom is below the minimum"
+    sd = core.pooled_rel_sd([[90.0, 110.0], [45.0, 55.0]])
+    assert sd == pytest.approx((4 * 0.1**2 / 2) ** 0.5), "both groups deviate 10 % twice: 4 squares over 2 dof"
+
+
+def test_a_single_block_gets_the_noise_its_rivals_showed() -> None:
+    measured = {
+        core.BASELINE: {2: [130.0]},
+        "a": {2: [140.0, 126.0, 154.0, 133.0, 147.0]},  # noisy: about 8 % per block
+        "b": {2: [133.0]},
+    }
+    pts = core.points(measured)
+    assert pts["b"][2].se > 0.05 * 133, "b's one block inherits a's noise, not the 2 % floor"
+    assert pts[core.BASELINE][2].se == pytest.approx(0.02 * 130), "the baseline is never pooled with the settings"
+    assert core.contenders(pts, 2, ["a", "b"]) == ("a", "b"), "b is within 2 standard errors of a"
+
+
+def test_more_blocks_shrink_the_standard_error_down_to_the_floor_share() -> None:
+    few = core.point([100.0, 104.0, 96.0])
+    many = core.point([100.0, 104.0, 96.0] * 12)
+    assert many.se < few.se / 3, "12 x the blocks: about sqrt(12) = 3.5 x smaller"
+    assert core.point([100.0] * 25).se == pytest.approx(0.02 * 100 / 5), "identical blocks: the floor / sqrt(n)"
+
+
+def test_separation_and_ties_in_the_policy() -> None:
+    def pt(median: float, se: float) -> core.Point:
+        return core.Point(median, 0.0, 10, se)
+
+    pts = {
+        core.BASELINE: {1: pt(70, 0.5), 2: pt(130, 0.5)},
+        "deep": {1: pt(100, 0.8), 2: pt(145, 1.0)},
+        "mid": {1: pt(92, 0.8), 2: pt(143, 1.0)},  # 2 below deep at C=2: within 2 x hypot(1, 1) = 2.83
+        "dropped": {1: pt(60, 5), 2: pt(140, 5)},
+    }
+    assert core.separated(pts["deep"][1], pts["mid"][1])
+    assert not core.separated(pts["deep"][2], pts["mid"][2])
+    policy = core.build_policy(pts, dropped=["dropped"])
+    assert policy.per_level[2][0] == "deep", "the highest median is chosen"
+    assert policy.ties == {2: ("deep", "mid")}, "and the unseparated rival is reported, the dropped one is not"
+    assert policy.to_json()["ties"] == {"2": ["deep", "mid"]}
+
+
+def test_every_restart_gets_its_own_seed_in_the_engines_words() -> None:
+    from specdash.server.tune import restart_seed, seeded_args
+
+    seeds = {restart_seed(c, r) for c in ("baseline", "s3-k4-d8") for r in range(3)}
+    assert len(seeds) == 6, "distinct per (candidate, pass)"
+    assert restart_seed("s3-k4-d8", 1) == restart_seed("s3-k4-d8", 1), "stable: a resumed restart repeats it"
+    assert seeded_args("sglang", ("--tp", "8", "--random-seed", "1"), 7) == ("--tp", "8", "--random-seed", "7")
+    assert seeded_args("vllm", ("--max-num-seqs", "4"), 7) == ("--max-num-seqs", "4", "--seed", "7")
+    assert seeded_args("other", ("--x",), 7) == ("--x",)
+
+
+def test_the_simulator_takes_sglangs_random_seed() -> None:
+    import argparse
+
+    from specdash.sim.args import add_arguments, resolve
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    seeded, _ = resolve(parser.parse_args(["--model-path", "/m", "--random-seed", "42"]))
+    default, _ = resolve(parser.parse_args(["--model-path", "/m", "--sim-seed", "3"]))
+    assert seeded.seed == 42 and default.seed == 3
