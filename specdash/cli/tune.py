@@ -93,6 +93,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the probe's endpoint (default: generate for SGLang, completions for vLLM, which has no /generate)",
     )
     parser.add_argument("--write-mode", metavar="NAME", help="write the exported mode into the config as NAME")
+    parser.add_argument(
+        "--engine-version",
+        metavar="V",
+        help="export only what this engine version accepts (e.g. 0.5.13); default: every form, each naming the "
+        "version it needs",
+    )
     parser.add_argument("--verify", metavar="MODE", help="only verify MODE against this tune's journal")
     parser.add_argument("--no-verify", action="store_true", help="skip the verification at the end of the tune")
     parser.add_argument("--hold", type=float, default=3.0, help="the hold level runs this many levels long")
@@ -295,7 +301,7 @@ async def _tune(
 
         out = report(plan, result)
         base = session.config.mode(plan.base_mode)
-        exported = _exports(plan, result.policy, base, simulated=_simulated(base))
+        exported = _exports(plan, result.policy, base, simulated=_simulated(base), version=args.engine_version)
         from specdash.server.launch import paste_command
 
         out["exports"] = [{**e.to_json(), "command": paste_command(base, hc, e.args)} for e in exported]
@@ -332,11 +338,13 @@ def _simulated(mode: ModeConfig) -> bool:
     return len(mode.launcher) >= 2 and mode.launcher[-1] == "sim"
 
 
-def _exports(plan: TunePlan, policy: Policy, base: ModeConfig, *, simulated: bool) -> list[Any]:
+def _exports(
+    plan: TunePlan, policy: Policy, base: ModeConfig, *, simulated: bool, version: str | None = None
+) -> list[Any]:
     from specdash.core.spec_export import exports
 
     settings = {s.label: s for s in plan.order}
-    return exports(base, policy, settings, simulated)
+    return exports(base, policy, settings, simulated, version)
 
 
 def _duration(seconds: float) -> str:

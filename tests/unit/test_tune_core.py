@@ -177,7 +177,62 @@ def test_exports_in_each_engines_words() -> None:
     assert kinds == [("fixed", "sglang"), ("dynamic", "sim"), ("dynamic", "sglang")]
     assert out[0].args.count("--speculative-num-steps") == 1 and "4" in out[0].args
     assert out[1].args[-2:] == ("--sim-disable-spec-above", "2")  # crossover at C≈2.6
-    assert "--speculative-adaptive" in out[2].args and "v0.5.6" in out[2].needs
+    assert "--speculative-adaptive" in out[2].args and "SGLang >= 0.5.14" in out[2].needs
+    assert json.loads(out[2].note.split(": ", 1)[1].split(" (")[0]) == {
+        "1": {"candidate_steps": [4]},
+        "3": {"candidate_steps": [0]},
+    }, "steps 4 up to the threshold, drafting off above it"
+
+
+def _sglang_policy(choices: dict[int, str]) -> core.Policy:
+    base = {1: 70.0, 2: 130.0, 4: 225.0, 8: 357.0}
+    pts: dict[str, dict[int, core.Point]] = {core.BASELINE: {c: P(v) for c, v in base.items()}}
+    for name in set(choices.values()):  # every setting at every level; the chosen one 1.3x, others 1.1x or 0.9x
+        pts[name] = {
+            c: P(v * (1.3 if choices.get(c) == name else 1.1 if c in choices else 0.9)) for c, v in base.items()
+        }
+    return core.build_policy(pts)
+
+
+SGL = ModeConfig("e3", "sglang", "/m", args=("--speculative-algorithm", "EAGLE3"))
+SETTINGS = {"s5-k1-d6": SpecSetting(5, 1, 6), "s2-k1-d3": SpecSetting(2, 1, 3), "s3-k4-d8": SpecSetting(3, 4, 8)}
+
+
+@pytest.mark.parametrize(
+    ("version", "kinds"),
+    [
+        ("0.5.6", ["fixed"]),  # no adaptive mode at all
+        ("0.5.11", ["fixed"]),  # adaptive, but one global step list: no batch-size tiers
+        ("0.5.13", ["fixed", "dynamic"]),  # tiers, every one speculating
+        ("0.5.19", ["fixed", "dynamic"]),
+        (None, ["fixed", "dynamic"]),  # unknown: every form, each naming the version it needs
+    ],
+)
+def test_sglang_step_tiers_need_0_5_13(version: str | None, kinds: list[str]) -> None:
+    policy = _sglang_policy({1: "s5-k1-d6", 2: "s5-k1-d6", 4: "s2-k1-d3", 8: "s2-k1-d3"})
+    out = exports(SGL, policy, SETTINGS, simulated=False, version=version)
+    assert [e.kind for e in out] == kinds
+    if "dynamic" in kinds:
+        dyn = out[1]
+        assert "SGLang >= 0.5.13" in dyn.needs
+        assert dyn.args.count("--speculative-num-steps") == 1
+        assert dyn.args[dyn.args.index("--speculative-num-steps") + 1] == "5", "buffers for the deepest tier"
+        assert '{"1": {"candidate_steps": [5]}, "4": {"candidate_steps": [2]}}' in dyn.note
+
+
+@pytest.mark.parametrize(("version", "dynamic"), [("0.5.13", False), ("0.5.14", True), ("v0.5.19.post1", True)])
+def test_sglang_drafting_off_above_a_batch_needs_step_0(version: str, dynamic: bool) -> None:
+    policy = _sglang_policy({1: "s5-k1-d6", 2: "s5-k1-d6"})
+    out = exports(SGL, policy, SETTINGS, simulated=False, version=version)
+    assert ("dynamic" in [e.kind for e in out]) is dynamic
+    assert out[0].kind == "fixed" and "--speculative-adaptive" not in out[0].args
+
+
+def test_sglang_adaptive_is_not_exported_for_a_topk_above_1() -> None:
+    policy = _sglang_policy({1: "s3-k4-d8", 2: "s3-k4-d8"})
+    out = exports(SGL, policy, SETTINGS, simulated=False)
+    assert [e.kind for e in out] == ["fixed"], "SGLang's adaptive mode runs only with topk = 1"
+    assert not any(arg.startswith("--speculative-disable") for e in out for arg in e.args)
 
 
 def policy_k(policy: core.Policy) -> int:
