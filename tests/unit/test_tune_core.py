@@ -322,3 +322,21 @@ def test_the_simulator_takes_sglangs_random_seed() -> None:
     seeded, _ = resolve(parser.parse_args(["--model-path", "/m", "--random-seed", "42"]))
     default, _ = resolve(parser.parse_args(["--model-path", "/m", "--sim-seed", "3"]))
     assert seeded.seed == 42 and default.seed == 3
+
+
+def test_the_journal_state_keeps_every_block_once() -> None:
+    from specdash.server.tune import TuneState
+
+    state = TuneState()
+    records = [
+        {"type": "level", "candidate": "a", "repeat": 0, "c": 2, "tok_s": 140.0},  # a version-1 record: block 0
+        {"type": "level", "candidate": "a", "repeat": 1, "c": 2, "block": 0, "tok_s": 138.0},
+        {"type": "level", "candidate": "a", "repeat": 1, "c": 2, "block": 1, "tok_s": 142.0},
+        {"type": "level", "candidate": "a", "repeat": 1, "c": 2, "block": 1, "tok_s": 142.0},  # replayed twice
+        {"type": "done", "candidate": "a", "repeat": 1},
+    ]
+    for record in records:
+        state.apply(record)
+    assert state.blocks("a", 1, 2) == 2 and state.blocks("a", 0, 2) == 1
+    assert sorted(state.measured()["a"][2]) == [138.0, 140.0, 142.0]
+    assert ("a", 1) in state.done and ("a", 0) not in state.done
