@@ -43,6 +43,11 @@ after the runoff; the contenders were measured to the precision target). Contend
 when the block budget ran out are reported as a *tie* (`Policy.ties`): their difference is within
 Z standard errors, i.e. within about `2 x Z x precision` (2.4 %) of each other.
 
+Blocks shrink the noise of a level, not its bias: a level shorter than a few request lifetimes has no
+steady state and measures ramp and drain, differently per setting (benchmarks/RESULTS.md: 2 s levels of
+1.8 s requests put one setting 7 % below its 60 s value). Choose the level duration for that, and
+`noise_floor` near the noise of that duration (the drop rule after pass 1 has nothing else to go on).
+
 **Policy** (`build_policy`): at each level the setting with the highest median, or "no speculation"
 when the baseline's median is higher; its speedup over the baseline with a spread
 (`speedup x (best.spread / best.median + base.spread / base.median)`); consecutive levels with the same
