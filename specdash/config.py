@@ -134,9 +134,12 @@ class BenchConfig:
     """Seconds a paused sweep waits for the link before it stops."""
     probe: str = "host"
     """`host`: the probe runs on the server's host (only records cross the link; falls back to `local`, with a
-    warning in the run's record, when the host has no Python >= 3.11); `local`: here, through the forward."""
+    warning in the run's record, when the host has no Python >= 3.9); `local`: here, through the forward."""
     slo: str = ""
     """An SLO every sweep is judged against, e.g. `ttft_p90=500ms,tpot_p90=50ms` (`--slo` overrides)."""
+    greedy_prompts: int = 8
+    """Prompts in the dashboard's greedy spot check (and the one after each mode of an A/B); 0: no check
+    after an A/B."""
 
 
 @dataclass(frozen=True)
@@ -305,7 +308,7 @@ def parse(text: str, path: Path, *, engines: Collection[str]) -> Config:
     ui_table.check_keys({"bell", "theme"})
     ui = UIConfig(bell=ui_table.boolean("bell", True), theme=ui_table.string("theme", "textual-dark") or "")
     bench_table = _Table(path, "bench", data.get("bench", {}))
-    bench_table.check_keys({"on_link_loss", "link_wait", "probe", "slo"})
+    bench_table.check_keys({"on_link_loss", "link_wait", "probe", "slo", "greedy_prompts"})
     on_link_loss = bench_table.string("on_link_loss", "pause") or ""
     if on_link_loss not in LINK_LOSS_POLICIES:
         raise bench_table.error("on_link_loss", f"must be one of {', '.join(LINK_LOSS_POLICIES)}, not {on_link_loss!r}")
@@ -320,7 +323,11 @@ def parse(text: str, path: Path, *, engines: Collection[str]) -> Config:
             parse_slo(slo)
         except SloError as exc:
             raise bench_table.error("slo", str(exc)) from None
-    bench = BenchConfig(on_link_loss, bench_table.number("link_wait", 600.0, low=1.0, high=7 * 86400.0), probe, slo)
+    greedy = bench_table.number("greedy_prompts", 8, low=0, high=1000)
+    if greedy != int(greedy):
+        raise bench_table.error("greedy_prompts", f"must be a whole number of prompts, not {greedy:g}")
+    link_wait = bench_table.number("link_wait", 600.0, low=1.0, high=7 * 86400.0)
+    bench = BenchConfig(on_link_loss, link_wait, probe, slo, int(greedy))
     tunes = {name: _tune(_Table(path, f"tune.{name}", t), name, modes) for name, t in _subtables(path, data, "tune")}
     return Config(path=path, hosts=hosts, modes=modes, ui=ui, bench=bench, keymap=_keymap(path, data), tunes=tunes)
 

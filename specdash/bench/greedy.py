@@ -6,6 +6,8 @@ verification numerics out of the comparison unless the engine itself is batch-va
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 
 import httpx
@@ -13,6 +15,18 @@ import httpx
 from specdash.bench.sse import Endpoint
 from specdash.engines.text import escape_controls
 from specdash.errors import SpecdashError
+
+
+def chosen_prompts(prompts: Sequence[str], n: int) -> list[str]:
+    """The first `n` prompts of the set, cycling when it has fewer (the prompts every mode answers)."""
+    return [prompts[i % len(prompts)] for i in range(n)]
+
+
+def workload_key(prompts: Sequence[str], endpoint: Endpoint, output_len: int, model: str | None = None) -> str:
+    """A fingerprint of what the outputs answer (the prompt texts, endpoint, output length, model name): stored
+    outputs compare only with outputs of the same key."""
+    text = json.dumps([list(prompts), endpoint.value, output_len, model or ""])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 async def greedy_outputs(

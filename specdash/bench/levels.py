@@ -178,6 +178,7 @@ class LevelResult:
             draft_share=self.server.draft_share,
             accept_per_position=self.server.accept_per_position,
             warning="; ".join(self.warnings),
+            slo=self.slo,
         )
 
     def to_json(self) -> dict[str, Any]:

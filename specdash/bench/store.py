@@ -35,7 +35,7 @@ import sqlite3
 import threading
 import weakref
 from array import array
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -132,7 +132,17 @@ def _v3(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE startups ADD COLUMN kind TEXT NOT NULL DEFAULT 'startup'")
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3]
+def _v4(db: sqlite3.Connection) -> None:
+    """`greedy_outputs`: the texts a mode produced at temperature 0 for a prompt set (the greedy spot check,
+    `core.greedy`), so a later check on another mode compares against them without restarting this one."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS greedy_outputs (id INTEGER PRIMARY KEY, created TEXT NOT NULL,"
+        " host TEXT NOT NULL, mode TEXT NOT NULL, workload TEXT NOT NULL, outputs TEXT NOT NULL)"
+    )
+    db.execute("CREATE INDEX IF NOT EXISTS greedy_lookup ON greedy_outputs(host, mode, workload)")
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4]
 """`MIGRATIONS[i]` takes the database from schema version i to i + 1 (append; never edit a released one)."""
 SCHEMA_VERSION = len(MIGRATIONS)
 """The version this code writes."""
@@ -636,3 +646,25 @@ class Store:
             )
             for r in self._fetchall(sql, params)
         ]
+
+    # greedy outputs -------------------------------------------------------------------------------------
+
+    def add_greedy_outputs(self, host: str, mode: str, workload: str, outputs: Sequence[str]) -> int:
+        """Record the temperature-0 outputs of `mode` on `host` for the prompts `workload` names (a fingerprint
+        of the prompt texts, endpoint and output length: `bench.greedy.workload_key`)."""
+        return self._insert(
+            "INSERT INTO greedy_outputs (created, host, mode, workload, outputs) VALUES (?,?,?,?,?)",
+            (_now(), host, mode, workload, json.dumps(list(outputs))),
+        )
+
+    def greedy_outputs(self, host: str, mode: str, workload: str) -> tuple[str, list[str]] | None:
+        """The newest stored outputs of `mode` on `host` for `workload`, with when they were stored; None if
+        there are none."""
+        rows = self._fetchall(
+            "SELECT created, outputs FROM greedy_outputs WHERE host=? AND mode=? AND workload=?"
+            " ORDER BY id DESC LIMIT 1",
+            (host, mode, workload),
+        )
+        if not rows:
+            return None
+        return str(rows[0]["created"]), [str(text) for text in json.loads(rows[0]["outputs"])]

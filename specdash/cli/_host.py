@@ -74,11 +74,14 @@ def open_session(args: argparse.Namespace, cfg: Config, hc: HostConfig) -> Remot
         accept_new=bool(getattr(args, "accept_new", False)),
     )
     # `bench HOST --db FILE` writes there; every other command uses the default store.
+    from specdash.cli._slo import slo_from
+
     sweep_defaults = SweepConfig(
         progress_interval_s=0.25,
         on_link_loss=cfg.bench.on_link_loss,
         link_wait_s=cfg.bench.link_wait,
         probe=cfg.bench.probe,
+        slo=slo_from(cfg.bench.slo, f"{cfg.path or 'config'}: [bench] slo"),  # the dashboard's sweeps too
     )
     return RemoteSession(
         SSHHost(hc.address, options), hc, cfg, store=Store(getattr(args, "db", None)), sweep_defaults=sweep_defaults

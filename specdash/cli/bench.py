@@ -20,7 +20,7 @@ from specdash.errors import SpecdashError, UsageError
 
 if TYPE_CHECKING:
     from specdash.bench.levels import SweepResult
-    from specdash.config import Config
+    from specdash.bench.probe import ProbeSettings
     from specdash.core.greedy import GreedyCheck
     from specdash.server.remote_session import RemoteSession
 
@@ -313,7 +313,11 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
             if any(res.aborted for res in session.results.values()):
                 break
         results = dict(session.results)
-        greedy = await _greedy_over_ssh(args, session, cfg, modes, prompts.prompts) if args.check_greedy else None
+        greedy = (
+            await _greedy_over_ssh(args, session, modes, prompts.prompts, config.settings)
+            if args.check_greedy
+            else None
+        )
     if args.repeats > 1:
         return _print_repeats(args, repeats) or _failed_levels([r for runs in repeats.values() for r in runs])
     curves = {mode: r.curve() for mode, r in results.items()}
@@ -397,10 +401,14 @@ async def _greedy_check(args: argparse.Namespace, urls: dict[str, str], prompts:
 
 
 async def _greedy_over_ssh(
-    args: argparse.Namespace, session: RemoteSession, cfg: Config, modes: list[str], prompts: tuple[str, ...]
+    args: argparse.Namespace,
+    session: RemoteSession,
+    modes: list[str],
+    prompts: tuple[str, ...],
+    settings: ProbeSettings,
 ) -> GreedyCheck:
     """`--check-greedy N` over SSH: the last swept mode first (it is live, no restart), then the reference mode
-    (started again through the lifecycle)."""
+    (started again through the lifecycle). Both modes' outputs go to the store (`RemoteSession.greedy_texts`)."""
     from specdash.core.greedy import compare_outputs
     from specdash.core.models import Phase
 
@@ -411,6 +419,5 @@ async def _greedy_over_ssh(
             status = await session.wait_status([Phase.READY, Phase.CRASHED, Phase.EXITED], timeout=3600)
             if status.phase is not Phase.READY:
                 raise SpecdashError(f"greedy check: {mode} did not become ready ({status.phase.value})")
-        port = await session.host.forward(cfg.mode(mode).port)
-        texts[mode] = await _greedy_texts(args, f"http://127.0.0.1:{port}", prompts)
+        texts[mode] = await session.greedy_texts(args.check_greedy, prompts, settings)
     return compare_outputs(modes[0], modes[-1], texts[modes[0]], texts[modes[-1]])

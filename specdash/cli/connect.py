@@ -22,6 +22,7 @@ def run(args: argparse.Namespace) -> int:
     if args.mode:
         cfg.mode(args.mode)  # a usage error before the screen opens
     session = open_session(args, cfg, host_config(args, cfg))
+    session.greedy_prompts = cfg.bench.greedy_prompts  # the dashboard's greedy check (key and after an A/B)
     from specdash.ui.app import make_app
 
     app = make_app(

@@ -165,12 +165,15 @@ async def demo_session(
         ssh_config=ssh_config,
         use_agent=False,
     )
+    cfg = demo_config(free_port(), time_scale)
     session = RemoteSession(
         SSHHost(endpoint.target, options),
         host_config,
-        demo_config(free_port(), time_scale),
+        cfg,
         store=Store(db or demo_path()),
         sweep_defaults=demo_sweep,
+        # The tour's A/B ends with a short greedy check (2 prompts: seconds, not the tour's minute).
+        greedy_prompts=min(2, cfg.bench.greedy_prompts) if tour else cfg.bench.greedy_prompts,
     )
     try:
         yield Demo(session, [state.name, str(endpoint.client_key.parent)])

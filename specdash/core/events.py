@@ -12,7 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from specdash.core.greedy import GreedyCheck
 from specdash.core.models import CrashInfo, Origin, Phase, Progress
+from specdash.core.slo import LevelSlo
 from specdash.core.startup_events import ClassifiedLine
 
 
@@ -138,6 +140,8 @@ class LevelRow:
     """Acceptance rate of each draft position, first position first, where the engine counts it (vLLM)."""
     warning: str = ""
     """e.g. `client and server disagree by 14 %`, `server caps running requests at 48`, `client-limited`."""
+    slo: LevelSlo | None = None
+    """The level against the sweep's SLO (attainment, goodput), when one is set."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +186,25 @@ class BenchUpdate:
 
 
 @dataclass(frozen=True)
+class GreedyUpdate:
+    """The greedy spot check (`core.greedy`) on the live mode: running, its outcome against the reference's
+    stored outputs, or why there is nothing to compare yet (`note`)."""
+
+    mode: str
+    """The mode whose outputs were (are being) fetched."""
+    reference: str
+    """The mode it is compared against."""
+    prompts: int
+    """Prompts in the check."""
+    running: bool = False
+    """True while the outputs are fetched."""
+    check: GreedyCheck | None = None
+    """The comparison, once there is one."""
+    note: str = ""
+    """What happened instead of a comparison (reference outputs stored, none stored yet, a failure)."""
+
+
+@dataclass(frozen=True)
 class Notice:
     """Something to tell the user once (a toast), e.g. ready, crashed, sweep done, a refused action."""
 
@@ -191,5 +214,5 @@ class Notice:
     """Ring the terminal bell (ready, crash, sweep done), if the user's config allows it."""
 
 
-SessionEvent = ServerStatus | LogBatch | ModesChanged | GpuStats | BenchTick | BenchUpdate | Notice
+SessionEvent = ServerStatus | LogBatch | ModesChanged | GpuStats | BenchTick | BenchUpdate | GreedyUpdate | Notice
 """Everything a session emits besides connection events."""

@@ -57,6 +57,22 @@ __all__ = ["SSHHost", "SSHOptions", "route_asyncssh_logging"]
 log = logging.getLogger(__name__)
 
 _READ_CHUNK = 64 * 1024
+"""Largest piece `stream_bytes` hands on at a time (a consumer yields to the event loop between pieces)."""
+
+
+def _drain_size(proc: Any) -> int:
+    """How much one read of a channel must be allowed to take so that it empties the channel's buffers.
+
+    Why not read `_READ_CHUNK` at a time: asyncssh 2.24 re-opens a channel's whole receive window as soon as it
+    delivers the first of the packets it held while reading was paused, then pauses again with the rest
+    still held, so every small read of a full stream let the host send another window on top of what was
+    waiting: a stream read slower than it is written grew without bound (112 MB in a log flood under a CPU
+    hog; tests/integration/test_ssh_ops.py::test_a_slow_reader_of_a_fast_stream_holds_a_bounded_buffer).
+    A read that may take the stream's buffer (its limit is one window) plus the channel's (one window more)
+    leaves nothing held at a window update, so the window counts what we hold and the host waits for us.
+    """
+    window = int(proc.channel.get_recv_window())
+    return 2 * window + _READ_CHUNK
 
 
 def _short(command: str, limit: int = 80) -> str:
@@ -414,10 +430,11 @@ class SSHHost:
             head = b""
             pid: int | None = None
             pinger = asyncio.create_task(_ping(proc, ping_s)) if ping_s else None
+            drain = _drain_size(proc)
             try:
                 while True:
                     try:
-                        chunk = await proc.stdout.read(_READ_CHUNK)
+                        chunk = await proc.stdout.read(drain)
                     except (OSError, asyncssh.Error) as exc:
                         raise self._operation_error(exc, conn, command) from exc
                     if not chunk:  # end of output
@@ -436,8 +453,8 @@ class SSHHost:
                             pid, chunk, head = -1, head, b""  # no marker: pass everything on
                         else:
                             pid, chunk, head = found[0], found[1], b""
-                    if chunk:
-                        yield chunk
+                    for start in range(0, len(chunk), _READ_CHUNK):
+                        yield chunk[start : start + _READ_CHUNK]
                 await proc.wait_closed()
                 if proc.exit_status is None and proc.exit_signal is None:
                     raise SSHError(SSHErrorKind.LOST, f"{self._name}: connection lost during {_short(command)!r}")

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 
+from specdash.bench.greedy import chosen_prompts, greedy_outputs, workload_key
 from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import PromptSet, load_prompts
 from specdash.bench.store import RunMeta, Store
@@ -22,6 +23,7 @@ from specdash.core.compare import CrossoverKind, compute_crossover
 from specdash.core.eta import estimate
 from specdash.core.events import (
     BenchUpdate,
+    GreedyUpdate,
     LevelRow,
     ModeInfo,
     ModesChanged,
@@ -29,8 +31,10 @@ from specdash.core.events import (
     ServerStatus,
     SessionEvent,
 )
+from specdash.core.greedy import GreedyCheck, compare_outputs
 from specdash.core.models import Origin, Phase
 from specdash.core.server_state import RECORD_KINDS, sweep_plan
+from specdash.core.slo import Slo, goodput_curve, max_concurrency_meeting
 from specdash.core.timeline import Timeline
 from specdash.core.verdict import verdict
 from specdash.engines.registry import make_rules
@@ -42,7 +46,7 @@ from specdash.server import adopt as adoption
 from specdash.server.adopt import Adoptable
 from specdash.server.gpu import draft_architectures, gpu_inventory, poll_gpus
 from specdash.server.lifecycle import Lifecycle, RunRecord
-from specdash.server.probe_agent import HostRunner
+from specdash.server.probe_agent import HostRunner, loopback_url
 from specdash.server.session import Listener
 from specdash.server.watch import ServerWatch
 
@@ -69,7 +73,11 @@ class RemoteSession:
         store: Store | None = None,
         sweep_defaults: SweepConfig | None = None,
         clock: Callable[[], float] = time.time,
+        greedy_prompts: int = 0,
     ) -> None:
+        """`greedy_prompts`: prompts of the greedy spot check (`check_greedy`, and after each mode of an A/B
+        sweep, where the mode is live anyway: its outputs are stored and compared with the first mode's);
+        0: no check after an A/B, and `check_greedy` refuses."""
         self.host = host
         self.host_config = host_config
         self.config = config
@@ -77,6 +85,7 @@ class RemoteSession:
         self.store = store
         self.sweep_defaults = sweep_defaults or SweepConfig(progress_interval_s=0.25)
         self.clock = clock
+        self.greedy_prompts = greedy_prompts
         self._listeners: list[Listener] = []
         self._watch: ServerWatch | None = None
         self._watch_task: asyncio.Task[None] | None = None
@@ -87,6 +96,7 @@ class RemoteSession:
         self._sweep: Sweep | None = None  # the mode being swept now: told of link losses
         self._rows: dict[tuple[str, int], LevelRow] = {}
         self._curves: dict[str, dict[int, float]] = {}
+        self._slo: Slo | None = None  # the running (or last) sweep's SLO, for its verdict
         self.results: dict[str, SweepResult] = {}
         """The last sweep's result per mode."""
         self._closed = asyncio.Event()
@@ -240,6 +250,7 @@ class RemoteSession:
         self._curves.clear()
         self.results.clear()
         config = replace(config or self.sweep_defaults, levels=tuple(levels))
+        self._slo = config.slo
         prompts = prompts or load_prompts("chat")
         for mode in modes:
             for c in config.effective_levels():
@@ -249,6 +260,9 @@ class RemoteSession:
             for mode in modes:
                 await self._ensure_ready(mode)
                 await self._sweep_mode(mode, config, prompts)
+                result = self.results.get(mode)
+                if len(modes) > 1 and self.greedy_prompts and result is not None and result.aborted is None:
+                    await self._greedy_after_sweep(mode, modes[0], prompts, config)
         except asyncio.CancelledError:
             self._emit(Notice("sweep cancelled; finished levels are kept", "warning"))
             raise
@@ -256,6 +270,73 @@ class RemoteSession:
             self._sweep_task = None
             self._publish_bench(running=False)
         self._emit(Notice(f"sweep done: {self._crossover_text() or 'see the table'}", bell=True))
+
+    async def check_greedy(self, reference: str) -> None:
+        """The greedy spot check on the live mode: fetch its outputs for `greedy_prompts` prompts at
+        temperature 0 (stored), and compare them with `reference`'s stored outputs for the same prompts.
+        Reported as `GreedyUpdate` events; no restart (a reference without stored outputs is said so)."""
+        if not self.greedy_prompts:
+            raise SpecdashError("the greedy check is off ([bench] greedy_prompts = 0)")
+        self.config.mode(reference)
+        await self._greedy_check(reference, load_prompts("chat"), self.sweep_defaults.settings)
+
+    async def greedy_texts(self, n: int, prompts: Sequence[str], settings: ProbeSettings) -> list[str]:
+        """The live mode's outputs at temperature 0 for the first `n` of `prompts` (cycling), stored per host,
+        mode and workload (`bench.greedy.workload_key`)."""
+        status = self._status
+        if status.phase is not Phase.READY or not status.mode:
+            raise SpecdashError("greedy check: start a server first (the check asks the live mode)")
+        chosen = chosen_prompts(prompts, n)
+        port = status.port if status.port is not None else self.config.mode(status.mode).port
+        local = await self.host.forward(port)
+        texts = await greedy_outputs(
+            f"http://127.0.0.1:{local}",
+            chosen,
+            endpoint=settings.endpoint,
+            output_len=settings.output_len,
+            model=settings.model,
+        )
+        if self.store is not None:
+            key = workload_key(chosen, settings.endpoint, settings.output_len, settings.model)
+            self.store.add_greedy_outputs(self.label, status.mode, key, texts)
+        return texts
+
+    async def _greedy_check(self, reference: str, prompts: PromptSet, settings: ProbeSettings) -> GreedyCheck | None:
+        mode, n = self._status.mode or "", self.greedy_prompts
+        self._emit(GreedyUpdate(mode, reference, n, running=True))
+        try:
+            texts = await self.greedy_texts(n, prompts.prompts, settings)
+        except SpecdashError as exc:
+            self._emit(GreedyUpdate(mode, reference, n, note=f"greedy check on {mode} failed: {exc.message}"))
+            raise
+        if mode == reference:
+            note = f"{mode}'s outputs for {n} prompts are stored as the reference: check a speculative mode next"
+            self._emit(GreedyUpdate(mode, reference, n, note=note))
+            return None
+        key = workload_key(chosen_prompts(prompts.prompts, n), settings.endpoint, settings.output_len, settings.model)
+        stored = self.store.greedy_outputs(self.label, reference, key) if self.store is not None else None
+        if stored is None:
+            note = (
+                f"{mode}'s outputs are stored; {reference} has none for these {n} prompts on {self.label} yet: "
+                f"run the check on {reference} (or an A/B of both) to compare"
+            )
+            self._emit(GreedyUpdate(mode, reference, n, note=note))
+            return None
+        when, ref_texts = stored
+        check = compare_outputs(reference, mode, ref_texts, texts)
+        stored_at = when[:16].replace("T", " ")  # ISO seconds in UTC (`Store`): to the minute is enough here
+        self._emit(GreedyUpdate(mode, reference, n, check=check, note=f"{reference}'s outputs of {stored_at} UTC"))
+        if check.identical < check.total:
+            self._emit(Notice(check.text.splitlines()[0], "warning", bell=True))
+        return check
+
+    async def _greedy_after_sweep(self, mode: str, reference: str, prompts: PromptSet, config: SweepConfig) -> None:
+        # Part of the A/B: the mode is live now, so its outputs cost N requests and no restart. A failure is
+        # a warning; the sweep's measurements stand.
+        try:
+            await self._greedy_check(reference, prompts, config.settings)
+        except SpecdashError as exc:
+            self._emit(Notice(exc.message, "warning"))
 
     @property
     def status(self) -> ServerStatus:
@@ -373,7 +454,7 @@ class RemoteSession:
         """Runners of a probe on the host, against the server on the host's loopback."""
 
         def make(settings: ProbeSettings, prompts: tuple[str, ...]) -> HostRunner:
-            return HostRunner(self.host, f"http://127.0.0.1:{port}", settings, prompts)
+            return HostRunner(self.host, loopback_url(port), settings, prompts)
 
         return make
 
@@ -477,7 +558,18 @@ class RemoteSession:
     def _crossover_text(self) -> str:
         """The verdict of the modes measured so far (`core.verdict`): one mode's peak, or where a mode stops
         beating the first one."""
-        return verdict(self._curves)
+        if self._slo is None:
+            return verdict(self._curves)
+        judged = {
+            mode: [row.slo for (m, _), row in self._rows.items() if m == mode and row.status == "done" and row.slo]
+            for mode in self._curves
+        }
+        return verdict(
+            self._curves,
+            slo_text=self._slo.text,
+            capacity={m: max_concurrency_meeting(levels) for m, levels in judged.items()},
+            goodput={m: goodput_curve(levels) for m, levels in judged.items()},
+        )
 
     def _publish_bench(self, *, running: bool) -> None:
         crossover = None

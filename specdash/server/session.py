@@ -76,6 +76,11 @@ class Session(Protocol):
         """Stop the running sweep; finished levels are kept."""
         ...
 
+    async def check_greedy(self, reference: str) -> None:
+        """The greedy spot check: the live mode's outputs at temperature 0 for N prompts, compared with
+        `reference`'s stored outputs for the same prompts; reported as `GreedyUpdate` events."""
+        ...
+
     async def close(self) -> None:
         """Stop watching and close the connection (the server keeps running)."""
         ...

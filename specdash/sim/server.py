@@ -96,17 +96,19 @@ class SimServer:
             rid = f"HEALTH_CHECK_{time.time()}"
         else:
             rid = uuid.UUID(int=((self.c.seed % (1 << 64)) << 64) + self._rid_counter).hex
+        word_seed = None if greedy_prompt is None else hashlib.sha256(greedy_prompt.encode()).hexdigest()
         stop_at = None
         if not ignore_eos and not internal:
-            # Natural length ~ exponential with mean 400 tokens, seeded per request so runs repeat.
-            stop_at = 1 + int(random.Random(rid).expovariate(1 / 400))
+            # Natural length ~ exponential with mean 400 tokens, seeded per request so runs repeat; a greedy
+            # request ends where its prompt says (EOS is part of the greedy text, the same in every mode).
+            stop_at = 1 + int(random.Random(word_seed or rid).expovariate(1 / 400))
         return SimRequest(
             rid=rid,
             prompt_tokens=max(1, prompt_tokens),
             max_new_tokens=max(1, max_new),
             stop_at=stop_at,
             internal=internal,
-            word_seed=None if greedy_prompt is None else hashlib.sha256(greedy_prompt.encode()).hexdigest(),
+            word_seed=word_seed,
             diverge_at=self.c.faults.spec_diverge
             if greedy_prompt is not None and self.c.speculative_algorithm
             else None,

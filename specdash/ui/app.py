@@ -27,6 +27,7 @@ from specdash.core.events import (
     BenchTick,
     BenchUpdate,
     GpuStats,
+    GreedyUpdate,
     LogBatch,
     ModesChanged,
     Notice,
@@ -41,6 +42,7 @@ from specdash.ui.messages import (
     BenchUpdated,
     ConnectionChanged,
     GpuUpdated,
+    GreedyUpdated,
     LogLines,
     LogMailbox,
     ModesUpdated,
@@ -78,6 +80,8 @@ def to_message(event: SessionEvent | ConnectionEvent, logs: LogMailbox) -> Messa
             return BenchTicked(event)
         case BenchUpdate():
             return BenchUpdated(event)
+        case GreedyUpdate():
+            return GreedyUpdated(event)
         case Notice():
             return NoticePosted(event)
     return ConnectionChanged(event)

@@ -16,7 +16,16 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from specdash.core.events import BenchTick, BenchUpdate, GpuStats, LogBatch, ModesChanged, Notice, ServerStatus
+from specdash.core.events import (
+    BenchTick,
+    BenchUpdate,
+    GpuStats,
+    GreedyUpdate,
+    LogBatch,
+    ModesChanged,
+    Notice,
+    ServerStatus,
+)
 from specdash.remote.events import ConnectionEvent
 
 
@@ -128,6 +137,13 @@ class BenchTicked(Message):
     grows from its hint)."""
 
     tick: BenchTick
+
+
+@dataclass
+class GreedyUpdated(_Snapshot):
+    """The greedy spot check started, ended, or has nothing to compare yet."""
+
+    update: GreedyUpdate
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import uuid
@@ -19,7 +20,9 @@ from tests.sshd import Keys, Sshd, free_port
 @pytest.fixture
 def cli(tmp_path: Path, sshd: Sshd, ssh_keys: Keys, known_hosts: Path):
     port = free_port()
-    cfg = sim_config(tmp_path, port=port, time_scale=0.01)
+    # `diverge`: EAGLE-3 with a lossy verify step (its greedy text differs from the target's at token 5).
+    diverge = '[modes.diverge]\nextends = "eagle3"\nargs = ["--sim-fault", "spec-diverge=5"]\n'
+    cfg = sim_config(tmp_path, port=port, time_scale=0.01, extra_modes=diverge)
     assert cfg.path is not None
     # The host entry points at the test sshd with a state dir of its own.
     host = f"""
@@ -107,3 +110,28 @@ def test_bench_probe_local_runs_the_probe_here_and_says_why(cli) -> None:
     assert probe["where"] == "local" and "--probe" in probe["why"]
     usage = cli("bench", "--url", "http://127.0.0.1:9", "--probe", "host")
     assert usage.returncode == 2 and "--probe needs HOST" in usage.stderr and "Traceback" not in usage.stderr
+
+
+def test_bench_check_greedy_over_ssh_reports_the_lossy_mode_and_stores_both_outputs(cli, tmp_path: Path) -> None:
+    db = tmp_path / "greedy.db"
+    out = cli(
+        "bench", "sim", "--modes", "baseline,diverge", "--levels", "1", "--output-len", "16",
+        "--requests-per-level", "4", "--check-greedy", "3", "--db", str(db), "--json", timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    greedy = json.loads(out.stdout)["greedy"]
+    assert (greedy["reference"], greedy["other"], greedy["total"], greedy["identical"]) == ("baseline", "diverge", 3, 0)
+    first = greedy["first"]
+    assert first["prompt_index"] == 0 and first["reference"] != first["other"]
+    # Both modes' outputs are in the store, for the dashboard's check to compare against later.
+    with sqlite3.connect(db) as con:
+        rows = con.execute("SELECT mode, outputs FROM greedy_outputs ORDER BY id").fetchall()
+    assert sorted(mode for mode, _ in rows) == ["baseline", "diverge"]
+    assert all(len(json.loads(texts)) == 3 for _, texts in rows)
+
+    text = cli(
+        "bench", "sim", "--modes", "baseline,diverge", "--levels", "1", "--output-len", "16",
+        "--requests-per-level", "4", "--check-greedy", "2", "--db", str(db), timeout=300,
+    )  # fmt: skip
+    assert text.returncode == 0, text.stderr[-3000:]
+    assert "greedy check diverge vs baseline: 0/2 outputs identical; first difference: prompt 0" in text.stdout

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
@@ -18,6 +19,7 @@ from textual.widgets import DataTable, Label
 
 from specdash.cli.demo_session import demo_session
 from specdash.config import Config, HostConfig
+from specdash.core.events import GreedyUpdate
 from specdash.core.models import Phase
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession
@@ -149,3 +151,72 @@ async def test_connection_lost_and_regained_in_the_header(
         server.start()
         await wake.until(lambda: text(app, "#connection") == "● connected", timeout=30)
         assert session.host.generation == 2
+
+
+async def test_greedy_key_over_the_real_stack_finds_a_lossy_verify_step(
+    sshd: Sshd, ssh_options: SSHOptions, tmp_path: Path
+) -> None:
+    """The greedy check and the SLO against the simulator over the real sshd: an A/B stores baseline's outputs as the
+    reference and shows the mode with the `spec-diverge` fault as a finding with its first difference; key `o`
+    on eagle3 then matches baseline's stored outputs without restarting baseline; every output is stored."""
+    from specdash.bench.levels import SweepConfig
+    from specdash.bench.probe import ProbeSettings
+    from specdash.bench.store import Store
+    from specdash.core.slo import parse_slo
+    from tests.integration.remote_sim import sim_config
+    from tests.sshd import free_port
+
+    diverge = '[modes.diverge]\nextends = "eagle3"\nargs = ["--sim-fault", "spec-diverge=5"]\n'
+    cfg = sim_config(tmp_path, port=free_port(), time_scale=FAST, extra_modes=diverge)
+    host_cfg = HostConfig(name="sim-host", address=target(sshd), state_dir=f"~/.specdash-tests/{uuid.uuid4().hex}")
+    store = Store(tmp_path / "bench.db")
+    slo = parse_slo("ttft_p90=5s,tpot_p90=1s")  # the dashboard's sweeps are judged against `[bench] slo`
+    defaults = SweepConfig(progress_interval_s=0.25, settings=ProbeSettings(output_len=24), slo=slo)
+    session = RemoteSession(
+        SSHHost(target(sshd), ssh_options), host_cfg, cfg, store=store, sweep_defaults=defaults, greedy_prompts=4
+    )
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        wake = Waker(session, pilot)
+        ended: list[GreedyUpdate] = []
+        session.subscribe(lambda e: ended.append(e) if isinstance(e, GreedyUpdate) and not e.running else None)
+        await asyncio.wait_for(session.attached.wait(), 30)
+        try:
+
+            async def check(mode: str) -> str:
+                if session.status.mode != mode:
+                    await session.switch(mode)
+                await wake.until(lambda: session.status.mode == mode and session.status.phase is Phase.READY)
+                before = len(ended)
+                await pilot.press("o")
+                await wake.until(lambda: len(ended) > before and app.screen.check_action("greedy", ()) is True)
+                return text(app, "#bench-greedy")
+
+            # An A/B checks each mode while it is live: baseline's outputs become the reference, and the
+            # lossy mode is a finding with its first difference.
+            await session.sweep(["baseline", "diverge"], [1])
+            await wake.until(lambda: len(ended) == 2)
+            assert "baseline's outputs for 4 prompts are stored as the reference" in ended[0].note
+            lossy = text(app, "#bench-greedy")
+            assert lossy.startswith("⚠ greedy check diverge vs baseline: 0/4 outputs identical; first difference"), (
+                lossy
+            )
+            assert "prompt 0, character" in lossy
+            # The SLO: attainment and goodput per level, the largest C per mode in the verdict.
+            table = app.screen.query_one("#bench-table", DataTable)
+            assert [str(c.label) for c in table.columns.values()][-2:] == ["SLO", "goodput"]
+            assert {str(table.get_row_at(i)[-2]) for i in range(table.row_count)} == {"✓100%"}
+            verdict = text(app, "#bench-verdict")
+            assert "Under the SLO (ttft_p90≤5000ms, tpot_p90≤1000ms): baseline up to C=1, diverge up to C=1" in verdict
+            assert app.screen.query_one("#bench-greedy").has_class("-finding")
+            # The key on another mode compares with baseline's stored outputs: no restart of baseline.
+            same = await check("eagle3")
+            assert same.startswith("✓ greedy check eagle3 vs baseline: 4/4 outputs identical"), same
+            assert not app.screen.query_one("#bench-greedy").has_class("-finding")
+            assert session.status.mode == "eagle3"
+        finally:
+            await session.stop()
+    rows = store._fetchall("SELECT mode, outputs FROM greedy_outputs ORDER BY id")
+    assert [r["mode"] for r in rows] == ["baseline", "diverge", "eagle3"]
+    assert all(len(json.loads(r["outputs"])) == 4 for r in rows)
+    store.close()

@@ -113,7 +113,15 @@ async def test_info_routes_and_flush(sim: Simulators) -> None:
 async def test_without_ignore_eos_some_requests_stop_early(sim: Simulators) -> None:
     port = (await sim(*BASELINE, "--sim-speed", "20", ready=30)).port
     async with aiohttp.ClientSession() as s:
-        recs = await asyncio.gather(*(stream_generate(s, port, 600, ignore_eos=False) for _ in range(12)))
+        # Distinct prompts: at temperature 0 a prompt's natural end is part of its greedy text (the same each time).
+        recs = await asyncio.gather(
+            *(
+                stream_generate(s, port, 600, ignore_eos=False, text=f"Tell me about speculation, take {i}.")
+                for i in range(12)
+            )
+        )
+        again = await stream_generate(s, port, 600, ignore_eos=False, text="Tell me about speculation, take 0.")
+    assert again.final_tokens == recs[0].final_tokens  # the same greedy prompt ends at the same token
     reasons = {str(r.meta["finish_reason"]) for r in recs}
     assert any("'stop'" in reason for reason in reasons)
     for r in recs:

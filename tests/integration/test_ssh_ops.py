@@ -145,3 +145,27 @@ async def test_asyncssh_logs_to_the_state_dir_not_the_terminal(
     assert "Opening SSH connection" in host.log_file.read_text()
     captured = capfd.readouterr()
     assert "asyncssh" not in captured.err and "SSH" not in captured.err
+
+
+async def test_a_slow_reader_of_a_fast_stream_holds_a_bounded_buffer(host: SSHHost) -> None:
+    """A command that writes faster than we read: the SSH channel's window must push back on the host, so
+    what waits in our process stays within a few windows (2 MiB each), whatever the command writes.
+
+    asyncssh re-opens a channel's whole window when it delivers the first of several buffered packets and
+    keeps the rest: a reader that takes less than everything buffered let the buffer grow without bound
+    (112 MB in a log flood under a CPU hog). The consumer here is slow on purpose (a pause per piece is the
+    load being modelled, not synchronisation)."""
+    import tracemalloc
+
+    total = 48 * 1024 * 1024
+    got = 0
+    tracemalloc.start()
+    try:
+        async for chunk in host.stream_bytes(f"exec head -c {total} /dev/zero"):
+            got += len(chunk)
+            await asyncio.sleep(0.002)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert got == total
+    assert peak < 16 * 1024 * 1024, f"peak {peak / 1e6:.1f} MB while streaming {total / 1e6:.0f} MB"

@@ -125,10 +125,17 @@ def test_schema_is_versioned_and_migrations_apply_in_order(tmp_path: Path, monke
     raw.close()
     current = store_mod.SCHEMA_VERSION
     with Store(db) as store:
-        assert store.schema_version == current == 3
+        assert store.schema_version == current == 4
         assert [r.meta.host for r in store.runs()] == ["old-host"]
         # v3 added startups.kind: what was stored before counts as a startup, as it did then.
         assert [r.kind for r in store.startups()] == ["startup"]
+        # v4 added greedy_outputs: the newest outputs per host, mode and workload.
+        assert store.greedy_outputs("old-host", "m", "w") is None
+        store.add_greedy_outputs("old-host", "m", "w", ["a", "b"])
+        store.add_greedy_outputs("old-host", "m", "w", ["c"])
+        store.add_greedy_outputs("old-host", "m", "other", ["d"])
+        found = store.greedy_outputs("old-host", "m", "w")
+        assert found is not None and found[1] == ["c"]
 
     def add_note(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE runs ADD COLUMN note TEXT NOT NULL DEFAULT ''")

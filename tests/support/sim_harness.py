@@ -265,12 +265,16 @@ class StreamRecord:
 
 
 async def stream_generate(
-    session: aiohttp.ClientSession, port: int, max_new_tokens: int, ignore_eos: bool = True
+    session: aiohttp.ClientSession,
+    port: int,
+    max_new_tokens: int,
+    ignore_eos: bool = True,
+    text: str = "Tell me about speculative decoding.",
 ) -> StreamRecord:
-    """One native `/generate` stream; tokens from cumulative `meta_info.completion_tokens`."""
+    """One native `/generate` stream at temperature 0; tokens from cumulative `meta_info.completion_tokens`."""
     rec = StreamRecord(started=time.monotonic())
     body = {
-        "text": "Tell me about speculative decoding.",
+        "text": text,
         "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0, "ignore_eos": ignore_eos},
         "stream": True,
     }

@@ -105,6 +105,9 @@ class FakeSession:
     async def cancel_sweep(self) -> None:
         await self._record("cancel_sweep")
 
+    async def check_greedy(self, reference: str) -> None:
+        await self._record("check_greedy", reference)
+
     async def close(self) -> None:
         self.calls.append(("close", ()))
         self._closed.set()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from specdash.core.events import (
     BenchTick,
     BenchUpdate,
@@ -14,6 +16,8 @@ from specdash.core.events import (
     ServerStatus,
 )
 from specdash.core.models import CrashInfo, Phase, Progress
+from specdash.core.slo import LevelSlo, TargetResult, goodput_curve, max_concurrency_meeting, parse_slo
+from specdash.core.verdict import verdict
 from specdash.errors import SpecdashError
 from specdash.remote.events import Connected, Lost, Reconnecting
 from tests.ui.fake_session import Event
@@ -190,3 +194,40 @@ def reconnecting() -> list[Event]:
 
 
 REFUSED = SpecdashError("port 30000 on gpu-box is busy (pid 999 python3); stop it or pick another port")
+
+
+SLO = parse_slo("ttft_p90=500ms,tpot_p90=50ms")
+
+
+def _judged(row: LevelRow, good: int, ttft_share: float, tpot_share: float) -> LevelRow:
+    """`row` judged against `SLO`: `good` of its 64 requests within both limits, over a 20 s level."""
+    ttft, tpot = SLO.targets
+    targets = (TargetResult(ttft, ttft_share, 300.0), TargetResult(tpot, tpot_share, 40.0))
+    return replace(row, slo=LevelSlo(row.concurrency, 64, good, good * 256, 20.0, targets))
+
+
+SLO_ROWS = (
+    _judged(ROWS[0], 64, 1.0, 1.0),
+    _judged(ROWS[1], 62, 1.0, 0.97),
+    _judged(ROWS[2], 40, 0.7, 0.8),
+    _judged(ROWS[3], 64, 1.0, 1.0),
+    _judged(ROWS[4], 59, 0.95, 0.93),
+    _judged(replace(ROWS[5], status="done"), 20, 0.5, 0.4),
+)
+
+
+def bench_with_slo() -> BenchUpdate:
+    """The A/B above judged against `SLO`, with the session's own verdict (`core.verdict`) of it."""
+    curves = {m: dict(points) for m, points in BENCH.curves.items()}
+    judged = {m: [r.slo for r in SLO_ROWS if r.mode == m and r.slo is not None] for m in curves}
+    text = verdict(
+        curves,
+        slo_text=SLO.text,
+        capacity={m: max_concurrency_meeting(v) for m, v in judged.items()},
+        goodput={m: goodput_curve(v) for m, v in judged.items()},
+    )
+    return replace(BENCH, rows=SLO_ROWS, crossover_text=text, running=False)
+
+
+def ready_with_slo() -> list[Event]:
+    return [RUNNING_EAGLE3, Connected(HOST, 1), READY, STARTUP_LOG, READY_LOG, GPUS, bench_with_slo()]

@@ -92,3 +92,10 @@ def test_sweep_page_at_80x24(snap_compare: SnapCompare) -> None:
 def test_zoomed_log_wrapped_at_80x24(snap_compare: SnapCompare) -> None:
     run_before = pressing("z", "w", focus_log=True)
     assert snap_compare(app_for(sc.crashed()), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_sweep_page_with_slo_at_80x30(snap_compare: SnapCompare) -> None:
+    # The SLO columns and the verdict under the SLO must fit 80 columns (GPUs left out as above; 30 rows, so
+    # the charts have the rows to place their labels the same way in every process).
+    events = [event for event in sc.ready_with_slo() if event is not sc.GPUS]
+    assert snap_compare(app_for(events), terminal_size=(80, 30), run_before=pressing("v"))

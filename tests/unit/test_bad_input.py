@@ -79,6 +79,12 @@ CASES = [
     cfg_case("bench-link-wait", "[bench]\nlink_wait = 0", "[bench] link_wait: 0 is out of range"),
     cfg_case("bench-unknown", "[bench]\nlevels = [1]", "[bench] levels: unknown key"),
     cfg_case("bench-probe", '[bench]\nprobe = "gpu"', "[bench] probe: must be one of host, local, not 'gpu'"),
+    cfg_case("bench-greedy-range", "[bench]\ngreedy_prompts = 1001", "[bench] greedy_prompts: 1001 is out of range"),
+    cfg_case(
+        "bench-greedy-fraction",
+        "[bench]\ngreedy_prompts = 2.5",
+        "[bench] greedy_prompts: must be a whole number of prompts, not 2.5",
+    ),
     # -- CLI: empty args, host strings, ports, modes, levels, URLs -------------------------------------
     Case("no-command", (), 2, ("usage: specdash",)),
     Case("up-no-host", ("up",), 2, ("the following arguments are required: HOST",)),

@@ -33,6 +33,7 @@ from specdash.ui.messages import (
     BenchUpdated,
     ConnectionChanged,
     GpuUpdated,
+    GreedyUpdated,
     LogLines,
     ModesUpdated,
     NoticePosted,
@@ -54,7 +55,7 @@ RunAction = Callable[[str, Action, str], None]
 """Runs an action in a worker (name, action, group `action` or `sweep`): the app's, so a failure becomes a
 notification and the dashboard never reaches into the app."""
 
-_NEEDS_HOST = {"start", "stop", "restart", "switch", "sweep", "ab", "cancel_sweep"}
+_NEEDS_HOST = {"start", "stop", "restart", "switch", "sweep", "ab", "cancel_sweep", "greedy"}
 """Actions that talk to the host, so wait for a connection."""
 
 PAGED_BELOW = (100, 34)
@@ -124,6 +125,7 @@ class DashboardScreen(Screen[None]):
         self._connected = False
         self._levels: tuple[int, ...] = DEFAULT_LEVELS
         self._bench: BenchUpdate | None = None
+        self._greedy_running = False
         self._log_panel = LogPanel(id="log")
         self._bench_panel = BenchPanel(chart_interval=chart_interval, id="bench")
         self.takers: dict[type[Message], Widget] = {
@@ -268,6 +270,12 @@ class DashboardScreen(Screen[None]):
         self.query_one(BenchPanel).show_update(message.update)
         self.refresh_bindings()
 
+    @on(GreedyUpdated)
+    def _greedy_updated(self, message: GreedyUpdated) -> None:
+        self._greedy_running = message.update.running
+        self.query_one(BenchPanel).show_greedy(message.update)
+        self.refresh_bindings()
+
     @on(NoticePosted)
     def _notice(self, message: NoticePosted) -> None:
         notice = message.notice
@@ -307,6 +315,8 @@ class DashboardScreen(Screen[None]):
                 return len(modes.marked) > 1 and not sweeping
             case "cancel_sweep":
                 return sweeping
+            case "greedy":
+                return self._status.phase is Phase.READY and not sweeping and not self._greedy_running
             case "chart_view":
                 return self.query_one(BenchPanel).has_data
             case "search_next" | "search_previous":
@@ -458,6 +468,25 @@ class DashboardScreen(Screen[None]):
             "Cancel sweep",
             lambda: self._run("cancel sweep", self.session.cancel_sweep),
         )
+
+    def greedy_reference(self) -> str | None:
+        """The mode the greedy check compares the live one against: the first marked mode (the A/B's
+        reference), else the first configured one; the live mode itself when it is that one (its outputs are
+        then stored as the reference)."""
+        modes = self.query_one(ModeList)
+        live = self._status.mode
+        marked = [name for name in modes.names if name in modes.marked]
+        for candidates in (marked, modes.names):
+            if candidates:
+                return candidates[0]
+        return live
+
+    def action_greedy(self) -> None:
+        reference = self.greedy_reference()
+        if reference is None:
+            return
+        self.show_page("bench")
+        self._run("greedy check", lambda: self.session.check_greedy(reference))
 
     def action_chart_view(self) -> None:
         self.query_one(BenchPanel).cycle_chart()

@@ -44,6 +44,14 @@ BENCH_BINDINGS = [
     _b("a", "ab", "A/B", "ab", "Sweep every marked mode in turn (restarts the server between them)"),
     _b("escape", "cancel_sweep", "Cancel sweep", "cancel-sweep", "Stop the running sweep; finished levels are kept"),
     _b("p", "chart_view", "Chart", "chart-view", "Switch the curves chart: tok/s by C, speedup, Pareto"),
+    _b(
+        "o",
+        "greedy",
+        "Greedy check",
+        "greedy-check",
+        "Greedy spot check: the live mode's outputs at temperature 0 against the reference mode's stored ones",
+        show=False,
+    ),
 ]
 LOG_BINDINGS = [
     _b("f", "follow", "Follow", "follow", "Keep the newest log line in view, or stop scrolling", show=False),

@@ -12,12 +12,14 @@ from textual.reactive import reactive
 from textual.widgets import DataTable, Label
 
 from specdash.core.acceptance import accept_alarm, acceptance_line
-from specdash.core.events import BenchUpdate, LevelRow
+from specdash.core.events import BenchUpdate, GreedyUpdate, LevelRow
 from specdash.ui.format import rate
 from specdash.ui.messages import BenchTicked
 from specdash.ui.widgets.charts import CurvesChart, LiveChart
 
 COLUMNS = ("", "mode", "C", "tok/s", "×", "server", "accept", "TTFT", "ok")
+SLO_COLUMNS = ("SLO", "goodput")
+"""Added when the sweep has an SLO: the level's attainment (✓ it meets the SLO, ✗ not) and token goodput."""
 
 STATUS_GLYPH = {"pending": "·", "warmup": "…", "running": "▶", "paused": "‖", "done": "✓", "failed": "✗"}
 """One cell for the level's state (the table is narrow at 120 columns): ▶ running, ✓ done, ✗ failed."""
@@ -44,6 +46,14 @@ def row_cells(row: LevelRow, reference: Mapping[int, float] | None = None) -> tu
     )
 
 
+def slo_cells(row: LevelRow) -> tuple[str, str]:
+    """`✓ 96%` (meets the SLO; share of requests within every limit) and the token goodput, or blanks."""
+    if row.slo is None or row.status not in ("done", "failed"):
+        return ("", "")
+    mark = "✓" if row.slo.meets else "✗"
+    return (f"{mark}{row.slo.attainment:.0%}", rate(row.slo.token_goodput))
+
+
 def acceptance_text(rows: tuple[LevelRow, ...]) -> str:
     """The newest finished speculative level's acceptance (the table's `accept` column says it per level)."""
     done = [row for row in rows if row.status == "done" and row.accept_length is not None]
@@ -52,6 +62,18 @@ def acceptance_text(rows: tuple[LevelRow, ...]) -> str:
     row = done[-1]
     assert row.accept_length is not None
     return acceptance_line(row.mode, row.concurrency, row.accept_length, row.draft_share, row.accept_per_position)
+
+
+def greedy_text(update: GreedyUpdate) -> str:
+    """The greedy check's line(s): running, `k/N identical` with the first difference, or why there is no
+    comparison yet."""
+    if update.running:
+        return f"… greedy check: {update.mode}, {update.prompts} prompts at temperature 0"
+    check = update.check
+    if check is None:
+        return f"greedy check: {update.note}"
+    mark = "✓" if check.identical == check.total else "⚠"
+    return f"{mark} {check.text}" + (f"\n  ({update.note})" if update.note else "")
 
 
 def notes_text(rows: tuple[LevelRow, ...]) -> str:
@@ -68,6 +90,9 @@ def notes_text(rows: tuple[LevelRow, ...]) -> str:
 class BenchTable(DataTable[str]):
     """Levels of the current sweep, in order."""
 
+    _slo_columns = False
+    """Whether the SLO columns are shown (the rows have SLO figures)."""
+
     def on_mount(self) -> None:
         self.border_title = "Sweep"
         self.cursor_type = "row"
@@ -83,12 +108,18 @@ class BenchTable(DataTable[str]):
         self, rows: tuple[LevelRow, ...], curves: Mapping[str, tuple[tuple[int, float], ...]] | None = None
     ) -> None:
         """Replace every row (a sweep has tens of levels at most, so redrawing all is cheap)."""
-        self.clear()
+        slo = any(row.slo is not None for row in rows)
+        self.clear(columns=slo != self._slo_columns)
+        if slo != self._slo_columns:
+            # Two columns more only when the sweep has an SLO: the table stays readable at 80 columns.
+            self._slo_columns = slo
+            self.add_columns(*COLUMNS, *(SLO_COLUMNS if slo else ()))
         modes = list(curves or {})
         reference = dict((curves or {})[modes[0]]) if len(modes) >= 2 else None
         for row in rows:
             ref = reference if modes and row.mode != modes[0] else None
-            self.add_row(*row_cells(row, ref), key=f"{row.mode}@{row.concurrency}")
+            cells = row_cells(row, ref) + (slo_cells(row) if slo else ())
+            self.add_row(*cells, key=f"{row.mode}@{row.concurrency}")
         running = [i for i, row in enumerate(rows) if row.status in ("warmup", "running", "paused")]
         if running:
             self.move_cursor(row=running[-1], animate=False)
@@ -113,6 +144,7 @@ class BenchPanel(Horizontal):
         with Vertical(id="bench-left"):
             yield BenchTable(id="bench-table")
             yield Label("", id="bench-verdict", markup=False)
+            yield Label("", id="bench-greedy", markup=False)
             yield Label("", id="bench-accept", markup=False)
             yield Label("", id="bench-notes", markup=False)
         with Horizontal(id="bench-charts"):
@@ -140,6 +172,15 @@ class BenchPanel(Horizontal):
         notes = self.query_one("#bench-notes", Label)
         notes.update(notes_text(update.rows))
         notes.display = bool(notes_text(update.rows))
+
+    def show_greedy(self, update: GreedyUpdate) -> None:
+        """The greedy check's state under the verdict; a difference is a finding (warning colour)."""
+        self.has_data = True
+        label = self.query_one("#bench-greedy", Label)
+        label.update(greedy_text(update))
+        label.display = True
+        check = update.check
+        label.set_class(check is not None and check.identical < check.total, "-finding")
 
     @on(BenchTicked)
     def _ticked(self, message: BenchTicked) -> None:
