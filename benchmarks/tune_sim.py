@@ -55,9 +55,10 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--precision", type=float, default=core.PRECISION)
     parser.add_argument("--max-blocks", type=int, default=core.MAX_BLOCKS)
+    parser.add_argument("--analyse", type=Path, metavar="DIR", help="only resume and report an earlier run's DIR")
     args = parser.parse_args()
     load_start = os.getloadavg()
-    work = Path(tempfile.mkdtemp(prefix="tune-bench-"))
+    work = args.analyse or Path(tempfile.mkdtemp(prefix="tune-bench-"))
     env = {**os.environ, "XDG_DATA_HOME": str(work / "data"), "XDG_CONFIG_HOME": str(work / "cfg")}
     argv = [sys.executable, "-m", "specdash", "tune", "demo", "--mode", "eagle3", "--space", SPACE,
             "--levels", ",".join(map(str, LEVELS)), "--repeats", str(args.repeats), "--duration", str(args.duration),
@@ -66,9 +67,15 @@ def main() -> int:
             "--max-blocks", str(args.max_blocks)]  # fmt: skip
     journal = work / "j" / "bench.jsonl"
     t0 = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        ["true"] if args.analyse else argv,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
     killed_at = 0
-    while proc.poll() is None:
+    while proc.poll() is None and not args.analyse:
         if journal.exists():
             levels = [json.loads(ln) for ln in journal.read_text().splitlines() if '"type": "level"' in ln]
             if any(r.get("block", 0) >= KILL_AT_BLOCK for r in levels):
