@@ -12,7 +12,8 @@ the CLI is SIGKILLed (process group) and run again with `--resume`. Then, from t
 * restarts made vs the full grid's (goal: at least a third saved);
 * level records in the journal and `done` levels in the store per (mode, C) (goal: nothing twice).
 
-Usage: `python benchmarks/tune_sim.py [--append] [--duration S] [--repeats R] [--precision F] [--max-blocks N]`; `--analyse DIR` only resumes and reports an earlier run.
+Usage: `python benchmarks/tune_sim.py [--append] [--duration S] [--repeats R] [--precision F] [--max-blocks N]`;
+`--analyse DIR` only resumes and reports an earlier run.
 """
 
 from __future__ import annotations
