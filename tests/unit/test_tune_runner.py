@@ -51,7 +51,9 @@ async def test_a_setting_dropped_after_a_pass_stays_dropped_in_the_result(tmp_pa
         measured.append((candidate, repeat))
         state.restarts += 1
         for c in levels:
-            state.values.setdefault(candidate, {}).setdefault(repeat, {})[c] = FIGURES[candidate][repeat][c]
+            state.values.setdefault(candidate, {}).setdefault(repeat, {}).setdefault(c, {})[0] = FIGURES[candidate][
+                repeat
+            ][c]
 
     runner._measure = measure  # type: ignore[method-assign]
     result = await runner.run()
