@@ -77,7 +77,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=256,
         help="tokens per response (default %(default)s)",
     )
-    parser.add_argument("--endpoint", choices=["generate", "chat", "completions"], default="generate")
+    parser.add_argument(
+        "--endpoint",
+        choices=["generate", "chat", "completions"],
+        help="what the probe requests (default: the server's engine decides: SGLang's /generate, else /v1/completions)",
+    )
     parser.add_argument("--prompts", default="chat", help="chat, code or a JSONL file (default %(default)s)")
     parser.add_argument("--model", help="model name for the OpenAI endpoints (default: from /v1/models)")
     parser.add_argument("--warmup", type=int_option(0, MAX_REQUESTS), help="warmup requests per level (default C)")
@@ -177,8 +181,9 @@ def run(args: argparse.Namespace) -> int:
         flush_cache=args.flush_cache,
         processes=args.processes,
         slo=slo,
+        endpoint_follows_engine=args.endpoint is None,
         settings=ProbeSettings(
-            endpoint=Endpoint(args.endpoint),
+            endpoint=Endpoint(args.endpoint or Endpoint.GENERATE),
             output_len=args.output_len,
             model=args.model,
             request_timeout_s=args.request_timeout,
@@ -239,7 +244,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out, default=str))
     else:
         print()
-        print(f"run {result.run_id} ({args.mode}, {prompts.name} prompts, {args.endpoint}, {args.output_len} tokens)")
+        endpoint = args.endpoint or "the engine's endpoint"
+        print(f"run {result.run_id} ({args.mode}, {prompts.name} prompts, {endpoint}, {args.output_len} tokens)")
         print(level_table(levels_json))
         print(sweep_verdict({args.mode: result}, slo))
         if result.aborted:
@@ -389,7 +395,13 @@ async def _greedy_texts(args: argparse.Namespace, url: str, prompts: tuple[str, 
 
     chosen = [prompts[i % len(prompts)] for i in range(args.check_greedy)]
     return await greedy_outputs(
-        url, chosen, endpoint=Endpoint(args.endpoint), output_len=args.output_len, model=args.model
+        # Without --endpoint: /v1/completions, which SGLang and vLLM both serve (the two URLs' engines are
+        # not identified here, and both modes must be asked the same way).
+        url,
+        chosen,
+        endpoint=Endpoint(args.endpoint or Endpoint.COMPLETIONS),
+        output_len=args.output_len,
+        model=args.model,
     )
 
 
