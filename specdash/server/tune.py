@@ -591,7 +591,9 @@ async def run_entry(session: RemoteSession, name: str, emit: Callable[[TuneProgr
         known = ", ".join(sorted(session.config.tunes)) or "none"
         raise SpecdashError(f"no [tune.{name}] in the config (known: {known})")
     plan = plan_for_entry(session.config, entry, session.label)
-    sweep = dataclasses.replace(session.sweep_defaults, progress_interval_s=1.0, on_link_loss="pause")
+    defaults = session.sweep_defaults
+    settings = dataclasses.replace(defaults.settings, endpoint=default_endpoint(plan.engine))  # as the CLI's
+    sweep = dataclasses.replace(defaults, settings=settings, progress_interval_s=1.0, on_link_loss="pause")
     journal, state = open_journal(plan, Journal.default_dir() / f"{plan.name}.jsonl", resume=True)
     records = session.store.startups(host=session.label, mode=plan.base_mode, limit=10) if session.store else []
     history = tuple(r.total_s for r in records if r.outcome == "ready" and r.total_s is not None)
