@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from dataclasses import replace
 
 from textual.widgets import Label, Static
 
 from specdash.cli.demo_session import demo_session
 from specdash.config import TuneConfig
+from specdash.core.events import ModesChanged, TuneProgress
 from specdash.server.tune import Journal
 from specdash.ui.app import make_app
 from specdash.ui.screens.confirm import ConfirmScreen
@@ -38,18 +40,16 @@ async def test_a_small_tune_started_in_the_view_finishes_with_a_policy() -> None
             event = asyncio.Event()
 
             def wake(e: object) -> None:
-                from specdash.core.events import ModesChanged
-
                 if isinstance(e, ModesChanged):
                     listed.append({m.name for m in e.modes})
                 event.set()
 
             session.subscribe(wake)
 
-            async def until(predicate: object, timeout: float) -> None:
+            async def until(predicate: Callable[[], bool], timeout: float) -> None:
                 async with asyncio.timeout(timeout):
                     await pilot.pause()
-                    while not predicate():  # type: ignore[operator]
+                    while not predicate():
                         event.clear()
                         with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(event.wait(), 0.5)
@@ -64,7 +64,10 @@ async def test_a_small_tune_started_in_the_view_finishes_with_a_policy() -> None
             assert "at most 3 restarts" in str(app.screen.query_one("#question", Label).render())
             await pilot.press("y")
             await until(lambda: session.tune_running(), 30)
-            progress = lambda: app.tune_progress  # noqa: E731
+
+            def progress() -> TuneProgress | None:
+                return app.tune_progress
+
             await until(lambda: (p := progress()) is not None and p.phase != "running", 300)
             p = progress()
             assert p is not None and p.phase == "done", p
