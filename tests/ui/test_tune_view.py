@@ -98,7 +98,8 @@ def progress(phase: str = "running", **changes: object) -> TuneProgress:
         state.apply({"type": "startup", "seconds": 6.0})
         for c, v in levels.items():
             state.apply({"type": "level", "candidate": name, "repeat": 0, "c": c, "tok_s": v})
-    plan = TunePlan("night", "gpu1", "eagle3", "baseline", "sglang", ENTRY.space, (1, 4), 2, (), ())
+    order = tuple(p for p in core.parse_space(ENTRY.space)[1] if p.label in ("s3-k4-d8", "s1-k1-d4"))
+    plan = TunePlan("night", "gpu1", "eagle3", "baseline", "sglang", ENTRY.space, (1, 4, 16), 2, order, ())
     pts = core.points(state.measured(), plan.noise_floor)
     rep = report(plan, TuneResult(plan, state, pts, core.build_policy(pts), ("s1-k1-d4",), state.restarts))
     base: dict[str, object] = dict(

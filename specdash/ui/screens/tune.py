@@ -113,8 +113,8 @@ class TuneScreen(ModalScreen[None]):
     def _live(self) -> Text:
         p = self._progress
         if p is None or p.phase != "running":
-            lines = self._ended(p) + self._entry_lines()
-            return Text("\n".join(lines))
+            ended = self._ended(p)
+            return Text("\n".join([*ended, *([""] if ended else []), *self._entry_lines()]))
         measuring = (
             f"measuring {p.setting} (pass {p.repeat + 1}/{p.repeats}): levels {p.levels_done}/{p.levels_total} done"
             if p.setting
@@ -138,14 +138,14 @@ class TuneScreen(ModalScreen[None]):
         if p is None:
             return []
         if p.phase == "cancelled":
-            return [f"tune {p.name} cancelled: finished levels are kept; {p.resume} continues", ""]
+            return [f"tune {p.name} cancelled: finished levels are kept; {p.resume} continues"]
         if p.phase == "failed":
-            return [f"tune {p.name} {p.line}", f"{p.resume} continues", ""]
-        return [f"tune {p.name} {p.line}", ""]
+            return [f"tune {p.name} {p.line}", f"{p.resume} continues"]
+        return [f"tune {p.name} {p.line}"]
 
     def _entry_lines(self) -> list[str]:
         if not self._entries:
-            return ["No [tune.NAME] entry in the config: add one to start a tune from here.", ""]
+            return ["No [tune.NAME] entry in the config: add one to start a tune from here."]
         lines = ["[tune.NAME] entries (s starts the picked one):"]
         for i, e in enumerate(self._entries):
             mark = ">" if i == self._picked else " "
@@ -156,7 +156,7 @@ class TuneScreen(ModalScreen[None]):
                     f"{mark} {e.name}: {e.mode} vs {e.baseline}, {e.settings} settings x {len(e.levels)} levels, "
                     f"{e.repeats} passes: at most {e.max_restarts} restarts"
                 )
-        return [*lines, ""]
+        return lines
 
     # -- keys ------------------------------------------------------------------------------------------
 
