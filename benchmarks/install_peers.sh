@@ -4,7 +4,11 @@
 #   what sglang.benchmark.serving and the dataset modules it loads import at module level;
 # - vllm bench serve: the vLLM CPU venv and the local tokenizer of tests/engine/install_engine.sh, reused as they are.
 # Re-running reuses what is there (stamp files). Quiet on success; on failure the step's log is printed.
+# `install_peers.sh sglang` installs bench_serving alone (about 0.8 GB; the vLLM CPU venv is about 3.5 GB); it
+# still needs a local tokenizer (`probe_cost.py --tokenizer DIR`, default .engine/small).
 set -euo pipefail
+ONLY=${1:-all}
+case "$ONLY" in all | sglang | vllm) ;; *) echo "usage: $0 [all|sglang|vllm]" >&2; exit 2 ;; esac
 
 cd "$(dirname "$0")/.."
 PEERS=.bench-peers
@@ -22,7 +26,7 @@ STEP_DIR=$PEERS STEP_LABEL=peers
 # shellcheck source=tests/engine/step.sh
 source tests/engine/step.sh
 
-if [ ! -f "$VENV/.installed" ]; then
+if [ "$ONLY" != vllm ] && [ ! -f "$VENV/.installed" ]; then
     rm -rf "$VENV"
     step venv "$PYTHON" -m venv "$VENV"
     step sglang "$VENV/bin/python" -m pip install -q --no-deps "sglang==$SGLANG_VERSION"
@@ -35,8 +39,8 @@ assert (root / "benchmark" / "serving.py").exists(), root'
     touch "$VENV/.installed"
 fi
 
-if [ ! -f .engine/venv-vllm/.installed ] || [ ! -f .engine/small/.built ]; then
+if [ "$ONLY" != sglang ] && { [ ! -f .engine/venv-vllm/.installed ] || [ ! -f .engine/small/.built ]; }; then
     bash tests/engine/install_engine.sh .engine
 fi
-echo "peers: sglang $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("sglang"))')," \
-    "vllm $(.engine/venv-vllm/bin/python -c 'import importlib.metadata as m; print(m.version("vllm"))')"
+[ "$ONLY" = vllm ] || echo "peers: sglang $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("sglang"))')"
+[ "$ONLY" = sglang ] || echo "peers: vllm $(.engine/venv-vllm/bin/python -c 'import importlib.metadata as m; print(m.version("vllm"))')"

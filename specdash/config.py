@@ -134,7 +134,7 @@ class BenchConfig:
     """Seconds a paused sweep waits for the link before it stops."""
     probe: str = "host"
     """`host`: the probe runs on the server's host (only records cross the link; falls back to `local`, with a
-    warning in the run's record, when the host has no Python >= 3.11); `local`: here, through the forward."""
+    warning in the run's record, when the host has no Python >= 3.9); `local`: here, through the forward."""
     slo: str = ""
     """An SLO every sweep is judged against, e.g. `ttft_p90=500ms,tpot_p90=50ms` (`--slo` overrides)."""
     greedy_prompts: int = 8

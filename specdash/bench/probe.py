@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from specdash.bench.compat import uncancel
 from specdash.bench.http1 import Http1Client
 from specdash.bench.samples import CONNECTION_FAILURES, Failure, RequestSample
 from specdash.bench.sse import Endpoint, StreamAccount
@@ -247,8 +248,7 @@ class Probe:
             elif not account.finished:
                 account.fail(Failure.EOF, "stream ended without [DONE]")
         except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if flight.abort is None or (task is not None and task.uncancel() > 0):
+            if flight.abort is None or uncancel(asyncio.current_task()) > 0:
                 raise
             limit = self.settings.stall_timeout_s if flight.abort is Failure.STALL else self.settings.request_timeout_s
             account.fail(flight.abort, f"{flight.abort.value} after {limit:g} s")
@@ -286,7 +286,7 @@ class Probe:
         if level is None:
             return
         acct = flight.account
-        rest = list(zip(acct.times[acct.harvested :], acct.tokens[acct.harvested :], strict=True))
+        rest = list(zip(acct.times[acct.harvested :], acct.tokens[acct.harvested :]))
         level.events += len(acct.times)
         level.pending_credits.extend(rest)
         # finish() may have moved the remainder of a partial count onto an already-credited chunk.
@@ -304,7 +304,7 @@ class Probe:
             h = acct.harvested
             n = len(acct.times)
             if n > h:
-                new = list(zip(acct.times[h:n], acct.tokens[h:n], strict=True))
+                new = list(zip(acct.times[h:n], acct.tokens[h:n]))
                 flight.credited += sum(tok for _, tok in new)
                 acct.harvested = n
                 out.extend(new)

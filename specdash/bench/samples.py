@@ -7,13 +7,14 @@ processes of one machine); per-chunk data is kept as offsets from the request's 
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
+
+from specdash.bench.compat import SLOTS, StrEnum
 
 NS_PER_MS = 1_000_000
 
 
-class Failure(enum.StrEnum):
+class Failure(StrEnum):
     """Why a request failed. Every failed request is recorded with one of these, never dropped."""
 
     HTTP_STATUS = "http_status"
@@ -40,7 +41,7 @@ CONNECTION_FAILURES = frozenset({Failure.REFUSED, Failure.RESET})
 """Failures that mean the server (or the tunnel to it) went away rather than rejected one request."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)  # slots: one per request, kept by the thousand
 class RequestSample:
     """One request, finished or failed, as the probe saw it."""
 
@@ -139,4 +140,7 @@ class RequestSample:
     def credits(self) -> list[tuple[int, int]]:
         """(absolute arrival ns, tokens) per content chunk, for rate windows."""
         base = self.start_ns
-        return [(base + off * 1000, tok) for off, tok in zip(self.chunk_offsets_us, self.chunk_tokens, strict=True)]
+        offs, toks = self.chunk_offsets_us, self.chunk_tokens
+        if len(offs) != len(toks):  # zip(strict=True) is 3.10 and this module runs on 3.9 (bench.compat)
+            raise ValueError(f"a sample has {len(offs)} chunk offsets but {len(toks)} chunk token counts")
+        return [(base + off * 1000, tok) for off, tok in zip(offs, toks)]

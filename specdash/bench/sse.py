@@ -20,11 +20,11 @@ Token accounting rules (reference/measurement.md §1-2):
 
 from __future__ import annotations
 
-import enum
 import json
 import re
 from typing import Any
 
+from specdash.bench.compat import StrEnum
 from specdash.bench.samples import Failure
 from specdash.engines.text import escape_controls
 from specdash.limits import MAX_SSE_EVENT_BYTES, MAX_TOKEN_COUNT, max_chunks
@@ -34,7 +34,7 @@ _KEY_LEN = len(_KEY)
 _NUMBER = re.compile(rb"\s*(\d+)")
 
 
-class Endpoint(enum.StrEnum):
+class Endpoint(StrEnum):
     """Which streaming API the probe talks to."""
 
     GENERATE = "generate"
@@ -321,7 +321,7 @@ class StreamAccount:
         if not isinstance(meta, dict):
             return
         sal = meta.get("spec_accept_length")
-        if isinstance(sal, int | float):
+        if isinstance(sal, (int, float)):
             self.spec_accept_length = float(sal)
         fin = meta.get("finish_reason")
         if isinstance(fin, dict) and fin.get("type") == "abort":

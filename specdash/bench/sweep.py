@@ -85,7 +85,10 @@ __all__ = [
 ]
 
 PARENT_TICK_S = 0.05
-"""How often the sweep's own process checks its event-loop lag during a level."""
+"""How often the sweep's own process checks its event-loop lag during a level (it carries the SSH forward)."""
+PARENT_TICK_HOST_S = 0.25
+"""The same with the probe on the host: the link is off the measurement's path, so this lag can only say that
+the UI lagged, and 20 wake-ups a second were a tenth of specdash's own CPU there."""
 
 ProgressCallback = Callable[[LevelProgress], Awaitable[None] | None]
 LevelCallback = Callable[[LevelResult], Awaitable[None] | None]
@@ -99,7 +102,8 @@ class _ParentLoad:
     the UI. If it saturates, the forward delays every stream: the level is then client-limited too.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, tick_s: float = PARENT_TICK_S) -> None:
+        self._tick_s = tick_s
         self._lags: list[float] = []
         self._task: asyncio.Task[None] | None = None
         self._t0 = 0.0
@@ -112,8 +116,8 @@ class _ParentLoad:
     async def _watch(self) -> None:
         while True:
             before = time.perf_counter()
-            await asyncio.sleep(PARENT_TICK_S)
-            self._lags.append((time.perf_counter() - before - PARENT_TICK_S) * 1000)
+            await asyncio.sleep(self._tick_s)
+            self._lags.append((time.perf_counter() - before - self._tick_s) * 1000)
 
     async def stop(self) -> Headroom:
         if self._task is not None:
@@ -646,7 +650,8 @@ class _LevelRun:
             max_seconds=sweep._max_seconds(),
             abort_after_connection_failures=self.abort_after,
         )
-        parent = None if isinstance(runner, _InProcess) else _ParentLoad()
+        local = isinstance(runner, (_InProcess, ProbePool))
+        parent = None if isinstance(runner, _InProcess) else _ParentLoad(PARENT_TICK_S if local else PARENT_TICK_HOST_S)
         if parent is not None:
             parent.start()
         self._t0 = time.perf_counter_ns()

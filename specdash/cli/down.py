@@ -1,4 +1,5 @@
-"""`specdash down HOST`: stop the server specdash started there (SIGTERM the group, SIGKILL after a grace)."""
+"""`specdash down HOST`: stop the server specdash started there (SIGTERM the group, SIGKILL after a grace), and
+the probe agents that load it (a killed specdash leaves its agent running until its `link_wait` is over)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from specdash.core.server_state import stop_question
 from specdash.errors import SpecdashError, UsageError
 from specdash.limits import MAX_GRACE_S, number_option
 from specdash.server.lifecycle import RunRecord
+from specdash.server.probe_agent import loopback_url, stop_agents
 
 NAME = "down"
 HELP = (
@@ -45,8 +47,13 @@ async def _down(args: argparse.Namespace) -> int:
         grace = args.grace if args.grace is not None else _grace(cfg, record.mode)
         if record.adopted and not args.yes:
             _confirm_adopted(record, session.label, grace)
+        # The agents first, while the server still answers: they end their level cleanly (`done`, recorded
+        # on the host) instead of failing every request they have in flight.
+        agents = await stop_agents(session.host, loopback_url(record.port))
         report = await session.lifecycle.stop(record, grace)
     print(report.summary())
+    if agents:
+        print(f"stopped {len(agents)} probe agent(s) loading it: pid {', '.join(map(str, agents))}")
     return 0 if report.port_free and not report.survivors else 1
 
 

@@ -17,6 +17,7 @@ Definitions (reference/measurement.md §2):
 from __future__ import annotations
 
 import math
+import operator
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -68,11 +69,12 @@ class Percentiles:
     @classmethod
     def of(cls, values: Iterable[float]) -> Percentiles:
         """Summarise `values`; every field is None when there are none."""
-        vals = sorted(float(v) for v in values)
+        vals = sorted(map(float, values))
         if not vals:
             return cls(0, None, None, None, None, None, None)
         mean = sum(vals) / len(vals)
-        std = math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals))
+        dev = [v - mean for v in vals]
+        std = math.sqrt(sum(map(operator.mul, dev, dev)) / len(vals))  # a level has 10^4-10^5 ITL values
         return cls(
             count=len(vals),
             mean=mean,
@@ -210,6 +212,8 @@ def steady_state_window(
     """
     if not intervals:
         return None
+    if first_tokens is not None and len(first_tokens) != len(intervals):
+        raise ValueError(f"{len(first_tokens)} first tokens for {len(intervals)} intervals")
     events: list[tuple[int, int]] = []
     for start, end in intervals:
         events.append((start, 1))
@@ -234,7 +238,7 @@ def steady_state_window(
         # A request still queued when the first one of the wave finishes (the server caps running requests
         # below C) waits as part of the steady state, not of the ramp-up: its first token does not count.
         first_end = min(end for start, end in intervals if start <= opened < end)
-        ready = [ft for (start, end), ft in zip(intervals, first_tokens, strict=True)
+        ready = [ft for (start, end), ft in zip(intervals, first_tokens)
                  if ft is not None and start <= opened < end and ft <= first_end]  # fmt: skip
         opened = max([opened, *ready])
     if closed <= opened:
@@ -256,12 +260,14 @@ def tokens_in_window(streams: Iterable[tuple[int, Sequence[tuple[int, int]]]], w
     total = 0.0
     for start, chunks in streams:
         prev = start
-        for t, tok in chunks:
+        for t, tok in chunks:  # once per chunk of the level: plain comparisons, not min()/max() calls
             if t > prev:
-                total += tok * max(0, min(t, hi) - max(prev, lo)) / (t - prev)
+                covered = (t if t < hi else hi) - (prev if prev > lo else lo)
+                if covered > 0:
+                    total += tok * covered / (t - prev)
+                prev = t
             elif lo <= t <= hi:
                 total += tok
-            prev = max(prev, t)
     return total
 
 

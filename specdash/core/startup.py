@@ -104,6 +104,10 @@ _EXCEPTION_WINDOW = 60
 # The excerpt: at least this many last lines, and back to the traceback start if it is within _MAX_EXCERPT.
 _EXCERPT_LINES = 30
 _MAX_EXCERPT = 120
+# A kept line is cut to this many characters: a log line of megabytes without a break arrives in pieces of
+# up to 256 KB (`core.lines.MAX_LINE_BYTES`), and 120 of them would hold 30 MB for an excerpt nobody reads
+# that far into (the log view cuts at 4,096 too).
+_EXCERPT_LINE_CHARS = 4_096
 _MAX_SUSPECTS = 100
 # Exit codes that mean "stopped on purpose" after ready: 0, SIGTERM (-15 / 143), SIGINT (-2 / 130).
 _CLEAN_EXIT = frozenset({0, -15, 143, -2, 130})
@@ -370,7 +374,10 @@ class StartupTracker:
             self._activity = at
         self._last_at = at
         self._line_no += 1
-        self._lines.append(line.raw)
+        raw = line.raw
+        if len(raw) > _EXCERPT_LINE_CHARS:
+            raw = f"{raw[:_EXCERPT_LINE_CHARS]} … ({len(raw) - _EXCERPT_LINE_CHARS:,} more characters)"
+        self._lines.append(raw)
         self._kind, self._bar = LineKind.NORMAL, None
         observations = self._rules.observe(line)
         self.observed_last = bool(observations)

@@ -141,14 +141,14 @@ def _escaped(m: re.Match[str]) -> str:
 def escape_controls_in(value: Any) -> Any:
     """`value` (parsed JSON: dicts, lists, strings, numbers) with `escape_controls` applied to every string in it,
     keys included. Iterative, so JSON nested deeper than the recursion limit is no crash here."""
-    if not isinstance(value, dict | list):
+    if not isinstance(value, (dict, list)):
         return escape_controls(value) if isinstance(value, str) else value
     out: Any = {} if isinstance(value, dict) else []
     stack: list[tuple[Any, Any]] = [(value, out)]
     while stack:
         src, dst = stack.pop()
         for key, item in src.items() if isinstance(src, dict) else enumerate(src):
-            if isinstance(item, dict | list):
+            if isinstance(item, (dict, list)):
                 new: Any = {} if isinstance(item, dict) else []
                 stack.append((item, new))
             else:

@@ -18,6 +18,10 @@ The same interface as the local runners of `specdash.bench.sweep` (`run_level(pl
    than `link_wait_s` (a client that never comes back: a kill of specdash, a link gone for good).
 4. `abort()` sends SIGUSR1 to the agent (stop sending; in-flight requests finish and are reported);
    `close()` sends SIGTERM to an agent whose level did not end (cancelled).
+5. Orphans: an agent whose specdash was killed runs on until its `link_wait` is over. `stop_agents` ends
+   them sooner, found by their tag and the URL they load (`scripts/agents.sh`): `down` stops every agent
+   loading the server it stops, and `prepare()` the agents loading the same server whose client stopped
+   pinging more than `ORPHAN_IDLE_S` ago (they would load the server under the new sweep).
 
 A different protocol version is refused on either side. An agent that crashes fails the level with the tail
 of its traceback (`last_failure`).
@@ -29,6 +33,8 @@ import asyncio
 import base64
 import contextlib
 import json
+import logging
+import math
 import shlex
 import time
 import uuid
@@ -37,6 +43,7 @@ from dataclasses import replace
 from typing import Any
 
 from specdash.bench.agent.bundle import TOO_OLD_EXIT, Bundle, build
+from specdash.bench.agent.main import PING_GRACE_S
 from specdash.bench.agent.wire import (
     MIN_PYTHON,
     PROTOCOL,
@@ -49,8 +56,10 @@ from specdash.bench.hostprobe import AgentUnavailable
 from specdash.bench.probe import LevelOutcome, LevelPlan, ProbeSettings
 from specdash.bench.workers import LevelSink
 from specdash.remote.events import ConnectionState
+from specdash.remote.host import Host
 from specdash.remote.ssh import SSHHost
 from specdash.remote.ssherror import SSHError, SSHErrorKind
+from specdash.server.lifecycle import run_script
 
 AGENT_DIR = ".specdash/agent"
 """Relative to the remote user's home."""
@@ -59,7 +68,28 @@ PING_S = 1.0
 TAIL_LINES = 40
 """Lines of an agent's non-record output kept for a failure message."""
 
+ORPHAN_IDLE_S = PING_GRACE_S
+"""An agent whose client has not pinged for this long is an orphan to a new sweep on the same server (the
+agent's own limit is `link_wait` plus this)."""
+STOP_GRACE_S = 5.0
+"""`stop_agents`: SIGTERM, then SIGKILL after this long."""
+
 Message = tuple[Any, ...]
+log = logging.getLogger(__name__)
+
+
+def loopback_url(port: int) -> str:
+    """The server as an agent on its host reaches it (also what `stop_agents` matches agents by)."""
+    return f"http://127.0.0.1:{port}"
+
+
+async def stop_agents(host: Host, url: str, *, idle_s: float | None = None) -> list[int]:
+    """Stop the probe agents on `host` that load `url` (all, or with `idle_s` only those whose client has not
+    pinged for longer); return their PIDs. Only processes carrying a specdash client's detached tag are
+    signalled (SIGTERM, SIGKILL after `STOP_GRACE_S`): see `scripts/agents.sh`."""
+    idle = "-1" if idle_s is None else str(math.ceil(idle_s))
+    result = await run_script(host, "agents.sh", url, idle, str(math.ceil(STOP_GRACE_S)), timeout=STOP_GRACE_S + 30)
+    return [int(rest.split()[0]) for word, rest in result.lines if word == "stopped" and rest.split()[0].isdigit()]
 
 
 def parse_python_version(text: str) -> tuple[int, ...] | None:
@@ -110,6 +140,8 @@ class HostRunner:
         """The host's Python, once `prepare()` ran."""
         self.last_failure: str | None = None
         """Why the last level's agent failed (its traceback tail), or None."""
+        self.orphans_stopped: list[int] = []
+        """PIDs of other clients' orphaned agents that `prepare()` stopped (see `stop_agents`)."""
         self._bundle: Bundle = build()
         self._run_id = uuid.uuid4().hex[:12]
         self._seq = 0
@@ -168,13 +200,20 @@ class HostRunner:
         done = await self.host.run(ship, timeout=60, stdin=base64.b64encode(self._bundle.data).decode())
         if done.exit_status != 0:
             raise AgentUnavailable(f"cannot install the probe agent on the host: {done.stderr.strip()[:200]}")
-        self._job = f"{AGENT_DIR}/runs/{self._run_id}/job.json"
+        self._job = f"{self.run_dir}/job.json"
         job = json.dumps(job_to_dict(self.remote_url, self.settings, self.prompts))
         put = await self.host.run(
-            f"cd && mkdir -p {AGENT_DIR}/runs/{self._run_id} && cat > {self._job}", timeout=60, stdin=job
+            f"cd && mkdir -p {self.run_dir} && printf %s {shlex.quote(self.remote_url)} > {self.run_dir}/url "
+            f"&& cat > {self._job}",
+            timeout=60,
+            stdin=job,
         )
         if put.exit_status != 0:
             raise AgentUnavailable(f"cannot upload the probe job: {put.stderr.strip()[:200]}")
+        self.orphans_stopped = await stop_agents(self.host, self.remote_url, idle_s=ORPHAN_IDLE_S)
+        if self.orphans_stopped:
+            log.warning("stopped orphaned probe agents %s loading %s (their specdash is gone)",
+                        self.orphans_stopped, self.remote_url)  # fmt: skip
         self._prepared = True
         return self.python_version
 

@@ -47,7 +47,7 @@ from specdash.server import adopt as adoption
 from specdash.server.adopt import Adoptable
 from specdash.server.gpu import draft_architectures, gpu_inventory, poll_gpus
 from specdash.server.lifecycle import Lifecycle, RunRecord
-from specdash.server.probe_agent import HostRunner
+from specdash.server.probe_agent import HostRunner, loopback_url
 from specdash.server.session import Listener
 from specdash.server.watch import ServerWatch
 
@@ -501,7 +501,7 @@ class RemoteSession:
         """Runners of a probe on the host, against the server on the host's loopback."""
 
         def make(settings: ProbeSettings, prompts: tuple[str, ...]) -> HostRunner:
-            return HostRunner(self.host, f"http://127.0.0.1:{port}", settings, prompts)
+            return HostRunner(self.host, loopback_url(port), settings, prompts)
 
         return make
 

@@ -50,6 +50,9 @@ from specdash.server.logfollow import RETRY_S, LogFollower
 
 LOG_FLUSH_S = 0.25
 """Log lines reach viewers in batches this far apart (about 4 frames a second)."""
+LOG_FLUSH_CHARS = 4 * 1024 * 1024
+"""...or sooner, once a batch holds this much text: a line of many megabytes without a break arrives in pieces
+within one interval, and a batch must not hold all of it."""
 HEALTH_EVERY_S = 1.0
 """Health poll interval while the server starts."""
 CATCH_UP_CAP_S = 600.0
@@ -72,10 +75,6 @@ class WatchState:
     """Why the run counts as crashed when the tracker did not say so (an exit nobody asked for)."""
     leftovers: tuple[str, ...] = ()
     """After a crash: the run's process group members still alive ("PID ARGS")."""
-
-
-YIELD_AFTER_S = 0.05
-"""Longest the log reader holds the event loop before it lets the rest (keys, status) run."""
 
 
 class ServerWatch:
@@ -132,6 +131,7 @@ class ServerWatch:
             offset = 0  # the whole story of a server started by hand is in its log: read it from the start
         self.follower = LogFollower(host, record.log_path, offset)
         self._pending_lines: list[ClassifiedLine] = []
+        self._pending_chars = 0
         self._log_advanced = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.done = asyncio.Event()
@@ -192,20 +192,18 @@ class ServerWatch:
     # -- sources ----------------------------------------------------------------------------------------
 
     async def _follow_log(self) -> None:
-        turn = time.monotonic()
         async for lines in self.follower.batches():
             events, classified = self.tracker.feed_lines(lines, self.clock())
             self._pending_lines.extend(classified)
+            self._pending_chars += sum(len(line.text) for line in classified)
             self._handle(events)
             self._log_advanced.set()
-            # A turn for everything else once reading has held the loop for YIELD_AFTER_S: a flood leaves
-            # chunk after chunk in the stream's buffer, and reading them all in one turn kept a key press
-            # waiting for seconds on a busy machine. Not after every chunk: then the connection read the
-            # socket between chunks faster than we read the stream, and memory grew with the backlog
-            # (112 MB under a CPU hog; both in tests/reliability/test_log_flood.py).
-            if time.monotonic() - turn > YIELD_AFTER_S:
-                await asyncio.sleep(0)
-                turn = time.monotonic()
+            if self._pending_chars > LOG_FLUSH_CHARS:
+                self._flush()
+            # A turn for everything else after each piece (at most 64 KB): a flood leaves piece after piece
+            # ready, and reading them all in one turn kept a key press waiting for seconds on a busy machine.
+            # What waits meanwhile is bounded by the SSH channel's window (`SSHHost.stream_bytes`).
+            await asyncio.sleep(0)
 
     async def _flush_log(self) -> None:
         while True:
@@ -214,7 +212,7 @@ class ServerWatch:
 
     def _flush(self) -> None:
         if self._pending_lines:
-            batch, self._pending_lines = tuple(self._pending_lines), []
+            batch, self._pending_lines, self._pending_chars = tuple(self._pending_lines), [], 0
             self.emit(LogBatch(tuple(line.text for line in batch), classified=batch))
 
     async def _liveness(self) -> None:

@@ -12,9 +12,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import stat
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -28,7 +32,9 @@ from specdash.bench.sweep import Sweep, SweepConfig
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.probe_agent import HostRunner, check_hello, parse_python_version
 from tests.integration.conftest import target, trust
-from tests.sshd import TEST_HOME, Sshd, make_dir
+from tests.integration.remote_sim import sim_config
+from tests.sshd import TEST_HOME, Keys, Sshd, free_port, make_dir
+from tests.support import pythons
 from tests.support.fake_server import FakeServer
 
 
@@ -76,8 +82,9 @@ async def test_a_sweep_with_the_probe_on_the_host(host: SSHHost, server: FakeSer
         assert len(samples) == 6 and all(s.ok and s.output_tokens == 8 for s in samples)
         assert len(lv.headroom) == 1 and lv.headroom[0].events > 0  # the agent's own headroom, from the host
     # Every record was kept on the host too: one file per agent run (warmup and level), one line per request.
-    runs = TEST_HOME / ".specdash" / "agent" / "runs"
-    files = sorted(runs.glob("*/*.jsonl"), key=os.path.getmtime)[-4:]
+    # (This sweep's run directories only: other tests share the test user's home.)
+    files = [f for r in runners for f in (TEST_HOME / r.run_dir).glob("*.jsonl")]
+    assert len(files) == 4
     lines = [json.loads(x) for f in files for x in f.read_text().splitlines()]
     assert sum(1 for x in lines if x["t"] == "s") == 1 + 6 + 3 + 6  # warmups of C requests, then 6 each
     assert sum(1 for x in lines if x["t"] == "done") == 4
@@ -116,14 +123,14 @@ async def test_an_old_python_on_the_host_falls_back_with_one_line(host: SSHHost,
 
     result = await Sweep(server.url, config((1,)), load_prompts("chat"), host_runner=make).run()
     assert result.probe is not None and result.probe["where"] == "local"
-    assert "is 3.8.10, the probe agent needs >= 3.11" in result.probe["why"]
+    assert "is 3.8.10, the probe agent needs >= 3.9" in result.probe["why"]
     assert "\n" not in result.probe["why"]
 
 
 @pytest.mark.parametrize(
     ("script", "said"),
     [
-        ("echo 3.8.10", "the host's python3 is 3.8.10, the probe agent needs >= 3.11: the probe runs here"),
+        ("echo 3.8.10", "the host's python3 is 3.8.10, the probe agent needs >= 3.9: the probe runs here"),
         ("echo 'python3: cannot execute: required file not found' >&2; exit 127", "no python3 on the host"),
     ],
     ids=["too-old", "unusable"],
@@ -160,6 +167,106 @@ async def test_a_host_whose_python3_cannot_run_the_agent_falls_back_with_one_war
     mentions = [w for w in run.meta.provenance["guards"] if "probe on the host unavailable" in w]
     assert mentions == [f"probe on the host unavailable: {result.probe['why']}"]  # one warning, stored
     assert [w for w in warned if "probe on the host" in w] == mentions
+
+
+def _old_python(major: int, minor: int) -> Iterator[tuple[Path, str]]:
+    """(a `python3` the test user can run, its version) for the machine image's pyenv `major.minor`."""
+    home = pythons.find(major, minor)
+    if home is None:
+        pytest.skip(pythons.skip_reason(major, minor))
+    wrapper = pythons.for_test_user(home)
+    yield wrapper, home.name
+    shutil.rmtree(wrapper.parents[2], ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def python39() -> Iterator[tuple[Path, str]]:
+    yield from _old_python(3, 9)
+
+
+@pytest.fixture(scope="module")
+def python38() -> Iterator[tuple[Path, str]]:
+    yield from _old_python(3, 8)
+
+
+async def test_the_agent_runs_a_sweep_on_the_hosts_python_3_9(
+    host: SSHHost, server: FakeServer, python39: tuple[Path, str]
+) -> None:
+    """The oldest Python the agent supports, for real: the zipapp runs a warmup and two levels under 3.9.18
+    (stdlib asyncio, no uvloop: its copy has no site-packages), and the records come back whole."""
+    python, version = python39
+    runners: list[HostRunner] = []
+
+    def make(settings: ProbeSettings, prompts: tuple[str, ...]) -> HostRunner:
+        runners.append(HostRunner(host, server.url, settings, prompts, python=str(python)))
+        return runners[-1]
+
+    store = Store(":memory:")
+    result = await Sweep(server.url, config(), load_prompts("chat"), store, host_runner=make).run()
+    assert result.probe == {"where": "host", "python": version}
+    assert [lv.status for lv in result.levels] == ["done", "done"], [lv.abort_reason for lv in result.levels]
+    assert result.run_id is not None
+    for lv in result.levels:
+        assert lv.level_id is not None
+        samples = store.samples(result.run_id, lv.level_id)
+        assert len(samples) == 6 and all(s.ok and s.output_tokens == 8 for s in samples)
+        assert all(len(s.chunk_tokens) == len(s.chunk_offsets_us) == 8 for s in samples)
+        assert len(lv.headroom) == 1 and lv.headroom[0].events == 6 * 8
+    # The follower said which Python it ran on (the agent's own interpreter: the same command).
+    hello = await host.run(
+        f"cd && {python} {runners[0].agent_path} --follow {runners[0].records_path} --pid 1 "
+        f"--alive {runners[0].run_dir}/hello.alive --expect {PROTOCOL} </dev/null"
+    )
+    assert json.loads(hello.stdout.splitlines()[0])["py"] == version
+    assert agents_running(build().name) == []
+
+
+async def test_python_3_8_on_the_host_falls_back_with_one_line(
+    host: SSHHost, server: FakeServer, python38: tuple[Path, str]
+) -> None:
+    python, version = python38
+
+    def make(settings: ProbeSettings, prompts: tuple[str, ...]) -> HostRunner:
+        return HostRunner(host, server.url, settings, prompts, python=str(python))
+
+    result = await Sweep(server.url, config((1,)), load_prompts("chat"), host_runner=make).run()
+    assert result.probe is not None and result.probe["where"] == "local"
+    assert f"is {version}, the probe agent needs >= 3.9" in result.probe["why"]
+    assert "\n" not in result.probe["why"]
+    assert [lv.status for lv in result.levels] == ["done"]  # measured here instead
+
+
+def test_bench_json_says_the_probe_ran_on_the_hosts_python_3_9(
+    tmp_path: Path, make_sshd: Callable[..., Sshd], ssh_keys: Keys, known_hosts: Path, python39: tuple[Path, str]
+) -> None:
+    """`specdash bench HOST --json` against a host whose `python3` is 3.9 (first on its sessions' PATH)."""
+    python, version = python39
+    sshd = make_sshd("py39", set_env={"PATH": f"{python.parent}:/usr/local/bin:/usr/bin:/bin"})
+    trust(known_hosts, sshd)
+    cfg = sim_config(tmp_path, port=free_port(), time_scale=0.01)
+    assert cfg.path is not None
+    cfg.path.write_text(cfg.path.read_text() + f"""
+[hosts.old]
+address = "{target(sshd)}"
+identity_file = "{ssh_keys.client_key}"
+known_hosts = "{known_hosts}"
+state_dir = "~/.specdash-tests/{uuid.uuid4().hex}"
+""")  # fmt: skip
+    env = {**os.environ, "SPECDASH_CONFIG": str(cfg.path)}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "specdash", *args], capture_output=True, text=True, env=env,
+                              timeout=300)  # fmt: skip
+
+    try:
+        out = cli("bench", "old", "--mode", "baseline", "--levels", "2", "--output-len", "16",
+                  "--requests-per-level", "6", "--json")  # fmt: skip
+    finally:
+        cli("down", "old", "--grace", "5")
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout)["baseline"]
+    assert result["probe"] == {"where": "host", "python": version}
+    assert [lv["status"] for lv in result["levels"]] == ["done"]
 
 
 async def test_an_agent_crash_fails_the_level_with_its_traceback(host: SSHHost, server: FakeServer) -> None:

@@ -1,4 +1,6 @@
-"""specdash itself is killed with SIGKILL in the middle of `specdash bench HOST` (the real CLI, a subprocess)."""
+"""specdash itself is killed with SIGKILL in the middle of `specdash bench HOST` (the real CLI, a subprocess):
+nothing lost, nothing left behind (the probe agent on the host ends by itself after `link_wait`, or sooner when
+the next sweep or `down` finds it orphaned)."""
 
 from __future__ import annotations
 
@@ -15,10 +17,11 @@ from pathlib import Path
 
 import httpx
 
-from specdash.bench.agent.bundle import build
+from specdash.bench.agent.main import PING_GRACE_S
 from specdash.config import HostConfig
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle, RunRecord
+from specdash.server.probe_agent import ORPHAN_IDLE_S
 from tests.integration.conftest import target
 from tests.integration.remote_sim import sim_config
 from tests.reliability.conftest import state_dir as unique_state_dir
@@ -56,18 +59,43 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _agents() -> list[int]:
-    """Probe agents of this client version running on the "host" (this machine)."""
-    name = build().name.encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if name in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
+def _agents_of(port: int) -> dict[int, Path]:
+    """The probe agents running for sweeps against the server on `port`: PID -> their run directory. Found by
+    the pidfiles of detached commands (`~/.specdash/procs/<client>/d.<pid>`), the client's tag in their
+    environment and the run directory on their command line (whose `url` names the server), never by a
+    process name: other tests' agents run on this "host" too."""
+    runs_dir = TEST_HOME / ".specdash" / "agent" / "runs"
+    runs = {
+        d.relative_to(TEST_HOME).as_posix(): d
+        for d in (runs_dir.iterdir() if runs_dir.is_dir() else [])
+        if (d / "url").is_file() and (d / "url").read_text().endswith(f":{port}")
+    }
+    found = {}
+    for pidfile in (TEST_HOME / ".specdash" / "procs").glob("*/d.*"):
+        pid = pidfile.name.removeprefix("d.")
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+        except (OSError, ValueError):
+            continue
+        if f"SPECDASH_TAG={pidfile.parent.name}.d".encode() in environ and _alive(int(pid)) and "--job" in argv:
+            run = argv[argv.index("--job") + 1].rpartition("/")[0]
+            if run in runs:
+                found[int(pid)] = runs[run]
     return found
+
+
+def _alive_file(pid: int) -> Path:
+    """The file an agent's client touches with each ping (`--alive`, relative to the test user's home)."""
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    return TEST_HOME / argv[argv.index("--alive") + 1]
+
+
+def _last_record(run: Path) -> dict[str, object]:
+    """The last record an agent of `run` wrote (its newest record file)."""
+    newest = max(run.glob("*.jsonl"), key=lambda p: int(p.stem))
+    record: dict[str, object] = json.loads(newest.read_text().splitlines()[-1])
+    return record
 
 
 def _host_records(port: int) -> int:
@@ -146,7 +174,7 @@ state_dir = "{state_dir}"
         def going() -> tuple[int, list[int]]:
             """Another process: its store's rows so far and the probe agents on the host."""
             assert proc.poll() is None, (tmp_path / "bench.out").read_text()[-3000:]
-            return _rows(db)[0], _agents()
+            return _rows(db)[0], list(_agents_of(port))
 
         eventually_sync(
             going, until=lambda seen: seen[0] >= 30 and seen[1], timeout=90,
@@ -168,11 +196,9 @@ state_dir = "{state_dir}"
         )  # fmt: skip
         # The probe agent on the host (the default over SSH) runs detached: it cannot tell a dead client from a
         # cut link, and ends by itself once the client's pings have stopped for longer than `link_wait`.
-        from specdash.bench.agent.main import PING_GRACE_S
-
         eventually_sync(
-            _agents, until=lambda left: not left, timeout=LINK_WAIT + PING_GRACE_S + 15,
-            what="probe agents gone after specdash",
+            lambda: _agents_of(port), until=lambda left: not left, timeout=LINK_WAIT + PING_GRACE_S + 15,
+            what="probe agents of the killed sweep gone by themselves",
         )  # fmt: skip
         orphans_gone_s = time.monotonic() - killed_at
 
@@ -208,3 +234,75 @@ state_dir = "{state_dir}"
         f"SIGKILL mid-sweep: store has {stored_ok} completed + {stored_failed} failed rows, server finished "
         f"{finished}; {len(helpers)} helper process(es) gone {orphans_gone_s:.2f} s after the kill"
     )
+
+
+def test_orphaned_agents_of_a_killed_specdash_are_stopped_by_the_next_sweep_and_by_down(
+    tmp_path: Path, sshd: Sshd, ssh_keys: Keys, known_hosts: Path
+) -> None:
+    """With the default `link_wait` (600 s) the agent of a SIGKILLed specdash would load the server for ten
+    minutes. The next sweep against that server stops it once its client's pings are stale (it would distort
+    the new sweep), and `down` stops every agent that loads the server it stops, before the server; each
+    stopped agent ends its level cleanly on the host (`done`, "agent terminated")."""
+    port = free_port()
+    cfg = sim_config(tmp_path, port=port, time_scale=0.01)
+    assert cfg.path is not None
+    state_dir = unique_state_dir(tmp_path)
+    cfg.path.write_text(cfg.path.read_text() + f"""
+[hosts.sim]
+address = "{target(sshd)}"
+identity_file = "{ssh_keys.client_key}"
+known_hosts = "{known_hosts}"
+state_dir = "{state_dir}"
+""")  # fmt: skip
+    env = {**os.environ, "SPECDASH_CONFIG": str(cfg.path)}
+    bench = [sys.executable, "-m", "specdash", "bench", "sim", "--mode", "baseline", "--output-len", "64",
+             "--warmup", "0", "--link-wait", "600"]  # fmt: skip
+
+    def start_and_kill(name: str) -> tuple[int, Path]:
+        """A sweep whose specdash is SIGKILLed once its agent runs a level: (the orphan's PID, its run dir)."""
+        db = tmp_path / f"{name}.db"
+        log = (tmp_path / f"{name}.out").open("w")
+        proc = subprocess.Popen([*bench, "--levels", str(LEVEL), "--requests-per-level", "100000", "--db", str(db)],
+                                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)  # fmt: skip
+        try:
+
+            def going() -> tuple[int, dict[int, Path]]:
+                assert proc.poll() is None, (tmp_path / f"{name}.out").read_text()[-3000:]
+                return _rows(db)[0], _agents_of(port)
+
+            _, agents = eventually_sync(
+                going, until=lambda seen: seen[0] >= 10 and seen[1], timeout=90,
+                what=f"{name}: the sweep going, with its probe on the host (rows stored, agents)",
+            )  # fmt: skip
+        finally:
+            proc.kill()
+            proc.wait(10)
+            log.close()
+        ((pid, run),) = agents.items()
+        return pid, run
+
+    try:
+        orphan, run = start_and_kill("first")
+        alive_file = _alive_file(orphan)
+        eventually_sync(
+            lambda: time.time() - alive_file.stat().st_mtime, until=lambda age: age > ORPHAN_IDLE_S + 1,
+            timeout=ORPHAN_IDLE_S + 30, what="the orphan's pings stale (seconds since the last)",
+        )  # fmt: skip
+        assert _alive(orphan)  # on its own it would run until link_wait is over
+        again = subprocess.run([*bench, "--levels", "1", "--requests-per-level", "3", "--db", str(tmp_path / "b.db")],
+                               capture_output=True, text=True, env=env, timeout=180)  # fmt: skip
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert not _alive(orphan) and _agents_of(port) == {}
+        last = _last_record(run)
+        assert last["t"] == "done" and last["o"]["aborted"] == "agent terminated", last  # type: ignore[index]
+
+        orphan, run = start_and_kill("second")
+        down = subprocess.run([*bench[:3], "down", "sim", "--grace", "5"], capture_output=True, text=True, env=env,
+                              timeout=120)  # fmt: skip
+        assert down.returncode == 0, down.stderr[-3000:]
+        assert f"stopped 1 probe agent(s) loading it: pid {orphan}" in down.stdout, down.stdout
+        assert not _alive(orphan) and _agents_of(port) == {}
+        last = _last_record(run)
+        assert last["t"] == "done" and last["o"]["aborted"] == "agent terminated", last  # type: ignore[index]
+    finally:
+        subprocess.run([*bench[:3], "down", "sim", "--grace", "5"], env=env, capture_output=True, timeout=60)

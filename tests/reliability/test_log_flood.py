@@ -153,7 +153,8 @@ async def test_the_dashboard_stays_responsive_under_the_flood(
     sshd: Sshd, ssh_options: SSHOptions, tmp_path: Path, hog: bool
 ) -> None:
     """The same flood, through the real watcher into the running dashboard. Every second a key (`e`, the
-    errors filter) is pressed as the terminal would send it: each must be handled (the filter flips) within
+    errors filter) is pressed as the terminal would send it (after a first one that shows the dashboard has
+    worked off its mount): each must be handled (the filter flips) within
     `KEY_BOUND_S` while lines keep pouring in. The view stays bounded (at most `MAX_LINES` lines of at most
     `MAX_LINE_CHARS` plus the note) and ends on the flood's last line."""
     session = FakeSession(sc.stopped(), label="flood")
@@ -174,6 +175,13 @@ async def test_the_dashboard_stays_responsive_under_the_flood(
                     lambda: bool(view.shown) or watcher.done(), timeout=60,
                     what="a flood line in the view (or the watch's end)",
                 )  # fmt: skip
+                # The first key is the handshake that the dashboard has worked off its mount (a busy machine
+                # leaves a hundred layout and repaint messages queued behind the first flood lines): it is
+                # timed and reported, not held to the bound, which is about the flood, not the start-up.
+                pressed = time.monotonic()
+                app.post_message(events.Key("e", "e"))
+                await asyncio.wait_for(flipped.wait(), 60)
+                settled = time.monotonic() - pressed
                 while not watcher.done():
                     await asyncio.wait({watcher}, timeout=1.0)  # one key a second while the flood lasts
                     if watcher.done():
@@ -199,6 +207,7 @@ async def test_the_dashboard_stays_responsive_under_the_flood(
     waits.sort()
     timing(
         f"dashboard under the flood{' and a CPU hog' if hog else ''}: {len(waits)} key presses handled, "
-        f"median {waits[len(waits) // 2] * 1000:.0f} ms, worst {waits[-1] * 1000:.0f} ms (bound {KEY_BOUND_S:.0f} s); "
+        f"median {waits[len(waits) // 2] * 1000:.0f} ms, worst {waits[-1] * 1000:.0f} ms (bound {KEY_BOUND_S:.0f} s), "
+        f"the first key after mounting {settled * 1000:.0f} ms; "
         f"view {len(shown)} lines, longest {max(len(x.text) for x in shown)} chars"
     )

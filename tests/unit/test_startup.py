@@ -172,6 +172,17 @@ def test_scheduler_exception_crash_names_the_exception() -> None:
     assert tracker.phase is Phase.CRASHED and tracker.highest is Phase.LOADING_WEIGHTS
 
 
+def test_the_crash_excerpt_cuts_a_huge_line_and_keeps_its_length() -> None:
+    """A line of megabytes (cut into pieces by the follower) costs the excerpt a few kilobytes, not all of it."""
+    tracker = StartupTracker("sglang")
+    huge = "x" * 256 * 1024
+    events = feed_lines(tracker, *[huge] * 120, *SCHEDULER_OOM)
+    (crash,) = crashes(events)
+    assert crash.info.reason.startswith("RuntimeError: Not enough memory")
+    kept = [line for line in crash.info.excerpt if line.startswith("xxx")]
+    assert kept and all(len(line) < 5_000 and line.endswith("(258,048 more characters)") for line in kept)
+
+
 def test_harmless_traceback_is_only_suspect() -> None:
     tracker = StartupTracker("sglang")
     events = feed_lines(

@@ -50,8 +50,11 @@ TICK_BUCKET_NS = 10_000_000
 
 PING_GRACE_S = 5.0
 """Missed pings tolerated on top of `--link-wait` before the agent counts the client as gone."""
-POLL_S = 0.02
-"""How often a follower looks for new records when it has none (the records' latency, not their times)."""
+POLL_S = 0.25
+"""How often a follower looks for new records (their latency, not their times: those are the host's). Each
+look sends what came since in one write, so the client gets a few SSH packets a second, not one per record:
+at C = 64 that was half of specdash's own CPU with the probe on the host. The live chart's ticks come at
+this pace anyway (`LevelPlan.tick_s`)."""
 LOG_TAIL = 4000
 """Characters of the agent's log a `gone` record carries."""
 

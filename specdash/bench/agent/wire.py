@@ -28,8 +28,8 @@ from specdash.bench.sse import Endpoint
 
 PROTOCOL = f"{__version__}+1"
 """Client and agent must agree exactly: a mismatch is refused, never mixed."""
-MIN_PYTHON = (3, 11)
-"""The data plane uses `asyncio.timeout` and `Task.uncancel` (3.11)."""
+MIN_PYTHON = (3, 9)
+"""The bundled modules run on 3.9 (newer names come from `specdash.bench.compat`; a unit test checks it)."""
 
 _SAMPLE_FIELDS = [f.name for f in fields(RequestSample)]
 _TIME_FIELDS = ("scheduled_ns", "start_ns", "end_ns", "first_token_ns", "last_token_ns")
@@ -57,7 +57,7 @@ def sample_from_list(values: list[Any], offset_ns: int = 0) -> RequestSample:
     """Inverse of `sample_to_list`, with host times shifted by `offset_ns` onto the client's clock."""
     if len(values) != len(_SAMPLE_FIELDS):
         raise ValueError(f"a sample record has {len(values)} fields, expected {len(_SAMPLE_FIELDS)}")
-    d = dict(zip(_SAMPLE_FIELDS, values, strict=True))
+    d = dict(zip(_SAMPLE_FIELDS, values))  # lengths checked above
     d["error"] = Failure(d["error"]) if d["error"] is not None else None
     d["chunk_offsets_us"] = tuple(d["chunk_offsets_us"])
     d["chunk_tokens"] = tuple(d["chunk_tokens"])
