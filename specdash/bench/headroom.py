@@ -148,7 +148,10 @@ def judge(ev: LevelEvidence) -> Verdict:
     notes: list[str] = []
     if ev.idle_share is not None and ev.idle_share > LIMIT:
         achieved = ev.concurrency * (1 - ev.idle_share)
-        reasons.append(f"offered concurrency not sustained ({achieved:.1f} of {ev.concurrency} in flight)")
+        reasons.append(
+            f"offered concurrency not sustained ({achieved:.2f} of {ev.concurrency} in flight on average, "
+            f"{ev.idle_share:.1%} of slot time idle)"
+        )
     if ev.send_share > LIMIT:
         reasons.append(f"send delay {ev.send_share:.1%} of the requests' time")
     if ev.probes:

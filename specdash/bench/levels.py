@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from specdash.bench.probe import Headroom, ProbeSettings
 from specdash.bench.server_view import ServerView
+from specdash.bench.sse import default_endpoint
 from specdash.bench.summary import LevelStats
 from specdash.config import LINK_LOSS_POLICIES, PROBE_PLACES
 from specdash.core.events import BenchTick, LevelRow
@@ -93,6 +94,9 @@ class SweepConfig:
     """`host`: over SSH, run the probe on the server's host (`specdash.bench.agent`); `local`: here."""
     settings: ProbeSettings = field(default_factory=ProbeSettings)
     """Request shape and timeouts."""
+    endpoint_follows_engine: bool = False
+    """`settings.endpoint` is only a default: probe on the identified engine's own (`sse.default_endpoint`:
+    SGLang's `/generate`, else `/v1/completions`). The dashboard's sweeps and `bench` without `--endpoint`."""
     slo: Slo | None = None
     """Judge every level against this SLO (attainment, goodput); `--slo` / `[bench] slo`."""
 
@@ -103,6 +107,13 @@ class SweepConfig:
             raise UsageError(f"probe must be one of {', '.join(PROBE_PLACES)}, got {self.probe!r}")
         if not self.link_wait_s > 0:
             raise UsageError(f"link_wait must be a positive number of seconds, got {self.link_wait_s!r}")
+
+    def settings_for(self, engine: str) -> ProbeSettings:
+        """The request settings for a server of `engine` (`endpoint_follows_engine` resolved); every request
+        to the measured server (the sweep's, a greedy check's) takes its endpoint from here."""
+        if not self.endpoint_follows_engine:
+            return self.settings
+        return dataclasses.replace(self.settings, endpoint=default_endpoint(engine))
 
     def effective_levels(self) -> tuple[int, ...]:
         """The validated levels, capped by `max_concurrency`."""

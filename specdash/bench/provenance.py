@@ -3,6 +3,7 @@
 | key | what |
 |---|---|
 | `command` | the mode's full launch command (argv), secrets redacted by the store |
+| `command_source` | `bench --url`: where `command` was read (`/proc/PID/cmdline`), or `unknown (...: why)` |
 | `engine`, `engine_version` | as identified from the server |
 | `gpus` | `{count, models, driver, memory_mib}` from `nvidia-smi` on the host, when present |
 | `specdash` | specdash's version |

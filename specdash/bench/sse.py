@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from specdash.bench.compat import StrEnum
@@ -48,6 +49,13 @@ class Endpoint(StrEnum):
     def path(self) -> str:
         """The URL path of the endpoint."""
         return {"generate": "/generate", "chat": "/v1/chat/completions", "completions": "/v1/completions"}[self.value]
+
+
+def default_endpoint(engines: str | Iterable[str]) -> Endpoint:
+    """The probe's endpoint when the user chose none: SGLang's native `/generate` when every engine measured is
+    SGLang, else `/v1/completions` (vLLM has no `/generate`; SGLang serves the OpenAI routes too)."""
+    names = {engines} if isinstance(engines, str) else set(engines)
+    return Endpoint.GENERATE if names == {"sglang"} else Endpoint.COMPLETIONS
 
 
 class MalformedStream(Exception):

@@ -321,11 +321,12 @@ class Sweep:
         cfg = self.config
         async with ServerClient(self.base_url) as server:
             info = await server.server_info()
-            settings = cfg.settings
+            engine, version = await _identify(server, info)
+            # vLLM has no /generate: with `endpoint_follows_engine` the mode's engine (else the identified one) picks.
+            settings = cfg.settings_for((self.run_meta.engine if self.run_meta else "") or engine)
             if settings.endpoint is not Endpoint.GENERATE and settings.model is None:
                 settings = dataclasses.replace(settings, model=await server.model_id())
             settings = dataclasses.replace(settings, max_streams=max(settings.max_streams, max(self.levels)))
-            engine, version = await _identify(server, info)
             self._runner = await self._make_runner(settings)
             self.guards = self._guards(info)
             if self.host_runner is not None and self.probe["where"] == "local":

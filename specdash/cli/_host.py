@@ -78,6 +78,7 @@ def open_session(args: argparse.Namespace, cfg: Config, hc: HostConfig) -> Remot
 
     sweep_defaults = SweepConfig(
         progress_interval_s=0.25,
+        endpoint_follows_engine=True,  # the dashboard has no endpoint choice: each mode's engine's own
         on_link_loss=cfg.bench.on_link_loss,
         link_wait_s=cfg.bench.link_wait,
         probe=cfg.bench.probe,

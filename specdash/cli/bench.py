@@ -126,6 +126,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the sweep and print the results."""
     from specdash.bench.levels import url_origin, validate_url
+    from specdash.bench.listener import server_command
 
     if bool(args.url) == bool(args.host):
         raise UsageError("give either HOST (measure over SSH) or --url (a server you can reach), not both or neither")
@@ -203,7 +204,8 @@ def run(args: argparse.Namespace) -> int:
     if args.host:
         return asyncio.run(_over_ssh(args, config, prompts, on_progress, on_level_done))
     with Store(args.db) as store:
-        meta = RunMeta(host=url_origin(url), mode=args.mode)
+        # Not launched by specdash: the command line of the process behind a loopback URL, or why it is unknown.
+        meta = RunMeta(host=url_origin(url), mode=args.mode, provenance=server_command(url).provenance())
         results = []
         for _ in range(args.repeats):
             results.append(

@@ -150,6 +150,7 @@ async def demo_session(
     # Short levels keep the demo moving: 5 s each (3 s in the tour; steady state inside), 128-token responses.
     demo_sweep = SweepConfig(
         progress_interval_s=0.25,
+        endpoint_follows_engine=True,
         duration_s=TOUR_LEVEL_S if tour else 5.0,
         settings=ProbeSettings(output_len=128),
     )

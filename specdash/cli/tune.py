@@ -20,6 +20,7 @@ from specdash.core.tune import DEFAULT_LEVELS, DEFAULT_REPEATS
 from specdash.errors import UsageError
 
 if TYPE_CHECKING:
+    from specdash.bench.sse import Endpoint
     from specdash.config import Config, HostConfig, ModeConfig
     from specdash.core.tune import Policy
     from specdash.server.remote_session import RemoteSession
@@ -68,6 +69,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--repeats", type=int, help=f"passes; later ones only for contenders (default {DEFAULT_REPEATS})"
     )
     parser.add_argument("--noise-floor", type=float, default=0.02, help="smallest relative spread (default 0.02)")
+    parser.add_argument(
+        "--precision",
+        type=float,
+        default=0.006,
+        help="passes 2..R: measure a contended level in more blocks until its relative standard error is this "
+        "(default 0.006)",
+    )
+    parser.add_argument(
+        "--max-blocks", type=int, default=40, help="most blocks per contended level and restart (default 40)"
+    )
     parser.add_argument("--name", help="the tune's name (its journal; default from host, mode and space)")
     parser.add_argument("--resume", action="store_true", help="go on from the journal: nothing measured twice")
     amount = parser.add_mutually_exclusive_group()
@@ -81,6 +92,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the probe's endpoint (default: generate for SGLang, completions for vLLM, which has no /generate)",
     )
     parser.add_argument("--write-mode", metavar="NAME", help="write the exported mode into the config as NAME")
+    parser.add_argument(
+        "--engine-version",
+        metavar="V",
+        help="export only what this engine version accepts (e.g. 0.5.13); default: every form, each naming the "
+        "version it needs",
+    )
     parser.add_argument("--verify", metavar="MODE", help="only verify MODE against this tune's journal")
     parser.add_argument("--no-verify", action="store_true", help="skip the verification at the end of the tune")
     parser.add_argument("--hold", type=float, default=3.0, help="the hold level runs this many levels long")
@@ -90,9 +107,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON (live lines go to stderr)")
 
 
+def default_endpoint(engine: str) -> Endpoint:
+    """The probe's endpoint for an engine (`specdash.bench.sse.default_endpoint`)."""
+    from specdash.bench.sse import default_endpoint as for_engines
+
+    return for_engines(engine)
+
+
 def _check_args(args: argparse.Namespace) -> None:
     if not 0 <= args.noise_floor < 1:
         raise UsageError("--noise-floor must be in [0, 1)")
+    if not 0 < args.precision < 1:
+        raise UsageError("--precision must be in (0, 1)")
+    if not 1 <= args.max_blocks <= 1000:
+        raise UsageError("--max-blocks must be between 1 and 1000")
     if args.duration is not None and args.duration <= 0:
         raise UsageError("--duration must be positive")
     if args.requests_per_level is not None and args.requests_per_level < 1:
@@ -134,6 +162,8 @@ def make_plan(args: argparse.Namespace, cfg: Config, levels: tuple[int, ...]) ->
         repeats=args.repeats,
         name=args.name,
         noise_floor=args.noise_floor,
+        precision=args.precision,
+        max_blocks=args.max_blocks,
     )
 
 
@@ -190,7 +220,7 @@ async def _tune(
     from specdash.bench.probe import ProbeSettings
     from specdash.bench.prompts import load_prompts
     from specdash.bench.sse import Endpoint
-    from specdash.server.tune import Journal, TuneEvent, TuneRunner, default_endpoint, open_journal
+    from specdash.server.tune import Journal, TuneEvent, TuneRunner, open_journal
 
     plan = make_plan(args, cfg, levels)
     live = sys.stderr if args.json else sys.stdout
@@ -230,12 +260,13 @@ async def _tune(
             pts = core.points(state.measured(), plan.noise_floor)
             if core.BASELINE not in pts:
                 raise UsageError(f"--verify: the journal {path} has no measured tune to verify against")
-            result = TuneResult(plan, state, pts, core.build_policy(pts), (), state.restarts)
+            dropped = tuple(s.label for s in plan.order if core.dominated(s.label, pts))
+            result = TuneResult(plan, state, pts, core.build_policy(pts, dropped), dropped, state.restarts)
         from specdash.server.tune_report import report
 
         out = report(plan, result)
         base = session.config.mode(plan.base_mode)
-        exported = _exports(plan, result.policy, base, simulated=_simulated(base))
+        exported = _exports(plan, result.policy, base, simulated=_simulated(base), version=args.engine_version)
         from specdash.server.launch import paste_command
 
         out["exports"] = [{**e.to_json(), "command": paste_command(base, hc, e.args)} for e in exported]
@@ -272,11 +303,13 @@ def _simulated(mode: ModeConfig) -> bool:
     return len(mode.launcher) >= 2 and mode.launcher[-1] == "sim"
 
 
-def _exports(plan: TunePlan, policy: Policy, base: ModeConfig, *, simulated: bool) -> list[Any]:
+def _exports(
+    plan: TunePlan, policy: Policy, base: ModeConfig, *, simulated: bool, version: str | None = None
+) -> list[Any]:
     from specdash.core.spec_export import exports
 
     settings = {s.label: s for s in plan.order}
-    return exports(base, policy, settings, simulated)
+    return exports(base, policy, settings, simulated, version)
 
 
 def _duration(seconds: float) -> str:
@@ -403,6 +436,9 @@ def _print(out: dict[str, Any], live: Any) -> None:
     threshold = policy["disable_above"]
     print(f"speculation stops paying above C = {threshold}" if threshold else "speculation never pays", file=live)
     print(f"best fixed setting: {policy['fixed'] or 'none (no speculation)'}", file=live)
+    for c, members in policy.get("ties", {}).items():
+        print(f"tie at C={c}: {', '.join(members)} (not separated; chosen: the highest median, {members[0]})",
+              file=live)  # fmt: skip
     print(file=live)
     print(speedup_chart(out), file=live)
     for e in out.get("exports", []):

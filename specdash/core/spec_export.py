@@ -9,12 +9,32 @@ Only what the engine accepts, by version:
   `num_speculative_tokens` (`vllm/v1/spec_decode/dynamic/utils.py`,
   `validate_and_normalize_dynamic_sd_schedule`; present in vLLM 0.32). Older versions have no schedule
   (their `disable_by_batch_size` key was unused in V1 and removed by vllm#35060).
-* **SGLang.** The three draft flags for the best fixed setting (all versions). v0.5.6 has no dynamic
-  form: no flag turns speculation off above a batch size. HEAD has `--speculative-adaptive` (sglang#21599,
-  2026-04-21; EAGLE/EAGLE3 with topk = 1 only) with `--speculative-adaptive-config FILE` mapping batch-size
-  tiers to candidate steps, where step 0 (drafting off) needs sglang#23994 (2026-06-15). The tier file is
-  written as `{"<batch size>": {"candidate_steps": [n]}}` after the HEAD docs' description
-  (reference/engines.md); check it against the installed version's `adaptive_spec_params.py`.
+* **SGLang.** The three draft flags for the best fixed setting (every version), and a batch-size
+  schedule through the adaptive mode where the version has it. SGLang has no flag that turns speculation
+  off above a batch size (no `--speculative-disable-by-batch-size`; that was vLLM's V0 flag), and
+  `--speculative-accept-threshold-single` / `-acc` change what is accepted (lossy), not when to
+  speculate: neither is exported. What each version accepts, as read:
+
+  | form | SGLang | source read |
+  |---|---|---|
+  | the three draft flags (1) | every version (v0.4.6 on) | `server_args.py` v0.5.6, HEAD copy 001067ff |
+  | `--speculative-adaptive`, `--speculative-adaptive-config FILE` (2) | >= 0.5.11 | 0.5.11 docs (3) |
+  | batch-size tiers in that file, EAGLE3 too (4) | >= 0.5.13 | 0.5.13 docs (5), HEAD `server_args.py` |
+  | step 0 in a tier: drafting off, "no speculation above N" (6) | >= 0.5.14 | `adaptive_spec_params.py` @015c8726 |
+
+  (1) `--speculative-num-steps`, `--speculative-eagle-topk`, `--speculative-num-draft-tokens`: all three or
+  none; topk = 1 forces draft = steps + 1 (v0.5.6 argparse section "Speculative decoding"; HEAD dataclass
+  fields `speculative_num_steps` ...). (2) sglang#21599: one global `candidate_steps` list, EAGLE with
+  topk = 1 only; not in v0.5.6; 0.5.7-0.5.10 not checked, so nothing adaptive is exported for them.
+  (3) `docs/advanced_features/adaptive_speculative_decoding.md`. (4) sglang#24055 (2026-06-05): integer-
+  string keys are the lower bounds of batch-size ranges. (5) `docs_new/docs/advanced_features/
+  adaptive_speculative_decoding.mdx`. (6) sglang#23994, merged 2026-06-15; `_load_adaptive_config` takes
+  "non-negative ints". 0.5.13 was taken up downstream on 2026-06-17 and may predate it: not relied on.
+
+  So a policy is exported as tiers only when every range's choice is a topk = 1 setting (or "no
+  speculation", which needs step 0); each tier pins one step (`candidate_steps: [n]`), so the EMA has
+  nothing to adapt within a tier: it is a schedule. SGLang routes a batch to a tier after padding it
+  to its CUDA-graph batch size, so a boundary takes effect at the next captured size.
 * **The simulator** (`specdash sim`, SGLang's flags) models the field's dynamic-disable patch as
   `--sim-disable-spec-above N`: speculate while the running batch is at most N.
 """
@@ -32,6 +52,12 @@ from specdash.engines.spec_settings import SGLANG_DRAFT_FLAGS, SpecSetting, sgla
 
 VLLM_SCHEDULE_VERSION = (0, 32)
 """First vLLM version we know accepts `num_speculative_tokens_per_batch_size`."""
+SGLANG_ADAPTIVE_VERSION = (0, 5, 11)
+"""First SGLang version we read with `--speculative-adaptive` (EAGLE, one global step list)."""
+SGLANG_TIERS_VERSION = (0, 5, 13)
+"""First SGLang version we read with batch-size tiers in the adaptive config (and EAGLE3)."""
+SGLANG_STEP0_VERSION = (0, 5, 14)
+"""First SGLang version taken to accept step 0 (drafting off) in a tier (see the module docstring)."""
 SGLANG_ADAPTIVE_FLAG = "--speculative-adaptive"
 SIM_DISABLE_FLAG = "--sim-disable-spec-above"
 MAX_BATCH = 4096
@@ -139,8 +165,23 @@ class Export:
                 "note": self.note}  # fmt: skip
 
 
-def exports(base: ModeConfig, policy: Policy, settings: Mapping[str, SpecSetting], simulated: bool) -> list[Export]:
-    """The fixed and (where the engine has one) dynamic forms of `policy` for `base`'s engine."""
+def exports(
+    base: ModeConfig,
+    policy: Policy,
+    settings: Mapping[str, SpecSetting],
+    simulated: bool,
+    version: str | None = None,
+) -> list[Export]:
+    """The fixed and (where the engine has one) dynamic forms of `policy` for `base`'s engine.
+
+    With the installed engine's `version`, only the forms it accepts (`engine_accepts`); without, all
+    of them, each naming the version it needs.
+    """
+    out = _exports(base, policy, settings, simulated)
+    return out if version is None else [e for e in out if engine_accepts(e, version)]
+
+
+def _exports(base: ModeConfig, policy: Policy, settings: Mapping[str, SpecSetting], simulated: bool) -> list[Export]:
     if policy.fixed is None:
         return []
     fixed = settings[policy.fixed]
@@ -159,17 +200,9 @@ def exports(base: ModeConfig, policy: Policy, settings: Mapping[str, SpecSetting
                     f"speculation off while more than {threshold} requests run",
                 )
             )
-        if fixed.topk == 1 and threshold is not None:
-            tiers = {"1": {"candidate_steps": [fixed.steps]}, str(threshold + 1): {"candidate_steps": [0]}}
-            out.append(
-                Export(
-                    "dynamic",
-                    "sglang",
-                    (*args, SGLANG_ADAPTIVE_FLAG, "--speculative-adaptive-config", "adaptive.json"),
-                    "SGLang HEAD >= 2026-06-15 (sglang#21599 --speculative-adaptive, sglang#23994 step 0); not v0.5.6",
-                    "adaptive.json: " + json.dumps(tiers),
-                )
-            )
+        dynamic = sglang_adaptive(policy, settings, base.args)
+        if dynamic is not None:
+            out.append(dynamic)
     else:
         spec = vllm_config_for(base.args, fixed)
         rest = strip_flags(base.args, ("--speculative-config", "-sc"))
@@ -191,16 +224,75 @@ def exports(base: ModeConfig, policy: Policy, settings: Mapping[str, SpecSetting
     return out
 
 
+def sglang_tiers(policy: Policy, settings: Mapping[str, SpecSetting]) -> dict[str, dict[str, list[int]]] | None:
+    """The adaptive config's batch-size tiers for `policy`, or None when SGLang's adaptive mode cannot say it.
+
+    One tier per policy range, keyed by its lowest batch size, pinned to the range's steps (0 for "no
+    speculation"). None when a range's choice has topk > 1 (adaptive is topk = 1 only) or when the
+    policy is a single range (nothing to schedule).
+    """
+    tiers: dict[str, dict[str, list[int]]] = {}
+    for r in policy.ranges:
+        if r.choice == BASELINE:
+            steps = 0
+        else:
+            setting = settings[r.choice]
+            if setting.topk != 1 or setting.steps is None:
+                return None
+            steps = setting.steps
+        if tiers and list(tiers.values())[-1]["candidate_steps"] == [steps]:
+            continue
+        tiers[str(r.low)] = {"candidate_steps": [steps]}
+    return tiers if len(tiers) > 1 else None
+
+
+def sglang_tiers_need(tiers: Mapping[str, Mapping[str, Sequence[int]]]) -> tuple[int, ...]:
+    """The first SGLang version that accepts `tiers` (step 0 needs SGLANG_STEP0_VERSION)."""
+    off = any(0 in t["candidate_steps"] for t in tiers.values())
+    return SGLANG_STEP0_VERSION if off else SGLANG_TIERS_VERSION
+
+
+def _dotted(v: tuple[int, ...]) -> str:
+    return ".".join(map(str, v))
+
+
+def sglang_adaptive(policy: Policy, settings: Mapping[str, SpecSetting], base_args: Sequence[str]) -> Export | None:
+    """The policy as SGLang's adaptive mode with pinned batch-size tiers, when it can be said that way."""
+    tiers = sglang_tiers(policy, settings)
+    if tiers is None:
+        return None
+    top = max(settings[r.choice].steps or 0 for r in policy.ranges if r.choice != BASELINE)
+    # The launch flags size the draft buffers: the deepest tier's chain (topk = 1, draft = steps + 1).
+    launch = SpecSetting(top, 1, top + 1)
+    args = (*strip_flags(tuple(base_args), (*SGLANG_DRAFT_FLAGS, SIM_DISABLE_FLAG)), *sglang_flags(launch))
+    need = sglang_tiers_need(tiers)
+    step0 = "step 0 in a tier (sglang#23994)" if need == SGLANG_STEP0_VERSION else "batch-size tiers (sglang#24055)"
+    return Export(
+        "dynamic",
+        "sglang",
+        (*args, SGLANG_ADAPTIVE_FLAG, "--speculative-adaptive-config", "adaptive.json"),
+        f"SGLang >= {_dotted(need)} (--speculative-adaptive since {_dotted(SGLANG_ADAPTIVE_VERSION)}; {step0}); "
+        "EAGLE/EAGLE3, topk = 1",
+        "adaptive.json: " + json.dumps(tiers) + " (a tier starts at the CUDA-graph batch size its key pads to)",
+    )
+
+
+def export_need(export: Export) -> tuple[int, ...]:
+    """The first engine version that accepts `export` (() = every version)."""
+    if export.engine == "vllm" and export.kind == "dynamic":
+        return VLLM_SCHEDULE_VERSION
+    if export.engine == "sglang" and export.kind == "dynamic":
+        text = export.note.removeprefix("adaptive.json: ").split(" (", 1)[0]
+        return sglang_tiers_need(json.loads(text))
+    return ()
+
+
 def engine_accepts(export: Export, version: str) -> bool:
     """Whether the installed engine `version` accepts `export` (unknown version: assume it does)."""
     v = _version(version)
-    if not v:
+    if not v or export.engine == "sim":
         return True
-    if export.engine == "vllm" and export.kind == "dynamic":
-        return v >= VLLM_SCHEDULE_VERSION
-    if export.engine == "sglang" and export.kind == "dynamic":
-        return v > (0, 5, 6)
-    return True
+    return v >= export_need(export)
 
 
 def mode_toml(name: str, base: ModeConfig, export: Export) -> str:

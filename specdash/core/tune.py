@@ -20,6 +20,33 @@ more than both spreads: `best.median - x.median > best.spread + x.spread`, where
 highest median at that level among all settings and the baseline, and a spread is
 `max(MAD over repeats, noise_floor x median)` (the floor, 2 % by default, stands in for the run-to-run
 noise a single run cannot show). Restarts saved = the full grid's `(settings + 1) x R` minus those run.
+Every restart gets its own engine seed (`specdash.server.tune.seeded_args`), so a repeat is a new
+sample, not a replay of the last one's random draws.
+
+**Contention and the precision target.** A level's value is the median of its *blocks*: one block per
+restart in pass 1; in passes 2..R a restart measures each of its *contended* levels in further blocks
+(same duration, same restart: no extra restart) until its standard error is at most `precision` x median
+(0.6 % by default) or `max_blocks` blocks were measured there. The standard error of a median of n
+blocks is `1.2533 x sd / sqrt(n)` (normal noise), never below `noise_floor x median / sqrt(n)`, where
+`sd` is the level's *pooled* relative standard deviation of one block times the median: the settings of
+one mode share a level's noise (acceptance draws, scheduling), so every setting with at least two blocks
+at a level contributes its squared relative deviations from its own mean, with n - 1 degrees of freedom
+each. A setting with one block thus gets the noise its rivals showed, not a guess. The baseline (plain
+decoding: no acceptance draws) is estimated from its own blocks only. With fewer than
+`MIN_DOF_FOR_SD` degrees of freedom the floor stands in (`noise_floor x median`). Two candidates are
+*separated* at a level when
+`|a.median - b.median| > Z x sqrt(a.se^2 + b.se^2)` (Z = 2); a level is *contended* when some
+candidate is not separated from the level's best, and its contenders are the best and those.
+
+**Decision rule.** At each level the choice is the candidate with the highest median (the best estimate
+after the runoff; the contenders were measured to the precision target). Contenders left unseparated
+when the block budget ran out are reported as a *tie* (`Policy.ties`): their difference is within
+Z standard errors, i.e. within about `2 x Z x precision` (2.4 %) of each other.
+
+Blocks shrink the noise of a level, not its bias: a level shorter than a few request lifetimes has no
+steady state and measures ramp and drain, differently per setting (benchmarks/RESULTS.md: 2 s levels of
+1.8 s requests put one setting 7 % below its 60 s value). Choose the level duration for that, and
+`noise_floor` near the noise of that duration (the drop rule after pass 1 has nothing else to go on).
 
 **Policy** (`build_policy`): at each level the setting with the highest median, or "no speculation"
 when the baseline's median is higher; its speedup over the baseline with a spread
@@ -49,6 +76,14 @@ DEFAULT_REPEATS = 2
 
 NOISE_FLOOR = 0.02
 """Smallest relative spread a level is given (a single run shows no spread of its own)."""
+PRECISION = 0.006
+"""Target relative standard error of a contended level (its blocks stop there)."""
+MAX_BLOCKS = 40
+"""Most blocks one restart measures at one contended level."""
+Z = 2.0
+"""Standard errors by which two candidates must differ to count as separated."""
+MIN_DOF_FOR_SD = 2
+"""Below this many degrees of freedom a level's noise is not estimated (the floor stands in)."""
 BASELINE = "baseline"
 """The policy's name for "no speculation"."""
 MAX_SPACE = 512
@@ -159,18 +194,75 @@ class Point:
     spread: float
     """max(MAD, noise floor x median)."""
     n: int
-    """Repeats that measured it."""
+    """Blocks that measured it (over every restart)."""
+    se: float = 0.0
+    """Standard error of the median (see the module docstring)."""
+
+    @property
+    def rel_se(self) -> float:
+        """`se / median` (inf when the median is 0)."""
+        return self.se / abs(self.median) if self.median else math.inf
 
 
-def point(values: Sequence[float], noise_floor: float = NOISE_FLOOR) -> Point:
-    """Median and spread of one level's repeats."""
+SE_OF_MEDIAN = 1.2533
+"""SE of a normal sample's median per sd / sqrt(n) (sqrt(pi / 2))."""
+
+
+def _median(values: Sequence[float]) -> float:
     ordered = sorted(values)
     mid = len(ordered) // 2
-    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-    deviations = sorted(abs(v - median) for v in values)
-    dmid = len(deviations) // 2
-    mad = deviations[dmid] if len(deviations) % 2 else (deviations[dmid - 1] + deviations[dmid]) / 2
-    return Point(median, max(mad, noise_floor * abs(median)), len(values))
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def point(values: Sequence[float], noise_floor: float = NOISE_FLOOR, rel_sd: float | None = None) -> Point:
+    """Median, spread and standard error of one level's blocks.
+
+    `rel_sd` is the relative sd of one block (pooled over the level's settings, `pooled_rel_sd`); None:
+    estimated from `values` alone, or the floor when they have too few degrees of freedom.
+    """
+    median = _median(values)
+    mad = _median([abs(v - median) for v in values])
+    n = len(values)
+    floor = noise_floor * abs(median)
+    if rel_sd is None:
+        rel_sd = pooled_rel_sd([values])
+    if rel_sd is None:
+        se = floor
+    else:
+        se = max(SE_OF_MEDIAN * rel_sd * abs(median), floor) / math.sqrt(n)
+    return Point(median, max(mad, floor), n, se)
+
+
+def pooled_rel_sd(groups: Iterable[Sequence[float]]) -> float | None:
+    """Pooled relative sd of one value over groups of repeats (None below `MIN_DOF_FOR_SD`)."""
+    ss = 0.0
+    dof = 0
+    for values in groups:
+        if len(values) < 2:
+            continue
+        mean = sum(values) / len(values)
+        if mean <= 0:
+            continue
+        ss += sum((v / mean - 1.0) ** 2 for v in values)
+        dof += len(values) - 1
+    return math.sqrt(ss / dof) if dof >= MIN_DOF_FOR_SD else None
+
+
+def separated(a: Point, b: Point, z: float = Z) -> bool:
+    """The medians differ by more than `z` standard errors of their difference."""
+    return abs(a.median - b.median) > z * math.hypot(a.se, b.se)
+
+
+def contenders(pts: Mapping[str, Mapping[int, Point]], c: int, names: Iterable[str] | None = None) -> tuple[str, ...]:
+    """At level `c`: the best (highest median) first, then every candidate not separated from it.
+
+    `names` limits the candidates (e.g. to those not dropped); a single name means the level is decided.
+    """
+    pool = [(n, pts[n][c]) for n in (names if names is not None else pts) if n in pts and c in pts[n]]
+    if not pool:
+        return ()
+    best_name, best = max(pool, key=lambda item: item[1].median)
+    return (best_name, *(n for n, p in pool if n != best_name and not separated(best, p)))
 
 
 Measurements = Mapping[str, Mapping[int, Sequence[float]]]
@@ -178,9 +270,12 @@ Measurements = Mapping[str, Mapping[int, Sequence[float]]]
 
 
 def points(measured: Measurements, noise_floor: float = NOISE_FLOOR) -> dict[str, dict[int, Point]]:
-    """`Point`s of every candidate and level that has at least one value."""
+    """`Point`s of every candidate and level that has at least one value (settings' noise pooled per level)."""
+    levels = {c for lv in measured.values() for c in lv}
+    pooled = {c: pooled_rel_sd(lv[c] for name, lv in measured.items() if name != BASELINE and c in lv) for c in levels}
     return {
-        name: {c: point(v, noise_floor) for c, v in sorted(levels.items()) if v} for name, levels in measured.items()
+        name: {c: point(v, noise_floor, None if name == BASELINE else pooled[c]) for c, v in sorted(lv.items()) if v}
+        for name, lv in measured.items()
     }
 
 
@@ -244,6 +339,8 @@ class Policy:
     """The best fixed setting (one server for all loads), or None when speculation never pays."""
     fixed_speedup: dict[int, float] = field(default_factory=dict)
     """The fixed setting's speedup at each level."""
+    ties: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    """level -> the choice and the candidates not separated from it (only levels with a tie)."""
 
     def to_json(self) -> dict[str, object]:
         """Plain data (the `--json` output's `policy`)."""
@@ -257,11 +354,17 @@ class Policy:
             "crossover": self.crossover,
             "fixed": self.fixed,
             "fixed_speedup": {str(c): round(s, 4) for c, s in sorted(self.fixed_speedup.items())},
+            "ties": {str(c): list(t) for c, t in sorted(self.ties.items())},
+            "decision": "highest median per level; candidates within "
+            f"{Z:g} standard errors of it are reported as a tie",
         }
 
 
-def build_policy(pts: Mapping[str, Mapping[int, Point]]) -> Policy:
-    """The policy from the measured points (see the module docstring); needs the baseline's points."""
+def build_policy(pts: Mapping[str, Mapping[int, Point]], dropped: Iterable[str] = ()) -> Policy:
+    """The policy from the measured points (see the module docstring); needs the baseline's points.
+
+    `dropped` settings (the drop rule took them out) are not reported in ties.
+    """
     base = pts.get(BASELINE, {})
     levels = sorted(base)
     per_level: dict[int, tuple[str, float, float]] = {}
@@ -301,6 +404,9 @@ def build_policy(pts: Mapping[str, Mapping[int, Point]]) -> Policy:
                 ranges[i] = dataclasses.replace(r, high=disable_above)
                 ranges[i + 1] = dataclasses.replace(nxt, low=disable_above + 1)
     fixed, fixed_speedup = _best_fixed(pts, levels, disable_above)
+    out = set(dropped)
+    names = [n for n in pts if n not in out]
+    ties = {c: t for c in levels if len(t := contenders(pts, c, names)) > 1}
     return Policy(
         ranges=tuple(ranges),
         per_level=per_level,
@@ -308,6 +414,7 @@ def build_policy(pts: Mapping[str, Mapping[int, Point]]) -> Policy:
         crossover=crossover.concurrency if crossover is not None and crossover.kind is CrossoverKind.CROSSES else None,
         fixed=fixed,
         fixed_speedup=fixed_speedup,
+        ties=ties,
     )
 
 

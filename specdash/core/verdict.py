@@ -38,14 +38,27 @@ def crossover_sentence(mode: str, reference: str, x: Crossover, what: str = "") 
     how = f" {what}" if what else ""
     if x.kind is CrossoverKind.CROSSES and x.concurrency is not None:
         advice = "" if what else f"; disable speculation above {x.disable_above} running requests"
-        return f"{mode} beats {reference}{how} up to C≈{x.concurrency:.1f}{best}{advice}"
+        # The crossover is the first loss; a win at a higher level is said too, not hidden behind it.
+        again = {c: r for c, r in ratios.items() if c > x.concurrency and r > 1.0}
+        also = f", and again at {_levels(again)}" if again else ""
+        return f"{mode} beats {reference}{how} up to C≈{x.concurrency:.1f}{also}{best}{advice}"
     if x.kind is CrossoverKind.ABOVE_RANGE:
         return f"{mode} beats {reference}{how} at every measured level, up to C={x.ratios[-1].concurrency}{best}"
     if x.kind is CrossoverKind.NEVER_PAYS:
         worst = min(ratios.values())
         first = x.ratios[0].concurrency
-        return f"{mode} never beats {reference}{how}: {ratios[first]:.2f}x at C={first}, down to {worst:.2f}x"
+        wins = {c: r for c, r in ratios.items() if r > 1.0}
+        if wins:  # loses at the lowest level, wins higher up: "never" would be false
+            return (f"{mode} loses to {reference}{how} at C={first} ({ratios[first]:.2f}x) but beats it at "
+                    f"{_levels(wins)}{best if len(wins) > 1 else ''}")  # fmt: skip
+        down = f", down to {worst:.2f}x" if worst < ratios[first] else ""
+        return f"{mode} never beats {reference}{how}: {ratios[first]:.2f}x at C={first}{down}"
     return f"{mode} and {reference} share no measured level"
+
+
+def _levels(ratios: Mapping[int, float]) -> str:
+    """`C=4 (1.33x), C=16 (1.10x)`."""
+    return ", ".join(f"C={c} ({r:.2f}x)" for c, r in sorted(ratios.items()))
 
 
 def verdict(

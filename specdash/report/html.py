@@ -203,7 +203,8 @@ def _provenance(r: RunData) -> str:
         ("run", f"{r.id} · {m.mode} · {r.record.created} · {r.record.status}"),
         ("host", m.host),
         ("engine", f"{m.engine or '?'} {m.engine_version}".strip()),
-        ("command", " ".join(str(a) for a in command) if command else "(not recorded: a server reached by URL)"),
+        ("command", " ".join(str(a) for a in command) if command else str(p.get("command_source") or "(not recorded)")),
+        *([("command read from", str(p["command_source"]))] if command and p.get("command_source") else []),
         ("GPUs", f"{gpus.get('count')} x {', '.join(gpus.get('models') or [])}, driver {gpus.get('driver')}"
          if gpus else "(no nvidia-smi on the host)"),
         ("GPUs per replica set (TP x DP)", str(r.gpus)),

@@ -84,7 +84,7 @@ class RemoteSession:
         self.config = config
         self.lifecycle = Lifecycle(host, host_config)
         self.store = store
-        self.sweep_defaults = sweep_defaults or SweepConfig(progress_interval_s=0.25)
+        self.sweep_defaults = sweep_defaults or SweepConfig(progress_interval_s=0.25, endpoint_follows_engine=True)
         self.clock = clock
         self.greedy_prompts = greedy_prompts
         self._listeners: list[Listener] = []
@@ -325,7 +325,13 @@ class RemoteSession:
         if not self.greedy_prompts:
             raise SpecdashError("the greedy check is off ([bench] greedy_prompts = 0)")
         self.config.mode(reference)
-        await self._greedy_check(reference, load_prompts("chat"), self.sweep_defaults.settings)
+        await self._greedy_check(reference, load_prompts("chat"), self.sweep_defaults.settings_for(self._live_engine()))
+
+    def _live_engine(self) -> str:
+        """The live mode's engine (its config's, else what the status says): the greedy check's endpoint
+        follows it like the sweep's (`SweepConfig.settings_for`; vLLM has no /generate)."""
+        cfg = self.config.modes.get(self._status.mode or "")
+        return cfg.engine if cfg is not None else self._status.engine
 
     async def greedy_texts(self, n: int, prompts: Sequence[str], settings: ProbeSettings) -> list[str]:
         """The live mode's outputs at temperature 0 for the first `n` of `prompts` (cycling), stored per host,
@@ -381,7 +387,7 @@ class RemoteSession:
         # Part of the A/B: the mode is live now, so its outputs cost N requests and no restart. A failure is
         # a warning; the sweep's measurements stand.
         try:
-            await self._greedy_check(reference, prompts, config.settings)
+            await self._greedy_check(reference, prompts, config.settings_for(self._live_engine()))
         except SpecdashError as exc:
             self._emit(Notice(exc.message, "warning"))
 

@@ -12,7 +12,13 @@ again, a restart cut off mid-way runs only its missing levels. Every request sam
 in any sweep, with its run id.
 
 **Modes.** A candidate is the base mode with the engine's draft flags replaced (`NAME@s3-k4-d8`); the
-baseline is the configured baseline mode, measured like a candidate in every pass.
+baseline is the configured baseline mode, measured like a candidate in every pass. Every restart runs
+with its own engine seed (`seeded_args`: SGLang `--random-seed`, vLLM `--seed`, derived from the
+candidate and the pass, so a resumed restart gets the same one): repeats are independent samples.
+
+**Blocks.** In passes 2..R a restart first measures its missing levels, then, on the same server, its
+contended levels again in blocks until each reaches the precision target or `max_blocks`
+(`specdash.core.tune`: contention and the precision target). A `level` record carries its `block`.
 
 **Failures.** A crash of a candidate (the server dies, or never becomes ready) is a result: recorded
 with the crash line and the level in flight, never repeated, and the tune goes on. Any other failure (the
@@ -34,7 +40,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from specdash.bench.prompts import PromptSet, load_prompts
-from specdash.bench.sse import Endpoint
+from specdash.bench.sse import default_endpoint
 from specdash.bench.sweep import SweepConfig
 from specdash.config import Config, ModeConfig, TuneConfig
 from specdash.core import tune as core
@@ -46,7 +52,24 @@ from specdash.errors import SpecdashError, UsageError
 from specdash.remote.events import ConnectionState
 from specdash.server.remote_session import RemoteSession
 
-JOURNAL_VERSION = 1
+JOURNAL_VERSION = 2
+SEED_FLAGS = {"sglang": "--random-seed", "vllm": "--seed"}
+"""The engine's own seed flag (SGLang's server_args `random_seed`, vLLM's EngineArgs `seed`)."""
+
+
+def restart_seed(candidate: str, repeat: int) -> int:
+    """A stable seed per (candidate, pass): distinct restarts draw independently, a resumed one repeats."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(f"{candidate}|{repeat}".encode()).digest()[:4], "big") % (1 << 30)
+
+
+def seeded_args(engine: str, args: tuple[str, ...], seed: int) -> tuple[str, ...]:
+    """`args` with the engine's seed flag set to `seed` (an existing one replaced); unchanged for others."""
+    flag = SEED_FLAGS.get(engine)
+    if flag is None:
+        return args
+    return (*strip_flags(args, (flag,)), flag, str(seed))
 
 
 @dataclass(frozen=True)
@@ -75,6 +98,10 @@ class TunePlan:
     """Points of the space not measured, with reasons."""
     noise_floor: float = core.NOISE_FLOOR
     """Smallest relative spread of a level."""
+    precision: float = core.PRECISION
+    """Target relative standard error of a contended level (passes 2..R)."""
+    max_blocks: int = core.MAX_BLOCKS
+    """Most blocks per contended level and restart."""
 
     def header(self) -> dict[str, Any]:
         """The journal header (what must match on `--resume`)."""
@@ -89,6 +116,8 @@ class TunePlan:
             "levels": list(self.levels),
             "repeats": self.repeats,
             "noise_floor": self.noise_floor,
+            "precision": self.precision,
+            "max_blocks": self.max_blocks,
             "settings": [s.label for s in self.order],
         }
 
@@ -109,6 +138,8 @@ def build_plan(
     repeats: int,
     name: str | None = None,
     noise_floor: float = core.NOISE_FLOOR,
+    precision: float = core.PRECISION,
+    max_blocks: int = core.MAX_BLOCKS,
 ) -> TunePlan:
     """The one way to build a plan (`specdash tune`'s flags, a `[tune.NAME]` entry in the dashboard).
 
@@ -158,6 +189,8 @@ def build_plan(
         order=tuple(core.convergence_order(keep)),
         skipped=tuple(skipped),
         noise_floor=noise_floor,
+        precision=precision,
+        max_blocks=max_blocks,
     )
 
 
@@ -197,8 +230,8 @@ def candidate_mode(base: ModeConfig, setting: SpecSetting) -> ModeConfig:
 class TuneState:
     """Everything measured so far (rebuilt from the journal on resume)."""
 
-    values: dict[str, dict[int, dict[int, float]]] = field(default_factory=dict)
-    """candidate -> repeat -> level -> tok/s."""
+    values: dict[str, dict[int, dict[int, dict[int, float]]]] = field(default_factory=dict)
+    """candidate -> repeat -> level -> block -> tok/s."""
     crashes: dict[str, dict[str, Any]] = field(default_factory=dict)
     """candidate -> the crash record."""
     startups: list[float] = field(default_factory=list)
@@ -209,23 +242,28 @@ class TuneState:
     """Restarts this tune made (across resumes)."""
     verify: dict[str, Any] | None = None
     """The last verification record."""
+    done: set[tuple[str, int]] = field(default_factory=set)
+    """(candidate, repeat) restarts that finished their levels and blocks."""
 
     def measured(self) -> dict[str, dict[int, list[float]]]:
         """candidate -> level -> values over repeats."""
         out: dict[str, dict[int, list[float]]] = {}
         for name, repeats in self.values.items():
             for levels in repeats.values():
-                for c, v in levels.items():
-                    out.setdefault(name, {}).setdefault(c, []).append(v)
+                for c, blocks in levels.items():
+                    out.setdefault(name, {}).setdefault(c, []).extend(blocks.values())
         return out
+
+    def blocks(self, candidate: str, repeat: int, c: int) -> int:
+        """Blocks measured at (candidate, repeat, level)."""
+        return len(self.values.get(candidate, {}).get(repeat, {}).get(c, {}))
 
     def apply(self, record: dict[str, Any]) -> None:
         """Fold one journal record in."""
         kind = record.get("type")
         if kind == "level":
-            self.values.setdefault(record["candidate"], {}).setdefault(int(record["repeat"]), {})[int(record["c"])] = (
-                float(record["tok_s"])
-            )
+            levels = self.values.setdefault(record["candidate"], {}).setdefault(int(record["repeat"]), {})
+            levels.setdefault(int(record["c"]), {})[int(record.get("block", 0))] = float(record["tok_s"])
             if record.get("seconds"):
                 self.level_s.append(float(record["seconds"]))
         elif kind == "crash":
@@ -236,6 +274,8 @@ class TuneState:
                 self.startups.append(float(record["seconds"]))
         elif kind == "verify":
             self.verify = record
+        elif kind == "done":
+            self.done.add((record["candidate"], int(record["repeat"])))
 
 
 class Journal:
@@ -371,9 +411,12 @@ class TuneRunner:
             self.modes[setting.label] = mode.name
         session.config = dataclasses.replace(session.config, modes={**session.config.modes, **extra})
         session.hide_modes(extra)  # one config mode per setting: not listed unless it is the one running
+        self._base_args = {name: session.config.mode(name).args for name in self.modes.values()}
         self._listening: tuple[str, str, int] | None = None  # (candidate, mode, repeat) being measured
         self.current: tuple[str, int] | None = None
         """(candidate, repeat) being measured now, from the moment its restart is requested."""
+        self._out: set[str] = set()  # dropped at the end of a pass: never measured again, so never cleared
+        self._blocks: dict[int, int] = {}  # level -> the block the sweep in flight measures
         self._t_request = 0.0
         self._t_last = 0.0
         self._ready_seen = False
@@ -397,14 +440,22 @@ class TuneRunner:
         elif isinstance(event, BenchUpdate):
             done = self.state.values.get(candidate, {}).get(repeat, {})
             for row in event.rows:
-                if row.mode == mode and row.status == "done" and row.tok_s is not None and row.concurrency not in done:
+                block = self._blocks.get(row.concurrency)
+                if (
+                    row.mode == mode
+                    and row.status == "done"
+                    and row.tok_s is not None
+                    and block is not None
+                    and block not in done.get(row.concurrency, {})
+                ):
                     now = time.monotonic()
                     record = {"type": "level", "candidate": candidate, "repeat": repeat, "c": row.concurrency,
-                              "tok_s": row.tok_s, "seconds": round(now - self._t_last, 3)}  # fmt: skip
+                              "block": block, "tok_s": row.tok_s, "seconds": round(now - self._t_last, 3)}  # fmt: skip
                     self._t_last = now
                     self.journal.write(record)
                     self.state.apply(record)
-                    self._progress(f"[{candidate} #{repeat + 1} C={row.concurrency}] {row.tok_s:.1f} tok/s")
+                    tag = f" block {block + 1}" if block else ""
+                    self._progress(f"[{candidate} #{repeat + 1} C={row.concurrency}{tag}] {row.tok_s:.1f} tok/s")
 
     # -- the search --------------------------------------------------------------------------------
 
@@ -412,8 +463,10 @@ class TuneRunner:
         return core.points(self.state.measured(), self.plan.noise_floor)
 
     def _dropped(self) -> list[str]:
+        """Settings out of contention: dropped at the end of an earlier pass (a setting dropped once stays
+        dropped: its later repeats are not run, so the result must still name it), or dominated now."""
         pts = self._points()
-        return [s.label for s in self.plan.order if core.dominated(s.label, pts)]
+        return [s.label for s in self.plan.order if s.label in self._out or core.dominated(s.label, pts)]
 
     def _pass_candidates(self, repeat: int) -> list[str]:
         labels = [s.label for s in self.plan.order]
@@ -424,7 +477,27 @@ class TuneRunner:
 
     def _missing(self, candidate: str, repeat: int) -> list[int]:
         done = self.state.values.get(candidate, {}).get(repeat, {})
-        return [c for c in self.plan.levels if c not in done]
+        return [c for c in self.plan.levels if not done.get(c)]
+
+    def _active(self) -> list[str]:
+        dropped = set(self._dropped())
+        labels = [s.label for s in self.plan.order if s.label not in dropped and s.label not in self.state.crashes]
+        return [core.BASELINE, *labels]
+
+    def _needs_blocks(self, candidate: str, repeat: int) -> list[int]:
+        """Contended levels of `candidate` short of the precision target (passes 2..R only)."""
+        if repeat == 0:
+            return []
+        pts = self._points()
+        active = self._active()
+        out = []
+        for c in self.plan.levels:
+            if self.state.blocks(candidate, repeat, c) >= self.plan.max_blocks:
+                continue
+            rivals = core.contenders(pts, c, active)
+            if len(rivals) > 1 and candidate in rivals and pts[candidate][c].rel_se > self.plan.precision:
+                out.append(c)
+        return out
 
     def eta(self, repeat: int, index: int, order: list[str]) -> core.Eta:
         """Time left: the rest of this pass, plus later passes at the current contenders."""
@@ -451,9 +524,9 @@ class TuneRunner:
             for repeat in range(self.plan.repeats):
                 order = self._pass_candidates(repeat)
                 for index, candidate in enumerate(order):
-                    if candidate in self.state.crashes:
+                    if candidate in self.state.crashes or (candidate, repeat) in self.state.done:
                         continue
-                    missing = self._missing(candidate, repeat)
+                    missing = self._missing(candidate, repeat) or self._needs_blocks(candidate, repeat)
                     if not missing:
                         continue
                     eta = self.eta(repeat, index, order)
@@ -466,6 +539,7 @@ class TuneRunner:
                     await self._measure(candidate, repeat, missing)
                 if repeat + 1 < self.plan.repeats:
                     dropped = self._dropped()
+                    self._out.update(dropped)
                     if dropped:
                         self._progress(f"after pass {repeat + 1}: dropped {', '.join(dropped)} (drop rule)")
         except asyncio.CancelledError:
@@ -481,25 +555,41 @@ class TuneRunner:
     def snapshot(self, aborted: str | None = None) -> TuneResult:
         """The result so far (the policy of what is measured now; the final one at the end of `run`)."""
         pts = self._points()
-        policy = core.build_policy(pts) if core.BASELINE in pts else core.build_policy({core.BASELINE: {}})
-        return TuneResult(self.plan, self.state, pts, policy, tuple(self._dropped()), self.state.restarts, aborted)
+        out = tuple(self._dropped())
+        policy = core.build_policy(pts, out) if core.BASELINE in pts else core.build_policy({core.BASELINE: {}})
+        return TuneResult(self.plan, self.state, pts, policy, out, self.state.restarts, aborted)
 
     async def _measure(self, candidate: str, repeat: int, levels: list[int]) -> None:
         mode = self.modes[candidate]
+        cfg = self.session.config.mode(mode)
+        seeded = dataclasses.replace(
+            cfg, args=seeded_args(cfg.engine, self._base_args[mode], restart_seed(candidate, repeat))
+        )
+        self.session.config = dataclasses.replace(
+            self.session.config, modes={**self.session.config.modes, mode: seeded}
+        )
         for _attempt in range(3):
             self._listening = (candidate, mode, repeat)
             self._ready_seen = False
             self._t_request = time.monotonic()
             try:
-                await self.session.sweep([mode], levels, config=self.sweep_config, prompts=self.prompts)
+                while levels:  # the missing levels, then blocks of the contended ones on the same server
+                    self._blocks = {c: self.state.blocks(candidate, repeat, c) for c in levels}
+                    await self.session.sweep([mode], levels, config=self.sweep_config, prompts=self.prompts)
+                    levels = self._needs_blocks(candidate, repeat)
+                    if levels:
+                        self._progress(f"[{candidate} #{repeat + 1}] contended at C={','.join(map(str, levels))}: "
+                                       "another block")  # fmt: skip
+                self._finished(candidate, repeat)
                 return
             except SpecdashError as exc:
                 status = self.session.status
                 if self.session.host.state is not ConnectionState.CONNECTED:
                     self._progress(f"[{candidate}] link lost ({exc.message}); waiting for it")
                     await self._wait_link()
-                    levels = self._missing(candidate, repeat)
+                    levels = self._missing(candidate, repeat) or self._needs_blocks(candidate, repeat)
                     if not levels:
+                        self._finished(candidate, repeat)
                         return
                     continue
                 if status.crash is None and status.phase not in (Phase.CRASHED, Phase.EXITED):
@@ -521,6 +611,7 @@ class TuneRunner:
                 return
             finally:
                 self._listening = None
+                self._blocks = {}
         raise SpecdashError(f"{candidate}: the link kept failing; stopping the tune (run again with --resume)")
 
     def eta_now(self) -> core.Eta | None:
@@ -531,17 +622,17 @@ class TuneRunner:
         order = self._pass_candidates(repeat)
         return self.eta(repeat, order.index(candidate) if candidate in order else 0, order)
 
+    def _finished(self, candidate: str, repeat: int) -> None:
+        record = {"type": "done", "candidate": candidate, "repeat": repeat}
+        self.journal.write(record)
+        self.state.apply(record)
+
     async def _wait_link(self) -> None:
         deadline = time.monotonic() + self.link_wait_s
         while self.session.host.state is not ConnectionState.CONNECTED:
             if time.monotonic() > deadline:
                 raise SpecdashError(f"link not back after {self.link_wait_s:g} s (run again with --resume)")
             await asyncio.sleep(0.5)
-
-
-def default_endpoint(engine: str) -> Endpoint:
-    """The probe's endpoint for an engine: SGLang's native /generate, else the OpenAI completions endpoint."""
-    return Endpoint.GENERATE if engine == "sglang" else Endpoint.COMPLETIONS
 
 
 def resume_command(plan: TunePlan) -> str:

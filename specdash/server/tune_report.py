@@ -27,14 +27,17 @@ def report(plan: TunePlan, result: TuneResult) -> dict[str, Any]:
         "skipped": [{"setting": s.setting.label, "reason": s.reason} for s in plan.skipped],
         "measured": {
             name: {
-                str(c): {"median": round(p.median, 2), "spread": round(p.spread, 2), "n": p.n} for c, p in lv.items()
+                str(c): {"median": round(p.median, 2), "spread": round(p.spread, 2), "se": round(p.se, 3), "n": p.n}
+                for c, p in lv.items()
             }
             for name, lv in pts.items()
         },
         "crashes": list(result.state.crashes.values()),
         "dropped": list(result.dropped),
         "rule": "drop a setting once, at every level it measured, best.median - x.median > best.spread + x.spread "
-        f"(spread = max(MAD, {plan.noise_floor:g} x median))",
+        f"(spread = max(MAD, {plan.noise_floor:g} x median)); in passes 2..R a contended level (a candidate within "
+        f"{core.Z:g} standard errors of the best) is measured in more blocks on the same restart until its standard "
+        f"error is <= {plan.precision:g} x median or {plan.max_blocks} blocks",
         "restarts": result.restarts,
         "full_grid_restarts": plan.full_grid_restarts,
         "restarts_saved": result.restarts_saved,
@@ -53,8 +56,9 @@ def load_report(path: Path) -> dict[str, Any] | None:
     for record in records:
         state.apply(record)
     pts = core.points(state.measured(), float(header.get("noise_floor", core.NOISE_FLOOR)))
-    policy = core.build_policy(pts) if core.BASELINE in pts else core.build_policy({core.BASELINE: {}})
     labels = [str(x) for x in header.get("settings", [])] or [name for name in pts if name != core.BASELINE]
+    dropped = tuple(x for x in labels if core.dominated(x, pts))
+    policy = core.build_policy(pts, dropped) if core.BASELINE in pts else core.build_policy({core.BASELINE: {}})
     plan = TunePlan(
         name=str(header.get("name", path.stem)),
         host=str(header.get("host", "")),
@@ -67,8 +71,9 @@ def load_report(path: Path) -> dict[str, Any] | None:
         order=(),
         skipped=(),
         noise_floor=float(header.get("noise_floor", core.NOISE_FLOOR)),
+        precision=float(header.get("precision", core.PRECISION)),
+        max_blocks=int(header.get("max_blocks", core.MAX_BLOCKS)),
     )
-    dropped = tuple(x for x in labels if core.dominated(x, pts))
     out = report(plan, TuneResult(plan, state, pts, policy, dropped, state.restarts))
     out["settings"] = labels
     out["full_grid_restarts"] = (len(labels) + 1) * plan.repeats

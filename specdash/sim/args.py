@@ -54,6 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sg.add_argument("--disable-overlap-schedule", action="store_true")
     sg.add_argument("--skip-server-warmup", action="store_true")
     sg.add_argument("--decode-log-interval", type=int, default=40)
+    sg.add_argument("--random-seed", type=int, default=None, help="SGLang's seed; when given, it is the --sim-seed")
     sim = parser.add_argument_group("simulator flags")
     sim.add_argument("--sim-time-scale", type=float, default=1.0, help="multiplies startup/shutdown durations")
     sim.add_argument("--sim-speed", type=float, default=1.0, help="divides decode step times (stress tests only)")
@@ -288,7 +289,7 @@ def resolve(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> tup
         spec_v2=spec_v2,
         time_scale=ns.sim_time_scale,
         speed=ns.sim_speed,
-        seed=ns.sim_seed,
+        seed=ns.sim_seed if ns.random_seed is None else ns.random_seed,
         log_style=ns.sim_log_style,
         disable_spec_above=ns.sim_disable_spec_above,
         exit_with=ns.sim_exit_with,

@@ -402,3 +402,18 @@ async def test_guards_warn_before_the_first_level_and_slo_and_provenance_are_sto
         assert prov["workload"]["prompt_hash"] == load_prompts("chat").sha256 and len(prov["fingerprint"]) == 16
         stored = store.levels(res.run_id)[0].result["slo"]
         assert stored["meets"] and stored["attainment"] == 1.0
+
+
+@pytest.mark.parametrize(("engine", "endpoint"), [("vllm", "completions"), ("sglang", "generate")])
+async def test_a_sweep_whose_endpoint_follows_the_engine_probes_the_engines_own(
+    engine: str, endpoint: str, tmp_path: Path
+) -> None:
+    """The dashboard's sweeps (`endpoint_follows_engine`): vLLM has no /generate, SGLang's native one is used."""
+    async with FakeServer(FakeConfig(engine=engine)) as srv:
+        cfg = config((1,), requests_per_level=2, endpoint_follows_engine=True,
+                     settings=ProbeSettings(endpoint=Endpoint.GENERATE, output_len=4))  # fmt: skip
+        with Store(tmp_path / "s.db") as store:
+            res = await run_sweep(srv.url, cfg, load_prompts("chat"), store)
+            assert res.levels[0].status == "done" and res.levels[0].stats.completed == 2
+            run = store.run(res.run_id or 0)
+        assert run is not None and run.meta.endpoint == endpoint, run

@@ -87,6 +87,9 @@ def test_resume_after_sigkill_measures_nothing_twice(tmp_path: Path) -> None:
     again = tune(tmp_path, *args, "--resume")
     assert again.returncode == 0, again.stderr[-2000:]
     out = json.loads(again.stdout)
+    etas = [line for line in again.stderr.splitlines() if line.startswith("tune: pass ") and "(ETA " in line]
+    assert etas, f"the live lines show the tune's ETA: {again.stderr[-1000:]}"
+    assert not any(" h)" in line for line in etas), "with the journal's startups the ETA is minutes, not hours"
     levels = [(r["candidate"], r["repeat"], r["c"]) for r in journal(tmp_path) if r.get("type") == "level"]
     assert len(levels) == len(set(levels)) == 6, "3 candidates x 2 levels, each measured once"
     assert [(r["candidate"], r["repeat"], r["c"]) for r in before] == levels[: len(before)]

@@ -87,7 +87,7 @@ def test_idle_share_inside_the_window() -> None:
     assert idle_share(samples, 4, Window(0, 1000 * MS, steady=False)) is None
     assert idle_share(samples, 4, None) is None
     reasons = judge(ev(concurrency=4, idle_share=0.1)).reasons
-    assert any("3.6 of 4 in flight" in r for r in reasons), reasons
+    assert any("3.60 of 4 in flight on average, 10.0% of slot time idle" in r for r in reasons), reasons
     assert judge(ev(concurrency=4, idle_share=0.005)).reasons == ()
 
 

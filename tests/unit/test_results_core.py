@@ -131,6 +131,16 @@ def test_verdict_single_mode_never_and_slo() -> None:
     assert verdict({"baseline": {1: 10.0, 4: 30.0}}).startswith("baseline: peak 30 tok/s at C=4")
     never = verdict({"b": {1: 100.0, 2: 200.0}, "s": {1: 90.0, 2: 150.0}})
     assert "s never beats b: 0.90x at C=1, down to 0.75x" in never
+    assert verdict({"b": {1: 100.0, 4: 200.0}, "s": {1: 90.0, 4: 180.0}}) == "s never beats b: 0.90x at C=1."
+
+
+def test_verdict_says_where_a_mode_that_loses_at_low_c_wins() -> None:
+    # Measured on the real vLLM CPU engine (2026-12-02, tests/engine/test_dashboard_engine.py): ngram lost at
+    # C=1 and won at C=4; "never beats" was false.
+    text = verdict({"plain": {1: 51.0, 4: 184.0}, "ngram": {1: 45.0, 4: 244.0}})
+    assert text == "ngram loses to plain at C=1 (0.88x) but beats it at C=4 (1.33x)."
+    again = verdict({"b": {1: 100.0, 2: 100.0, 4: 100.0, 8: 100.0}, "s": {1: 150.0, 2: 90.0, 4: 80.0, 8: 120.0}})
+    assert again.startswith("s beats b up to C≈") and ", and again at C=8 (1.20x) (best 1.50x at C=1)" in again
     slo = verdict(
         {"b": {1: 100.0, 2: 200.0}, "s": {1: 150.0, 2: 220.0}},
         slo_text="ttft_p90≤500ms",

@@ -87,7 +87,7 @@ def test_tune_table_is_validated() -> None:
 def test_the_probe_endpoint_follows_the_engine() -> None:
     """vLLM has no /generate: a tune of a vLLM mode that used it measured nothing (every request 404)."""
     from specdash.bench.sse import Endpoint
-    from specdash.server.tune import default_endpoint
+    from specdash.cli.tune import default_endpoint
 
     assert default_endpoint("sglang") is Endpoint.GENERATE
     assert default_endpoint("vllm") is Endpoint.COMPLETIONS

@@ -177,7 +177,62 @@ def test_exports_in_each_engines_words() -> None:
     assert kinds == [("fixed", "sglang"), ("dynamic", "sim"), ("dynamic", "sglang")]
     assert out[0].args.count("--speculative-num-steps") == 1 and "4" in out[0].args
     assert out[1].args[-2:] == ("--sim-disable-spec-above", "2")  # crossover at C≈2.6
-    assert "--speculative-adaptive" in out[2].args and "v0.5.6" in out[2].needs
+    assert "--speculative-adaptive" in out[2].args and "SGLang >= 0.5.14" in out[2].needs
+    assert json.loads(out[2].note.split(": ", 1)[1].split(" (")[0]) == {
+        "1": {"candidate_steps": [4]},
+        "3": {"candidate_steps": [0]},
+    }, "steps 4 up to the threshold, drafting off above it"
+
+
+def _sglang_policy(choices: dict[int, str]) -> core.Policy:
+    base = {1: 70.0, 2: 130.0, 4: 225.0, 8: 357.0}
+    pts: dict[str, dict[int, core.Point]] = {core.BASELINE: {c: P(v) for c, v in base.items()}}
+    for name in set(choices.values()):  # every setting at every level; the chosen one 1.3x, others 1.1x or 0.9x
+        pts[name] = {
+            c: P(v * (1.3 if choices.get(c) == name else 1.1 if c in choices else 0.9)) for c, v in base.items()
+        }
+    return core.build_policy(pts)
+
+
+SGL = ModeConfig("e3", "sglang", "/m", args=("--speculative-algorithm", "EAGLE3"))
+SETTINGS = {"s5-k1-d6": SpecSetting(5, 1, 6), "s2-k1-d3": SpecSetting(2, 1, 3), "s3-k4-d8": SpecSetting(3, 4, 8)}
+
+
+@pytest.mark.parametrize(
+    ("version", "kinds"),
+    [
+        ("0.5.6", ["fixed"]),  # no adaptive mode at all
+        ("0.5.11", ["fixed"]),  # adaptive, but one global step list: no batch-size tiers
+        ("0.5.13", ["fixed", "dynamic"]),  # tiers, every one speculating
+        ("0.5.19", ["fixed", "dynamic"]),
+        (None, ["fixed", "dynamic"]),  # unknown: every form, each naming the version it needs
+    ],
+)
+def test_sglang_step_tiers_need_0_5_13(version: str | None, kinds: list[str]) -> None:
+    policy = _sglang_policy({1: "s5-k1-d6", 2: "s5-k1-d6", 4: "s2-k1-d3", 8: "s2-k1-d3"})
+    out = exports(SGL, policy, SETTINGS, simulated=False, version=version)
+    assert [e.kind for e in out] == kinds
+    if "dynamic" in kinds:
+        dyn = out[1]
+        assert "SGLang >= 0.5.13" in dyn.needs
+        assert dyn.args.count("--speculative-num-steps") == 1
+        assert dyn.args[dyn.args.index("--speculative-num-steps") + 1] == "5", "buffers for the deepest tier"
+        assert '{"1": {"candidate_steps": [5]}, "4": {"candidate_steps": [2]}}' in dyn.note
+
+
+@pytest.mark.parametrize(("version", "dynamic"), [("0.5.13", False), ("0.5.14", True), ("v0.5.19.post1", True)])
+def test_sglang_drafting_off_above_a_batch_needs_step_0(version: str, dynamic: bool) -> None:
+    policy = _sglang_policy({1: "s5-k1-d6", 2: "s5-k1-d6"})
+    out = exports(SGL, policy, SETTINGS, simulated=False, version=version)
+    assert ("dynamic" in [e.kind for e in out]) is dynamic
+    assert out[0].kind == "fixed" and "--speculative-adaptive" not in out[0].args
+
+
+def test_sglang_adaptive_is_not_exported_for_a_topk_above_1() -> None:
+    policy = _sglang_policy({1: "s3-k4-d8", 2: "s3-k4-d8"})
+    out = exports(SGL, policy, SETTINGS, simulated=False)
+    assert [e.kind for e in out] == ["fixed"], "SGLang's adaptive mode runs only with topk = 1"
+    assert not any(arg.startswith("--speculative-disable") for e in out for arg in e.args)
 
 
 def policy_k(policy: core.Policy) -> int:
@@ -200,3 +255,88 @@ def test_candidate_modes_replace_the_draft_settings_in_the_engines_words() -> No
     assert mode.args[:2] == ("--max-num-seqs", "16") and mode.args[2] == "--speculative-config"
     assert json.loads(mode.args[3]) == {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 2,
                                         "prompt_lookup_max": 2}  # fmt: skip
+
+
+def test_pooled_noise_needs_degrees_of_freedom_and_pools_relative_deviations() -> None:
+    assert core.pooled_rel_sd([[100.0], [50.0]]) is None, "single blocks show no noise"
+    assert core.pooled_rel_sd([[100.0, 110.0]]) is None, "one degree of freedom is below the minimum"
+    sd = core.pooled_rel_sd([[90.0, 110.0], [45.0, 55.0]])
+    assert sd == pytest.approx((4 * 0.1**2 / 2) ** 0.5), "both groups deviate 10 % twice: 4 squares over 2 dof"
+
+
+def test_a_single_block_gets_the_noise_its_rivals_showed() -> None:
+    measured = {
+        core.BASELINE: {2: [130.0]},
+        "a": {2: [140.0, 126.0, 154.0, 133.0, 147.0]},  # noisy: about 8 % per block
+        "b": {2: [133.0]},
+    }
+    pts = core.points(measured)
+    assert pts["b"][2].se > 0.05 * 133, "b's one block inherits a's noise, not the 2 % floor"
+    assert pts[core.BASELINE][2].se == pytest.approx(0.02 * 130), "the baseline is never pooled with the settings"
+    assert core.contenders(pts, 2, ["a", "b"]) == ("a", "b"), "b is within 2 standard errors of a"
+
+
+def test_more_blocks_shrink_the_standard_error_down_to_the_floor_share() -> None:
+    few = core.point([100.0, 104.0, 96.0])
+    many = core.point([100.0, 104.0, 96.0] * 12)
+    assert many.se < few.se / 3, "12 x the blocks: about sqrt(12) = 3.5 x smaller"
+    assert core.point([100.0] * 25).se == pytest.approx(0.02 * 100 / 5), "identical blocks: the floor / sqrt(n)"
+
+
+def test_separation_and_ties_in_the_policy() -> None:
+    def pt(median: float, se: float) -> core.Point:
+        return core.Point(median, 0.0, 10, se)
+
+    pts = {
+        core.BASELINE: {1: pt(70, 0.5), 2: pt(130, 0.5)},
+        "deep": {1: pt(100, 0.8), 2: pt(145, 1.0)},
+        "mid": {1: pt(92, 0.8), 2: pt(143, 1.0)},  # 2 below deep at C=2: within 2 x hypot(1, 1) = 2.83
+        "dropped": {1: pt(60, 5), 2: pt(140, 5)},
+    }
+    assert core.separated(pts["deep"][1], pts["mid"][1])
+    assert not core.separated(pts["deep"][2], pts["mid"][2])
+    policy = core.build_policy(pts, dropped=["dropped"])
+    assert policy.per_level[2][0] == "deep", "the highest median is chosen"
+    assert policy.ties == {2: ("deep", "mid")}, "and the unseparated rival is reported, the dropped one is not"
+    assert policy.to_json()["ties"] == {"2": ["deep", "mid"]}
+
+
+def test_every_restart_gets_its_own_seed_in_the_engines_words() -> None:
+    from specdash.server.tune import restart_seed, seeded_args
+
+    seeds = {restart_seed(c, r) for c in ("baseline", "s3-k4-d8") for r in range(3)}
+    assert len(seeds) == 6, "distinct per (candidate, pass)"
+    assert restart_seed("s3-k4-d8", 1) == restart_seed("s3-k4-d8", 1), "stable: a resumed restart repeats it"
+    assert seeded_args("sglang", ("--tp", "8", "--random-seed", "1"), 7) == ("--tp", "8", "--random-seed", "7")
+    assert seeded_args("vllm", ("--max-num-seqs", "4"), 7) == ("--max-num-seqs", "4", "--seed", "7")
+    assert seeded_args("other", ("--x",), 7) == ("--x",)
+
+
+def test_the_simulator_takes_sglangs_random_seed() -> None:
+    import argparse
+
+    from specdash.sim.args import add_arguments, resolve
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    seeded, _ = resolve(parser.parse_args(["--model-path", "/m", "--random-seed", "42"]))
+    default, _ = resolve(parser.parse_args(["--model-path", "/m", "--sim-seed", "3"]))
+    assert seeded.seed == 42 and default.seed == 3
+
+
+def test_the_journal_state_keeps_every_block_once() -> None:
+    from specdash.server.tune import TuneState
+
+    state = TuneState()
+    records = [
+        {"type": "level", "candidate": "a", "repeat": 0, "c": 2, "tok_s": 140.0},  # a version-1 record: block 0
+        {"type": "level", "candidate": "a", "repeat": 1, "c": 2, "block": 0, "tok_s": 138.0},
+        {"type": "level", "candidate": "a", "repeat": 1, "c": 2, "block": 1, "tok_s": 142.0},
+        {"type": "level", "candidate": "a", "repeat": 1, "c": 2, "block": 1, "tok_s": 142.0},  # replayed twice
+        {"type": "done", "candidate": "a", "repeat": 1},
+    ]
+    for record in records:
+        state.apply(record)
+    assert state.blocks("a", 1, 2) == 2 and state.blocks("a", 0, 2) == 1
+    assert sorted(state.measured()["a"][2]) == [138.0, 140.0, 142.0]
+    assert ("a", 1) in state.done and ("a", 0) not in state.done

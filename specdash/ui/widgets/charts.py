@@ -45,10 +45,24 @@ def nice_ticks(top: float, count: int = 4) -> tuple[list[float], list[str]]:
     return ticks, [f"{t / 1000:g}k" if t >= 1000 else f"{t:g}" for t in ticks]
 
 
-def y_axis(plt: Any, top: float) -> None:
-    """Apply `nice_ticks` and pin the axis to start at 0."""
-    ticks, labels = nice_ticks(top)
-    plt.ylim(0, ticks[-1])
+def y_axis(plt: Any, top: float, height: int) -> None:
+    """Apply `nice_ticks` and pin the axis to start at 0, with no more ticks than the plot has rows for.
+
+    `height` is the widget's content height. Below it plotext keeps three rows for the x axis, its ticks and
+    its label; two ticks on one row would overwrite each other's label (which one shows varied from one
+    process to the next), so a squeezed chart gets fewer, wider steps.
+    """
+    rows = max(1, height - 3)
+    for count in (4, 3, 2, 1):
+        ticks, labels = nice_ticks(top, count=count)
+        limit = ticks[-1]
+        if rows * (ticks[1] - ticks[0]) / limit >= 2:  # two rows or more between neighbouring labels
+            break
+        if len(ticks) > 2 and limit > 1.25 * top:  # squeezed: the axis may end above the last label
+            ticks, labels, limit = ticks[:-1], labels[:-1], top * 1.05
+            if rows * (ticks[1] - ticks[0]) / limit >= 2:
+                break
+    plt.ylim(0, limit)
     plt.yticks(ticks, labels)
 
 
@@ -198,7 +212,7 @@ class LiveChart(ThrottledPlot):
             colour = colours[self._slot.get((mode, concurrency), i) % len(colours)]
             plt.plot([t for t, _ in snapshot], [v for _, v in snapshot], marker="braille", label=label, color=colour)
             top = max([top, *(v for _, v in snapshot)])
-        y_axis(plt, top)
+        y_axis(plt, top, self.content_size.height)
         x_span(plt, [t for points in self._series.values() for t, _ in points], 0.5)
         plt.xlabel("s into level")
 
@@ -266,7 +280,8 @@ class CurvesChart(ThrottledPlot):
             plt.xticks(ticks, labels)
             x_span(plt, ticks, 0.1)
             plt.xlabel("C (log)")
-        y_axis(plt, max((v for points in self._curves.values() for _, v in points), default=0.0))
+        top = max((v for points in self._curves.values() for _, v in points), default=0.0)
+        y_axis(plt, top, self.content_size.height)
         if self._crossover is not None and levels:
             # A vertical line where speculation stops paying; the sentence is in the verdict line.
             marker = theme_rgb(self.app.theme_variables, ("error",))
@@ -316,6 +331,6 @@ class CurvesChart(ThrottledPlot):
                     plt.text(f"C={p.concurrency}", p.per_user_tok_s, p.total_tok_s, color=colours[i % len(colours)])
         corners = staircase(frontier(points))
         plt.plot([x for x, _ in corners], [y for _, y in corners], marker="dot", label="frontier")
-        y_axis(plt, max(p.total_tok_s for p in points))
+        y_axis(plt, max(p.total_tok_s for p in points), self.content_size.height)
         plt.xlim(0, max(p.per_user_tok_s for p in points) * 1.15)
         plt.xlabel("tok/s per user (1000/TPOT p50)")
