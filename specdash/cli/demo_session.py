@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specdash.config import Config, HostConfig, ModeConfig
+from specdash.config import Config, HostConfig, ModeConfig, TuneConfig
 from specdash.errors import SpecdashError
 
 if TYPE_CHECKING:
@@ -35,6 +35,10 @@ TOUR_LEVEL_S = 2.5
 """Seconds per level in the tour (5 s otherwise): steady state inside, 4 levels per mode."""
 MODEL = "/models/Kimi-K2.5"
 DRAFT = "/models/Kimi-K2.5-eagle3"
+
+
+DEMO_TUNE_SPACE = "steps=1,3 topk=1,4 draft=4,8"
+"""The demo's `[tune.eagle3-demo]` space."""
 
 
 def demo_config(port: int, time_scale: float = TIME_SCALE) -> Config:
@@ -86,7 +90,9 @@ def demo_config(port: int, time_scale: float = TIME_SCALE) -> Config:
             {"SGLANG_ENABLE_SPEC_V2": "1"},
         ),
     ]
-    return Config(path=None, hosts={}, modes={m.name: m for m in modes})
+    # The dashboard's Tune view (T) offers this one; `specdash tune demo --tune eagle3-demo` runs the same.
+    tune = TuneConfig("eagle3-demo", "eagle3", DEMO_TUNE_SPACE, levels="1,4,16", repeats=1)
+    return Config(path=None, hosts={}, modes={m.name: m for m in modes}, tunes={tune.name: tune})
 
 
 def gpu_host_env(base: Path) -> dict[str, str]:

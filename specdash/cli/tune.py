@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specdash.core.levels import LEVELS_GRAMMAR
+from specdash.core.tune import DEFAULT_LEVELS, DEFAULT_REPEATS
 from specdash.errors import UsageError
 
 if TYPE_CHECKING:
@@ -29,8 +30,6 @@ NAME = "tune"
 HELP = "search speculative settings per load with restarts, export the policy, verify it live"
 DEMO_HOST = "demo"
 MAX_REPEATS = 10
-DEFAULT_LEVELS = "1-32x2"
-DEFAULT_REPEATS = 2
 
 
 def apply_tune_table(args: argparse.Namespace, cfg: Config) -> None:
@@ -150,52 +149,18 @@ def _check_tune(args: argparse.Namespace, cfg: Config) -> tuple[int, ...]:
 
 
 def make_plan(args: argparse.Namespace, cfg: Config, levels: tuple[int, ...]) -> TunePlan:
-    """The tune's plan from the flags and the config."""
-    import hashlib
+    """The tune's plan from the flags and the config (`specdash.server.tune.build_plan`)."""
+    from specdash.server.tune import build_plan
 
-    from specdash.core import tune as core
-    from specdash.core.spec_export import vllm_speculative_config
-    from specdash.engines.spec_settings import SpecSetting, Verdict, check_sglang, check_vllm
-    from specdash.server.tune import TunePlan
-
-    base = cfg.mode(args.mode)
-    cfg.mode(args.baseline)
-    space = args.space or ""
-    axes, points = core.parse_space(space) if space else ({}, [])
-    if base.engine == "sglang":
-        if axes and not set(axes) <= {"steps", "topk", "draft"}:
-            raise UsageError(f"--space: mode {base.name} is SGLang; its axes are steps, topk and draft")
-
-        def check(s: SpecSetting) -> Verdict:
-            return check_sglang(s)
-    else:
-        if axes and not set(axes) <= {"k", "lookup_max"}:
-            raise UsageError(f"--space: mode {base.name} is vLLM; its axes are k and lookup_max")
-        method = str(vllm_speculative_config(base.args).get("method", ""))
-        if not method:
-            raise UsageError(f"mode {base.name} has no --speculative-config JSON with a method to tune")
-
-        def check(s: SpecSetting) -> Verdict:
-            return check_vllm(s, method)
-
-    keep, skipped = core.runnable(points, check)
-    if space and not keep:
-        raise UsageError("--space: the engine refuses every setting in it: " + "; ".join(s.reason for s in skipped))
-    digest = hashlib.sha256(f"{args.host}|{args.mode}|{space}|{levels}|{args.repeats}".encode()).hexdigest()[:8]
-    name = args.name or f"{args.host}-{args.mode}-{digest}"
-    if not all(ch.isalnum() or ch in "-_.@" for ch in name):
-        raise UsageError(f"--name {name!r}: use letters, digits and - _ . @")
-    return TunePlan(
-        name=name,
+    return build_plan(
+        cfg,
         host=args.host,
-        base_mode=base.name,
-        baseline_mode=args.baseline,
-        engine=base.engine,
-        space=space,
+        mode=args.mode,
+        baseline=args.baseline,
+        space=args.space or "",
         levels=levels,
         repeats=args.repeats,
-        order=tuple(core.convergence_order(keep)),
-        skipped=tuple(skipped),
+        name=args.name,
         noise_floor=args.noise_floor,
         precision=args.precision,
         max_blocks=args.max_blocks,
@@ -398,7 +363,7 @@ async def _verify(
         level = next((c for c in (*ramp, hold) if c not in measured), None)
         crash = {"line": status.crash.reason if status.crash else exc.message, "level": level, "error": exc.message}
     finally:
-        session._listeners.remove(grab)  # noqa: SLF001 - the session has no unsubscribe; ours is the last one
+        session.unsubscribe(grab)
     fixed = result.points.get(policy.fixed) if policy.fixed else None
     checks = core.verify_levels(
         measured, (*ramp,), fixed, result.points.get(core.BASELINE, {}), result.plan.noise_floor

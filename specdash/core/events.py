@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from specdash.core.greedy import GreedyCheck
 from specdash.core.models import CrashInfo, Origin, Phase, Progress
@@ -214,5 +214,61 @@ class Notice:
     """Ring the terminal bell (ready, crash, sweep done), if the user's config allows it."""
 
 
-SessionEvent = ServerStatus | LogBatch | ModesChanged | GpuStats | BenchTick | BenchUpdate | GreedyUpdate | Notice
+TunePhase = Literal["running", "done", "cancelled", "failed"]
+"""Where a tune started from a viewer is."""
+
+
+@dataclass(frozen=True)
+class TuneEntry:
+    """A `[tune.NAME]` entry of the config, as a viewer offers it to start."""
+
+    name: str
+    mode: str
+    """The speculative mode whose draft settings are tuned."""
+    baseline: str
+    space: str
+    settings: int = 0
+    """Settings the engine accepts (measured, with the baseline, in every pass)."""
+    levels: tuple[int, ...] = ()
+    repeats: int = 0
+    max_restarts: int = 0
+    """Server restarts at most: the full grid, (settings + baseline) x repeats; the drop rule saves some."""
+    problem: str = ""
+    """Why this entry cannot run (an invalid space, levels...); empty when it can."""
+
+
+@dataclass(frozen=True)
+class TuneProgress:
+    """A running (or just finished) tune: emitted after every step (a restart, a level, a drop, the end)."""
+
+    name: str
+    phase: TunePhase
+    line: str
+    """The latest step, in a sentence."""
+    setting: str
+    """The setting (or `baseline`) being measured; empty between restarts and at the end."""
+    repeat: int
+    """Its pass, from 0."""
+    repeats: int
+    levels_done: int
+    """Levels of the current setting's restart done..."""
+    levels_total: int
+    """...of these."""
+    restarts: int
+    """Restarts made so far (across resumes)..."""
+    full_grid_restarts: int
+    """...of the full grid's."""
+    dropped: tuple[str, ...]
+    """Settings the drop rule took out of later passes."""
+    eta_s: float | None
+    """The whole tune's seconds left (None when unknown or finished)."""
+    report: Mapping[str, Any]
+    """The result so far (`specdash.server.tune_report.report`: policy, measured points), for the table and chart."""
+    resume: str
+    """The command line that continues this tune."""
+
+
+SessionEvent = (
+    ServerStatus | LogBatch | ModesChanged | GpuStats | BenchTick | BenchUpdate | GreedyUpdate | Notice | TuneProgress
+)
 """Everything a session emits besides connection events."""

@@ -69,6 +69,11 @@ from specdash.core.compare import CrossoverKind, compute_crossover
 from specdash.engines.spec_settings import SGLANG_KEYS, VLLM_KEYS, SpecSetting, Verdict
 from specdash.errors import UsageError
 
+DEFAULT_LEVELS = "1-32x2"
+"""Concurrency levels of a tune that names none (`--levels`, `[tune.NAME] levels`)."""
+DEFAULT_REPEATS = 2
+"""Passes of a tune that names none."""
+
 NOISE_FLOOR = 0.02
 """Smallest relative spread a level is given (a single run shows no spread of its own)."""
 PRECISION = 0.006

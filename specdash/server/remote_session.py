@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import replace
 
 from specdash.bench.greedy import chosen_prompts, greedy_outputs, workload_key
@@ -30,6 +30,7 @@ from specdash.core.events import (
     Notice,
     ServerStatus,
     SessionEvent,
+    TuneEntry,
 )
 from specdash.core.greedy import GreedyCheck, compare_outputs
 from specdash.core.models import Origin, Phase
@@ -99,6 +100,8 @@ class RemoteSession:
         self._slo: Slo | None = None  # the running (or last) sweep's SLO, for its verdict
         self.results: dict[str, SweepResult] = {}
         """The last sweep's result per mode."""
+        self._hidden_modes: set[str] = set()  # a tune's per-setting modes: listed only while one runs
+        self._tune_task: asyncio.Task[object] | None = None
         self._closed = asyncio.Event()
         self._queue = host.subscribe()
         self._changed: asyncio.Future[None] | None = None  # resolved on the next status change
@@ -115,6 +118,50 @@ class RemoteSession:
         self._listeners.append(listener)
         listener(self._modes_event())
         listener(self._status)
+
+    def unsubscribe(self, listener: Listener) -> None:
+        """Stop sending events to `listener` (subscribed before; a second call is a no-op)."""
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    def hide_modes(self, names: Iterable[str]) -> None:
+        """Keep these configured modes out of the mode list, except while one of them runs (a tune's
+        per-setting modes: one per candidate would flood the list)."""
+        self._hidden_modes.update(names)
+
+    def tune_entries(self) -> tuple[TuneEntry, ...]:
+        """The config's `[tune.NAME]` entries, each with its size or why it cannot run."""
+        from specdash.server.tune import tune_entries
+
+        return tune_entries(self.config, self.label)
+
+    def tune_running(self) -> bool:
+        """True while a tune started by `tune()` runs."""
+        return self._tune_task is not None and not self._tune_task.done()
+
+    async def tune(self, name: str) -> None:
+        """Run the `[tune.NAME]` entry (resuming its journal), reporting `TuneProgress`; returns at its end."""
+        from specdash.server.tune import run_entry
+
+        if self.tune_running():
+            raise SpecdashError("a tune is already running")
+        if self.sweep_running():
+            raise SpecdashError("a sweep is running; cancel it before starting a tune")
+        self._tune_task = asyncio.current_task()
+        try:
+            result = await run_entry(self, name, self._emit)
+        finally:
+            self._tune_task = None
+        if result.aborted:
+            self._emit(Notice(f"tune {name} stopped: {result.aborted}", "warning", bell=True))
+        else:
+            self._emit(Notice(f"tune {name} done", bell=True))
+
+    async def cancel_tune(self) -> None:
+        """Stop the running tune; finished levels are kept in its journal."""
+        task = self._tune_task
+        if task is not None and not task.done():
+            task.cancel()
 
     async def run(self) -> None:
         relay = asyncio.create_task(self._relay_connection_events())
@@ -595,8 +642,12 @@ class RemoteSession:
             return 30.0
 
     def _modes_event(self) -> ModesChanged:
-        modes = tuple(ModeInfo(m.name, m.engine, m.description) for m in self.config.modes.values())
         status = self._status
+        modes = tuple(
+            ModeInfo(m.name, m.engine, m.description)
+            for m in self.config.modes.values()
+            if m.name not in self._hidden_modes or m.name == status.mode
+        )
         if status.mode and status.mode not in self.config.modes and status.origin is Origin.ADOPTED:
             # A server started by hand that matches no configured mode: shown as unmanaged, with its flags.
             flags = " ".join(arg for arg in status.command if arg.startswith("--"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from specdash.core.events import SessionEvent
+from specdash.core.events import SessionEvent, TuneEntry
 from specdash.remote.events import ConnectionEvent
 from specdash.server.adopt import Adoptable
 
@@ -79,6 +79,23 @@ class Session(Protocol):
     async def check_greedy(self, reference: str) -> None:
         """The greedy spot check: the live mode's outputs at temperature 0 for N prompts, compared with
         `reference`'s stored outputs for the same prompts; reported as `GreedyUpdate` events."""
+        ...
+
+    def tune_entries(self) -> Sequence[TuneEntry]:
+        """The config's `[tune.NAME]` entries, each with its size (restarts at most) or why it cannot run."""
+        ...
+
+    def tune_running(self) -> bool:
+        """True while a tune runs."""
+        ...
+
+    async def tune(self, name: str) -> None:
+        """Run the `[tune.NAME]` entry `name` (going on from its journal), emitting `TuneProgress` after every
+        step; returns when the tune ends. It restarts the server once per setting and pass."""
+        ...
+
+    async def cancel_tune(self) -> None:
+        """Stop the running tune; its finished levels stay in the journal (`specdash tune --resume` goes on)."""
         ...
 
     async def close(self) -> None:

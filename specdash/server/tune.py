@@ -39,11 +39,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from specdash.bench.prompts import PromptSet
+from specdash.bench.prompts import PromptSet, load_prompts
+from specdash.bench.sse import default_endpoint
 from specdash.bench.sweep import SweepConfig
-from specdash.config import ModeConfig
+from specdash.config import Config, ModeConfig, TuneConfig
 from specdash.core import tune as core
-from specdash.core.events import BenchUpdate, ServerStatus
+from specdash.core.events import BenchUpdate, ServerStatus, TuneEntry, TunePhase, TuneProgress
 from specdash.core.models import Phase
 from specdash.core.spec_export import vllm_mode_args
 from specdash.engines.spec_settings import SGLANG_DRAFT_FLAGS, SpecSetting, sglang_flags, strip_flags
@@ -124,6 +125,94 @@ class TunePlan:
     def full_grid_restarts(self) -> int:
         """Restarts of the same tune without early stopping: (settings + baseline) x repeats."""
         return (len(self.order) + 1) * self.repeats
+
+
+def build_plan(
+    cfg: Config,
+    *,
+    host: str,
+    mode: str,
+    baseline: str,
+    space: str,
+    levels: tuple[int, ...],
+    repeats: int,
+    name: str | None = None,
+    noise_floor: float = core.NOISE_FLOOR,
+    precision: float = core.PRECISION,
+    max_blocks: int = core.MAX_BLOCKS,
+) -> TunePlan:
+    """The one way to build a plan (`specdash tune`'s flags, a `[tune.NAME]` entry in the dashboard).
+
+    Raises:
+        UsageError: an unknown mode, axes the engine does not have, a space it refuses entirely, a bad name.
+    """
+    import hashlib
+
+    from specdash.core.spec_export import vllm_speculative_config
+    from specdash.engines.spec_settings import Verdict, check_sglang, check_vllm
+
+    base = cfg.mode(mode)
+    cfg.mode(baseline)
+    axes, points = core.parse_space(space) if space else ({}, [])
+    if base.engine == "sglang":
+        if axes and not set(axes) <= {"steps", "topk", "draft"}:
+            raise UsageError(f"--space: mode {base.name} is SGLang; its axes are steps, topk and draft")
+
+        def check(s: SpecSetting) -> Verdict:
+            return check_sglang(s)
+    else:
+        if axes and not set(axes) <= {"k", "lookup_max"}:
+            raise UsageError(f"--space: mode {base.name} is vLLM; its axes are k and lookup_max")
+        method = str(vllm_speculative_config(base.args).get("method", ""))
+        if not method:
+            raise UsageError(f"mode {base.name} has no --speculative-config JSON with a method to tune")
+
+        def check(s: SpecSetting) -> Verdict:
+            return check_vllm(s, method)
+
+    keep, skipped = core.runnable(points, check)
+    if space and not keep:
+        raise UsageError("--space: the engine refuses every setting in it: " + "; ".join(s.reason for s in skipped))
+    digest = hashlib.sha256(f"{host}|{mode}|{space}|{levels}|{repeats}".encode()).hexdigest()[:8]
+    name = name or f"{host}-{mode}-{digest}"
+    if not all(ch.isalnum() or ch in "-_.@" for ch in name):
+        raise UsageError(f"--name {name!r}: use letters, digits and - _ . @")
+    return TunePlan(
+        name=name,
+        host=host,
+        base_mode=base.name,
+        baseline_mode=baseline,
+        engine=base.engine,
+        space=space,
+        levels=levels,
+        repeats=repeats,
+        order=tuple(core.convergence_order(keep)),
+        skipped=tuple(skipped),
+        noise_floor=noise_floor,
+        precision=precision,
+        max_blocks=max_blocks,
+    )
+
+
+def plan_for_entry(cfg: Config, entry: TuneConfig, host: str) -> TunePlan:
+    """The plan of a `[tune.NAME]` entry on `host`, as `specdash tune HOST --tune NAME` builds it (so the
+    journal is the same one and `--resume` continues a tune started in the dashboard)."""
+    from specdash.core.levels import parse_levels
+
+    try:
+        levels = parse_levels(entry.levels or core.DEFAULT_LEVELS)
+    except UsageError as exc:
+        raise UsageError(f"[tune.{entry.name}] levels: {exc.message}") from exc
+    return build_plan(
+        cfg,
+        host=host,
+        mode=entry.mode,
+        baseline=entry.baseline,
+        space=entry.space,
+        levels=levels,
+        repeats=entry.repeats or core.DEFAULT_REPEATS,
+        name=entry.name,
+    )
 
 
 def candidate_mode(base: ModeConfig, setting: SpecSetting) -> ModeConfig:
@@ -321,8 +410,11 @@ class TuneRunner:
             extra[mode.name] = mode
             self.modes[setting.label] = mode.name
         session.config = dataclasses.replace(session.config, modes={**session.config.modes, **extra})
+        session.hide_modes(extra)  # one config mode per setting: not listed unless it is the one running
         self._base_args = {name: session.config.mode(name).args for name in self.modes.values()}
         self._listening: tuple[str, str, int] | None = None  # (candidate, mode, repeat) being measured
+        self.current: tuple[str, int] | None = None
+        """(candidate, repeat) being measured now, from the moment its restart is requested."""
         self._out: set[str] = set()  # dropped at the end of a pass: never measured again, so never cleared
         self._blocks: dict[int, int] = {}  # level -> the block the sweep in flight measures
         self._t_request = 0.0
@@ -438,6 +530,7 @@ class TuneRunner:
                     if not missing:
                         continue
                     eta = self.eta(repeat, index, order)
+                    self.current = (candidate, repeat)
                     self._progress(
                         f"pass {repeat + 1}/{self.plan.repeats}: {candidate} ({index + 1}/{len(order)}), "
                         f"levels {','.join(map(str, missing))}",
@@ -455,6 +548,12 @@ class TuneRunner:
             aborted = exc.message
         finally:
             self._listening = None
+            self.current = None
+            self.session.unsubscribe(self._listen)
+        return self.snapshot(aborted)
+
+    def snapshot(self, aborted: str | None = None) -> TuneResult:
+        """The result so far (the policy of what is measured now; the final one at the end of `run`)."""
         pts = self._points()
         out = tuple(self._dropped())
         policy = core.build_policy(pts, out) if core.BASELINE in pts else core.build_policy({core.BASELINE: {}})
@@ -515,6 +614,14 @@ class TuneRunner:
                 self._blocks = {}
         raise SpecdashError(f"{candidate}: the link kept failing; stopping the tune (run again with --resume)")
 
+    def eta_now(self) -> core.Eta | None:
+        """The whole tune's time left from where it is (None before it starts or after it ends)."""
+        if self.current is None:
+            return None
+        candidate, repeat = self.current
+        order = self._pass_candidates(repeat)
+        return self.eta(repeat, order.index(candidate) if candidate in order else 0, order)
+
     def _finished(self, candidate: str, repeat: int) -> None:
         record = {"type": "done", "candidate": candidate, "repeat": repeat}
         self.journal.write(record)
@@ -526,3 +633,105 @@ class TuneRunner:
             if time.monotonic() > deadline:
                 raise SpecdashError(f"link not back after {self.link_wait_s:g} s (run again with --resume)")
             await asyncio.sleep(0.5)
+
+
+def resume_command(plan: TunePlan) -> str:
+    """The command line that goes on with a tune of a `[tune.NAME]` entry (its journal has the same name)."""
+    return f"specdash tune {plan.host} --tune {plan.name} --resume"
+
+
+def tune_entries(cfg: Config, host: str) -> tuple[TuneEntry, ...]:
+    """The config's `[tune.NAME]` entries as the dashboard offers them, each with its plan's size (or why it
+    cannot run)."""
+    out: list[TuneEntry] = []
+    for entry in cfg.tunes.values():
+        try:
+            plan = plan_for_entry(cfg, entry, host)
+        except SpecdashError as exc:
+            out.append(TuneEntry(entry.name, entry.mode, entry.baseline, entry.space, problem=exc.message))
+            continue
+        out.append(
+            TuneEntry(
+                entry.name,
+                plan.base_mode,
+                plan.baseline_mode,
+                plan.space,
+                settings=len(plan.order),
+                levels=plan.levels,
+                repeats=plan.repeats,
+                max_restarts=plan.full_grid_restarts,
+            )
+        )
+    return tuple(out)
+
+
+async def run_entry(session: RemoteSession, name: str, emit: Callable[[TuneProgress], None]) -> TuneResult:
+    """Run the `[tune.NAME]` entry `name` on `session` (resuming its journal if there is one), reporting
+    `TuneProgress` through `emit` after every step; the dashboard's way to tune (no verification: that is
+    `specdash tune HOST --tune NAME --verify MODE`).
+
+    Cancelling the task stops the tune: finished levels are in the journal, and `resume_command` goes on.
+
+    Raises:
+        SpecdashError: no such entry, or its plan is invalid (nothing started).
+    """
+    from specdash.server.tune_report import report
+
+    entry = session.config.tunes.get(name)
+    if entry is None:
+        known = ", ".join(sorted(session.config.tunes)) or "none"
+        raise SpecdashError(f"no [tune.{name}] in the config (known: {known})")
+    plan = plan_for_entry(session.config, entry, session.label)
+    defaults = session.sweep_defaults
+    settings = dataclasses.replace(defaults.settings, endpoint=default_endpoint(plan.engine))  # as the CLI's
+    sweep = dataclasses.replace(defaults, settings=settings, progress_interval_s=1.0, on_link_loss="pause")
+    journal, state = open_journal(plan, Journal.default_dir() / f"{plan.name}.jsonl", resume=True)
+    records = session.store.startups(host=session.label, mode=plan.base_mode, limit=10) if session.store else []
+    history = tuple(r.total_s for r in records if r.outcome == "ready" and r.total_s is not None)
+    runner: TuneRunner | None = None
+    line = ""
+
+    def progress(phase: TunePhase, text: str = "", aborted: str | None = None) -> TuneProgress:
+        assert runner is not None
+        result = runner.snapshot(aborted)
+        current = runner.current
+        done = len(runner.state.values.get(current[0], {}).get(current[1], {})) if current else 0
+        eta = runner.eta_now()
+        return TuneProgress(
+            name=plan.name,
+            phase=phase,
+            line=text,
+            setting=current[0] if current else "",
+            repeat=current[1] if current else 0,
+            repeats=plan.repeats,
+            levels_done=done,
+            levels_total=len(plan.levels),
+            restarts=runner.state.restarts,
+            full_grid_restarts=plan.full_grid_restarts,
+            dropped=result.dropped,
+            eta_s=eta.seconds if eta else None,
+            report=report(plan, result),
+            resume=resume_command(plan),
+        )
+
+    def on_event(event: TuneEvent) -> None:
+        nonlocal line
+        line = event.text
+        emit(progress("running", line))
+
+    try:
+        runner = TuneRunner(session, plan, journal, state, sweep, load_prompts("chat"), on_event,
+                            link_wait_s=session.sweep_defaults.link_wait_s, history_startup_s=history)  # fmt: skip
+        emit(progress("running", f"tune {plan.name}: {len(plan.order)} settings x {len(plan.levels)} levels"))
+        try:
+            result = await runner.run()
+        except asyncio.CancelledError:
+            emit(progress("cancelled", f"cancelled; finished results kept ({resume_command(plan)} continues)"))
+            raise
+        if result.aborted:
+            emit(progress("failed", f"stopped: {result.aborted}", result.aborted))
+        else:
+            emit(progress("done", f"done: {result.restarts} restarts of {plan.full_grid_restarts} for the full grid"))
+        return result
+    finally:
+        journal.close()

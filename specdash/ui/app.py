@@ -33,6 +33,7 @@ from specdash.core.events import (
     Notice,
     ServerStatus,
     SessionEvent,
+    TuneProgress,
 )
 from specdash.errors import SpecdashError
 from specdash.remote.events import Connected, ConnectionEvent
@@ -48,10 +49,12 @@ from specdash.ui.messages import (
     ModesUpdated,
     NoticePosted,
     StatusChanged,
+    TuneUpdated,
 )
 from specdash.ui.screens.confirm import ConfirmScreen
 from specdash.ui.screens.dashboard import DashboardScreen
 from specdash.ui.screens.help import QUIT_KEEPS_SERVER, HelpRow, HelpScreen
+from specdash.ui.screens.tune import TuneScreen
 from specdash.ui.styles import css_paths
 
 AUTOPLAY_LEVELS = (1, 2, 5, 10)
@@ -60,7 +63,9 @@ AUTOPLAY_LEVELS = (1, 2, 5, 10)
 APP_BINDINGS: list[Binding] = [
     Binding("question_mark", "help", "Help", id="help", tooltip="List every key"),
     Binding("q", "quit", "Quit", id="quit", tooltip="Quit specdash (asks first while a sweep runs)"),
-    Binding("T", "tune", "Tune", id="tune", tooltip="The newest speculation tune's policy (specdash tune)", show=False),
+    Binding(
+        "T", "tune", "Tune", id="tune", tooltip="Speculation tune: start one of [tune.NAME], watch it live", show=False
+    ),
 ]
 
 
@@ -84,6 +89,8 @@ def to_message(event: SessionEvent | ConnectionEvent, logs: LogMailbox) -> Messa
             return GreedyUpdated(event)
         case Notice():
             return NoticePosted(event)
+        case TuneProgress():
+            return TuneUpdated(event)
     return ConnectionChanged(event)
 
 
@@ -141,6 +148,8 @@ class SpecdashApp(App[None]):
         self.last_status: ServerStatus | None = None
         """The session's last word on the server: what `connect` reports as still running on exit."""
         self._touring = False
+        self.tune_progress: TuneProgress | None = None
+        """The last step of a tune started from this dashboard (what the Tune view shows first)."""
         self._session_modes = ModesChanged(())
         self._log_mailbox = LogMailbox()
         self._connected = asyncio.Event()
@@ -207,6 +216,12 @@ class SpecdashApp(App[None]):
                 self._attached.set()
         elif isinstance(event, ModesChanged):
             self._session_modes = event
+        elif isinstance(event, TuneProgress):
+            self.tune_progress = event
+            for screen in self.screen_stack:
+                if isinstance(screen, TuneScreen):
+                    screen.post_message(TuneUpdated(event))
+            return
         message = to_message(event, self._log_mailbox)
         if message is not None:
             self.dashboard.takers.get(type(message), self.dashboard).post_message(message)
@@ -277,16 +292,22 @@ class SpecdashApp(App[None]):
             self.push_screen(HelpScreen(self.help_sections(), self.quit_note))
 
     def action_tune(self) -> None:
-        self._load_tune()
+        if not any(isinstance(screen, TuneScreen) for screen in self.screen_stack):
+            self._load_tune()
 
     @work(thread=True, exclusive=True, group="tune-view", exit_on_error=False)
     def _load_tune(self) -> None:
         from specdash.server.tune import Journal
         from specdash.server.tune_report import load_latest
-        from specdash.ui.screens.tune import TuneScreen
 
-        report = load_latest(Journal.default_dir())  # a small local file, but still off the event loop
-        self.call_from_thread(self.push_screen, TuneScreen(report))
+        # The newest journal is a small local file, but still read off the event loop; so is each entry's plan.
+        report = None if self.tune_progress is not None else load_latest(Journal.default_dir())
+        entries = tuple(self.session.tune_entries())
+        self.call_from_thread(self.push_screen, TuneScreen(report, entries, self.tune_progress, self.start_tune))
+
+    def start_tune(self, name: str) -> None:
+        """Run the `[tune.NAME]` entry in a worker (the Tune view asked, after its confirmation)."""
+        self.run_session_action(f"tune {name}", partial(self.session.tune, name), group="tune")
 
     def help_sections(self) -> list[tuple[str, list[HelpRow]]]:
         """Every binding, grouped, with the keys the keymap gives it."""
@@ -350,7 +371,7 @@ class SpecdashApp(App[None]):
                         binding.description, binding.tooltip, partial(dashboard.run_action, binding.action)
                     )
         yield SystemCommand("Help", "List every key", self.action_help)
-        yield SystemCommand("Tune", "The newest speculation tune's policy (specdash tune)", self.action_tune)
+        yield SystemCommand("Tune", "Speculation tune: start one of [tune.NAME], watch it live", self.action_tune)
 
 
 def make_app(

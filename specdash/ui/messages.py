@@ -25,6 +25,7 @@ from specdash.core.events import (
     ModesChanged,
     Notice,
     ServerStatus,
+    TuneProgress,
 )
 from specdash.remote.events import ConnectionEvent
 
@@ -151,3 +152,10 @@ class NoticePosted(Message, bubble=False):
     """Something to tell the user once."""
 
     notice: Notice
+
+
+@dataclass
+class TuneUpdated(_Snapshot):
+    """A tune started from the dashboard took a step (or ended). Posted to the Tune view when it is open."""
+
+    progress: TuneProgress

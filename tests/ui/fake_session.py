@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 
-from specdash.core.events import ModeInfo, ModesChanged, ServerStatus, SessionEvent
+from specdash.core.events import ModeInfo, ModesChanged, ServerStatus, SessionEvent, TuneEntry
 from specdash.core.models import Phase
 from specdash.errors import SpecdashError
 from specdash.remote.events import ConnectionEvent
@@ -42,6 +42,11 @@ class FakeSession:
         """What `find_adoptable` answers."""
         self.fail_with: SpecdashError | None = None
         """Raise this from the next action (then clear it)."""
+        self.tunes: tuple[TuneEntry, ...] = ()
+        """What `tune_entries` answers."""
+        self.tuning = asyncio.Event()
+        """Set while `tune()` runs; `tune()` returns when `finish_tune` is set (or it is cancelled)."""
+        self.finish_tune = asyncio.Event()
 
     @property
     def label(self) -> str:
@@ -107,6 +112,24 @@ class FakeSession:
 
     async def check_greedy(self, reference: str) -> None:
         await self._record("check_greedy", reference)
+
+    def tune_entries(self) -> tuple[TuneEntry, ...]:
+        return self.tunes
+
+    def tune_running(self) -> bool:
+        return self.tuning.is_set()
+
+    async def tune(self, name: str) -> None:
+        await self._record("tune", name)
+        self.tuning.set()
+        try:
+            await self.finish_tune.wait()
+        finally:
+            self.tuning.clear()
+
+    async def cancel_tune(self) -> None:
+        await self._record("cancel_tune")
+        self.finish_tune.set()
 
     async def close(self) -> None:
         self.calls.append(("close", ()))

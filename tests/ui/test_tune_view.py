@@ -6,10 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
-from textual.widgets import Static
+from textual.widgets import Label, Static
 
+from specdash.core.events import TuneEntry, TuneProgress
 from specdash.server.tune import Journal
 from specdash.ui.app import SpecdashApp
+from specdash.ui.screens.confirm import ConfirmScreen
 from specdash.ui.screens.tune import TuneScreen
 from tests.ui import scenarios as sc
 from tests.ui.conftest import AppFactory
@@ -76,3 +78,103 @@ async def test_tune_is_in_the_command_palette(build: AppFactory) -> None:
     async with app.run_test(size=(100, 30)):
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Tune" in titles
+
+
+# -- starting a tune from the view, and watching it --------------------------------------------------------
+
+ENTRY = TuneEntry("night", "eagle3", "baseline", "steps=1,3 topk=1,4 draft=4,8", settings=5, levels=(1, 4, 16),
+                  repeats=2, max_restarts=12)  # fmt: skip
+BROKEN = TuneEntry("bad", "eagle3", "baseline", "k=1,2", problem="--space: mode eagle3 is SGLang; its axes are ...")
+
+
+def progress(phase: str = "running", **changes: object) -> TuneProgress:
+    """A step of a tune: the baseline and one setting measured at two levels, one setting dropped."""
+    from specdash.core import tune as core
+    from specdash.server.tune import TunePlan, TuneResult, TuneState
+    from specdash.server.tune_report import report
+
+    state = TuneState()
+    for name, levels in {"baseline": {1: 70.0, 4: 225.0}, "s3-k4-d8": {1: 91.0, 4: 195.0}}.items():
+        state.apply({"type": "startup", "seconds": 6.0})
+        for c, v in levels.items():
+            state.apply({"type": "level", "candidate": name, "repeat": 0, "c": c, "tok_s": v})
+    order = tuple(p for p in core.parse_space(ENTRY.space)[1] if p.label in ("s3-k4-d8", "s1-k1-d4"))
+    plan = TunePlan("night", "gpu1", "eagle3", "baseline", "sglang", ENTRY.space, (1, 4, 16), 2, order, ())
+    pts = core.points(state.measured(), plan.noise_floor)
+    rep = report(plan, TuneResult(plan, state, pts, core.build_policy(pts), ("s1-k1-d4",), state.restarts))
+    base: dict[str, object] = dict(
+        name="night", phase=phase, line="[s3-k4-d8 #1 C=4] 195.0 tok/s", setting="s3-k4-d8", repeat=0, repeats=2,
+        levels_done=2, levels_total=3, restarts=2, full_grid_restarts=12, dropped=("s1-k1-d4",), eta_s=390.0,
+        report=rep, resume="specdash tune gpu1 --tune night --resume",
+    )  # fmt: skip
+    base.update(changes)
+    return TuneProgress(**base)  # type: ignore[arg-type]
+
+
+async def test_the_view_starts_a_config_entry_after_saying_how_many_restarts(build: AppFactory) -> None:
+    app, session = build(sc.loading())
+    session.tunes = (ENTRY, BROKEN)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await open_tune(app, pilot)
+        live = shown(app, "#tune-live")
+        assert "> night: eagle3 vs baseline, 5 settings x 3 levels, 2 passes: at most 12 restarts" in live
+        assert "bad: cannot run: --space: mode eagle3 is SGLang" in live
+        await pilot.press("s")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        question = str(app.screen.query_one("#question", Label).render())
+        assert "Start tune night" in question and "at most 12 restarts" in question
+        await pilot.press("n")  # no: nothing starts
+        await pilot.pause()
+        assert isinstance(app.screen, TuneScreen) and ("tune", ("night",)) not in session.calls
+        await pilot.press("s", "y")
+        for _ in range(500):
+            if session.tune_running():
+                break
+            await pilot.pause(0.01)
+        assert session.calls[-1] == ("tune", ("night",))
+
+
+async def test_an_entry_that_cannot_run_is_not_started(build: AppFactory) -> None:
+    app, session = build(sc.loading())
+    session.tunes = (BROKEN,)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await open_tune(app, pilot)
+        await pilot.press("s")
+        await pilot.pause()
+        assert isinstance(app.screen, TuneScreen) and not any(c[0] == "tune" for c in session.calls)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 45)])
+async def test_a_running_tune_is_shown_live_and_cancelled(build: AppFactory, size: tuple[int, int]) -> None:
+    app, session = build(sc.loading())
+    session.tunes = (ENTRY,)
+    async with app.run_test(size=size) as pilot:
+        await open_tune(app, pilot)
+        assert "No tune yet" in shown(app, "#tune-summary")
+        session.tuning.set()  # as if `s` had started it
+        session.emit(progress())
+        await pilot.pause()
+        live = shown(app, "#tune-live")
+        assert "measuring s3-k4-d8 (pass 1/2): levels 2/3 done" in live
+        assert "restarts 2 of 12 (full grid); dropped: s1-k1-d4" in live
+        assert "ETA 6 min for the whole tune" in live
+        assert "1.300x" in shown(app, "#tune-policy"), "the policy fills in from the levels measured so far"
+        assert "speedup vs C" in shown(app, "#tune-chart")
+        await pilot.press("c")
+        await pilot.pause()
+        assert ("cancel_tune", ()) in session.calls
+        session.emit(progress("cancelled", setting=""))
+        await pilot.pause()
+        live = shown(app, "#tune-live")
+        assert "cancelled: finished levels are kept; specdash tune gpu1 --tune night --resume continues" in live
+        assert "1.300x" in shown(app, "#tune-policy"), "finished results stay on the screen"
+
+
+async def test_the_view_opened_mid_tune_shows_its_progress(build: AppFactory) -> None:
+    app, session = build(sc.loading())
+    async with app.run_test(size=(100, 30)) as pilot:
+        session.emit(progress())  # the tune's steps arrive while the view is closed
+        await pilot.pause()
+        await open_tune(app, pilot)
+        assert "measuring s3-k4-d8" in shown(app, "#tune-live")

@@ -91,3 +91,28 @@ def test_the_probe_endpoint_follows_the_engine() -> None:
 
     assert default_endpoint("sglang") is Endpoint.GENERATE
     assert default_endpoint("vllm") is Endpoint.COMPLETIONS
+
+
+def test_the_dashboard_and_the_cli_build_the_same_plan_from_a_tune_table() -> None:
+    """One plan builder: a tune started in the dashboard is the one `specdash tune HOST --tune NAME --resume`
+    continues (same journal name and header); an entry that cannot run says why."""
+    import argparse
+
+    from specdash.cli.tune import _check_tune, add_arguments, make_plan
+    from specdash.server.tune import plan_for_entry, tune_entries
+
+    cfg = parse(
+        MODES + '[tune.night]\nmode = "eagle3"\nspace = "steps=1,3 topk=1,4 draft=4"\nlevels = "1,4"\n'
+        '[tune.bad]\nmode = "eagle3"\nspace = "k=1,2"\n',
+        Path("c"),
+        engines=names(),
+    )
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["gpu1", "--tune", "night"])
+    cli = make_plan(args, cfg, _check_tune(args, cfg))
+    dashboard = plan_for_entry(cfg, cfg.tunes["night"], "gpu1")
+    assert cli == dashboard and cli.name == "night" and cli.header() == dashboard.header()
+    night, bad = tune_entries(cfg, "gpu1")
+    assert (night.settings, night.levels, night.repeats, night.max_restarts, night.problem) == (4, (1, 4), 2, 10, "")
+    assert "mode eagle3 is SGLang" in bad.problem and bad.max_restarts == 0

@@ -1,0 +1,85 @@
+"""A tune started from the dashboard's T view, over the real stack (embedded SSH host, simulator, restarts).
+
+2 settings x 2 levels, one pass, 1-second levels: the view confirms (at most 3 restarts), shows the tune
+live, and ends with a policy; the per-setting modes stay out of the mode list and the runner's listener
+goes when the tune ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import replace
+
+from textual.widgets import Label, Static
+
+from specdash.cli.demo_session import demo_session
+from specdash.config import TuneConfig
+from specdash.core.events import ModesChanged, TuneProgress
+from specdash.server.tune import Journal
+from specdash.ui.app import make_app
+from specdash.ui.screens.confirm import ConfirmScreen
+from specdash.ui.screens.tune import TuneScreen
+
+FAST = 0.01
+SMALL = TuneConfig("small", "eagle3", "steps=1,3 topk=1 draft=2", levels="1,4", repeats=1)
+
+
+async def test_a_small_tune_started_in_the_view_finishes_with_a_policy() -> None:
+    async with demo_session(FAST) as demo:
+        session = demo.session
+        session.config = replace(session.config, tunes={SMALL.name: SMALL})
+        session.sweep_defaults = replace(session.sweep_defaults, duration_s=1.0)
+        app = make_app(session)
+        seen: list[str] = []
+        listed: list[set[str]] = []
+        async with app.run_test(size=(160, 45)) as pilot:
+            await asyncio.wait_for(session.attached.wait(), 30)
+            listeners = len(session._listeners)  # noqa: SLF001 - the runner must leave no listener behind
+            event = asyncio.Event()
+
+            def wake(e: object) -> None:
+                if isinstance(e, ModesChanged):
+                    listed.append({m.name for m in e.modes})
+                event.set()
+
+            session.subscribe(wake)
+
+            async def until(predicate: Callable[[], bool], timeout: float) -> None:
+                async with asyncio.timeout(timeout):
+                    await pilot.pause()
+                    while not predicate():
+                        event.clear()
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(event.wait(), 0.5)
+                        await pilot.pause()
+                        if isinstance(app.screen, TuneScreen):
+                            seen.append(str(app.screen.query_one("#tune-live", Static).render()))
+
+            await pilot.press("T")
+            await until(lambda: isinstance(app.screen, TuneScreen), 30)
+            await pilot.press("s")
+            await until(lambda: isinstance(app.screen, ConfirmScreen), 30)
+            assert "at most 3 restarts" in str(app.screen.query_one("#question", Label).render())
+            await pilot.press("y")
+            await until(lambda: session.tune_running(), 30)
+
+            def progress() -> TuneProgress | None:
+                return app.tune_progress
+
+            await until(lambda: (p := progress()) is not None and p.phase != "running", 300)
+            p = progress()
+            assert p is not None and p.phase == "done", p
+            assert isinstance(app.screen, TuneScreen)
+            assert any("measuring baseline" in s for s in seen) and any("restarts 1 of 3" in s for s in seen), seen
+            assert p.restarts == 3 and set(p.report["measured"]) == {"baseline", "s1-k1-d2", "s3-k1-d4"}
+            assert p.report["policy"]["ranges"], "a policy"
+            policy = str(app.screen.query_one("#tune-policy", Static).render())
+            assert "C range" in policy and ("no speculation" in policy or "s1-k1-d2" in policy or "s3-k1-d4" in policy)
+            assert "speedup vs C" in str(app.screen.query_one("#tune-chart", Static).render())
+            assert (Journal.default_dir() / "small.jsonl").exists()
+            session.unsubscribe(wake)
+            assert len(session._listeners) == listeners  # noqa: SLF001
+            tuned = {f"eagle3@{s}" for s in ("s1-k1-d2", "s3-k1-d4")}
+            assert all(len(names & tuned) <= 1 for names in listed), "only the running setting is listed"
