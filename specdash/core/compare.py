@@ -56,8 +56,11 @@ class LevelRatio:
 
     @property
     def ratio(self) -> float:
-        """spec / baseline (inf when the baseline is 0)."""
-        return self.spec / self.baseline if self.baseline > 0 else math.inf
+        """spec / baseline (inf when only the baseline is 0; 1.0 when both are: neither wins, e.g. no goodput
+        at all at a level beyond either mode's SLO)."""
+        if self.baseline > 0:
+            return self.spec / self.baseline
+        return math.inf if self.spec > 0 else 1.0
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ def crossover_sentence(mode: str, reference: str, x: Crossover, what: str = "") 
 
 def _levels(ratios: Mapping[int, float]) -> str:
     """`C=4 (1.33x), C=16 (1.10x)`."""
-    return ", ".join(f"C={c} ({r:.2f}x)" for c, r in sorted(ratios.items()))
+    return ", ".join(f"C={c} ({r:.2f}x)" if math.isfinite(r) else f"C={c} (from 0)" for c, r in sorted(ratios.items()))
 
 
 def verdict(

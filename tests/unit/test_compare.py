@@ -78,3 +78,17 @@ def test_repeats_table_shows_spread_and_the_crossover_on_medians() -> None:
     text = repeats_table(["baseline", "eagle3"], [base, spec])
     assert "70.0 ± 1.0 (3)" in text and "81.0 ± 1.0 (3)" in text and "1.16x" in text
     assert "eagle3 beats baseline up to C≈" in text, text
+
+
+def test_levels_where_both_modes_are_at_zero_are_a_tie_not_a_win() -> None:
+    """Goodput 0 for both modes (a level beyond both SLOs) is no win for either; only a zero reference with a
+    non-zero other is one, and the verdict says "from 0", not "infx"."""
+    from specdash.core.compare import LevelRatio, compute_crossover
+    from specdash.core.verdict import crossover_sentence
+
+    assert LevelRatio(20, 0.0, 0.0).ratio == 1.0
+    x = compute_crossover({1: 70.0, 5: 260.0, 20: 0.0}, {1: 120.0, 5: 215.0, 20: 0.0})
+    text = crossover_sentence("eagle3", "baseline", x, "in goodput")
+    assert "again" not in text and "inf" not in text, text
+    x = compute_crossover({1: 70.0, 5: 260.0, 20: 0.0}, {1: 120.0, 5: 215.0, 20: 5.0})
+    assert "and again at C=20 (from 0)" in crossover_sentence("eagle3", "baseline", x, "in goodput")
