@@ -111,7 +111,7 @@ class SweepConfig:
     def settings_for(self, engine: str) -> ProbeSettings:
         """The request settings for a server of `engine` (`endpoint_follows_engine` resolved); every request
         to the measured server (the sweep's, a greedy check's) takes its endpoint from here."""
-        if not self.endpoint_follows_engine:
+        if not self.endpoint_follows_engine or not engine:  # unidentified (`bench --url`): the default stands
             return self.settings
         return dataclasses.replace(self.settings, endpoint=default_endpoint(engine))
 
