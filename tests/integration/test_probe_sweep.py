@@ -285,7 +285,10 @@ async def test_a_busy_sweep_process_is_the_ui_lagging_unless_it_carries_the_link
     assert lv.parent is not None and lv.parent.loop_lag_p99_ms >= 20, lv.parent
     window_s = lv.stats.window.end_ns - lv.stats.window.start_ns if lv.stats.window else 0
     if not link_in_process:
-        assert not lv.client_limited, lv.client_limits
+        # The stalls are the UI's, never evidence against the measurement. (The hog spins most of a core of a
+        # 2-core machine, so the probe process itself may be starved and not sustain C: that is the idle-share
+        # rule's evidence, judged on its own, not this attribution.)
+        assert not any("lag" in r for r in lv.client_limits), lv.client_limits
         assert any(w.startswith("the UI lagged") for w in lv.warnings), lv.warnings
     elif lv.parent.loop_lag_p90_ms / 1000 > 0.01 * window_s / 1e9:
         assert lv.client_limited and any("SSH forward" in r for r in lv.client_limits), lv.client_limits
