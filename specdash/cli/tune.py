@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specdash.core.levels import LEVELS_GRAMMAR
-from specdash.core.tune import DEFAULT_LEVELS, DEFAULT_REPEATS
+from specdash.core.tune import DEFAULT_LEVELS, DEFAULT_REPEATS, eta_text
 from specdash.errors import UsageError
 
 if TYPE_CHECKING:
@@ -242,7 +242,7 @@ async def _tune(
     journal, state = open_journal(plan, path, resume=args.resume or args.verify is not None)
 
     def on_event(event: TuneEvent) -> None:
-        eta = f" (ETA {_duration(event.eta_s)})" if event.eta_s is not None else ""
+        eta = f" (ETA {eta_text(event.eta_s)})" if event.eta_s is not None else ""
         print(f"tune: {event.text}{eta}", file=live, flush=True)
 
     for s in plan.skipped:
@@ -310,15 +310,6 @@ def _exports(
 
     settings = {s.label: s for s in plan.order}
     return exports(base, policy, settings, simulated, version)
-
-
-def _duration(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    if seconds >= 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds:.0f} s"
 
 
 async def _verify(

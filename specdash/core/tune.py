@@ -543,3 +543,13 @@ def verify_levels(
         spread = (ref.spread if ref else 0.0) + noise_floor * (value or 0.0)
         out.append(VerifyLevel(c, value, ref.median if ref else None, spread))
     return out
+
+
+def eta_text(seconds: float) -> str:
+    """A tune's ETA as people say it: `40 s`, `12 min`, `1.8 h` (the CLI's lines and the Tune view)."""
+    seconds = max(0.0, seconds)
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"

@@ -21,6 +21,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from specdash.core.events import TuneEntry, TuneProgress
+from specdash.core.tune import eta_text
 from specdash.ui.messages import TuneUpdated
 
 NO_TUNE = (
@@ -28,15 +29,6 @@ NO_TUNE = (
     "  specdash tune HOST --mode eagle3 --space 'steps=1,2,3,5 topk=1,4 draft=4,8,16'\n"
     "or offline: specdash tune demo --mode eagle3 --space 'steps=1,3 topk=1,4 draft=4,8'"
 )
-
-
-def _duration(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    if seconds >= 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds:.0f} s"
 
 
 class TuneScreen(ModalScreen[None]):
@@ -120,7 +112,7 @@ class TuneScreen(ModalScreen[None]):
             if p.setting
             else "between restarts"
         )
-        eta = f"ETA {_duration(p.eta_s)} for the whole tune" if p.eta_s is not None else "ETA: not known yet"
+        eta = f"ETA {eta_text(p.eta_s)} for the whole tune" if p.eta_s is not None else "ETA: not known yet"
         lines = [
             f"tune {p.name} running: {measuring}",
             f"restarts {p.restarts} of {p.full_grid_restarts} (full grid); "
