@@ -157,10 +157,12 @@ def main() -> None:
                 for where, samples in (("agent", hst), ("tunnel", tun)):
                     slack = 0.15 if where == "agent" else 0.0  # the agent's clock offset is estimated
                     truth = summarize(truth_samples(records, samples, slack), c)
+                    socket = summarize(truth_samples(records, samples, slack, socket=True), c)
                     st = summarize(samples, c)
                     events = sum(len(x.chunk_tokens) for x in samples)
                     per_event = f"{cpu[where][c] / events * 1e6:.0f}" if events else ""
                     print(row(c, f"server's truth ({where} run)", truth, None))
+                    print(row(c, "server's socket (same requests)", socket, truth))
                     print(row(c, "probe on the host (agent)" if where == "agent" else where, st, truth, per_event))
                     out[f"{c}/{where}"] = {"tok_s": st.output_tok_s, "truth_tok_s": truth.output_tok_s}
             print("\n" + json.dumps(out))

@@ -212,7 +212,7 @@ def read_truth(path: Path) -> list[dict[str, Any]]:
 
 
 def truth_samples(
-    records: list[dict[str, Any]], samples: list[RequestSample], slack_s: float = 0.0
+    records: list[dict[str, Any]], samples: list[RequestSample], slack_s: float = 0.0, socket: bool = False
 ) -> list[RequestSample]:
     """The simulator's own view of the requests of one level, as `RequestSample`s (so `summarize` gives the
     ground-truth TTFT/TPOT/ITL/tok/s by the very same definitions).
@@ -222,7 +222,8 @@ def truth_samples(
     sides read CLOCK_MONOTONIC on one kernel. "Start" is the server's receipt, "chunks" its decode steps.
     Samples from a probe agent sit on a clock estimated from its first record (late by up to the one-way
     delay): `slack_s` widens the window by that much, and only records of the level's length are kept (the
-    warmups' requests are shorter).
+    warmups' requests are shorter). `socket` takes the server's socket-side stamps for the start and the first
+    token (`received`, `first_sent`: its front end's queue and serialisation included, as a client sees them).
     """
     if not samples:
         return []
@@ -236,7 +237,8 @@ def truth_samples(
     ]
     out = []
     for k, rec in enumerate(chosen):
-        start = int(rec["created"] * 1e9)
+        start = int(rec["received" if socket else "created"] * 1e9)
+        first = rec["first_sent" if socket else "first"]
         emitted = rec["emitted"]
         tokens = [n - (emitted[i - 1][1] if i else 0) for i, (_, n) in enumerate(emitted)]
         out.append(
@@ -250,7 +252,7 @@ def truth_samples(
                 scheduled_ns=start,
                 start_ns=start,
                 end_ns=int(rec["finished"] * 1e9),
-                first_token_ns=int(rec["first"] * 1e9),
+                first_token_ns=int(first * 1e9),
                 last_token_ns=int(emitted[-1][0] * 1e9),
                 output_tokens=int(rec["tokens"]),
                 requested_tokens=int(rec["tokens"]),

@@ -35,7 +35,7 @@ from specdash.sim.logstyle import LogWriter
 from specdash.sim.model import BASELINE, BASELINE_MAX_RUNNING, SPEC_COSTS, ThroughputModel
 from specdash.sim.presets import Preset, choose_preset
 from specdash.sim.scheduler import Scheduler, SimRequest
-from specdash.sim.server import SimServer, Status
+from specdash.sim.server import ReceiptStamp, SimServer, Status
 from specdash.sim.spec_space import DraftShape, step_cost
 
 LOAD_EVERY_S = 0.5
@@ -69,11 +69,16 @@ def request_record(req: SimRequest) -> dict[str, Any]:
     Times are `time.monotonic()` seconds (CLOCK_MONOTONIC: on Linux the same clock as a client's
     `perf_counter`, across network namespaces too): `created` when the request was parsed, `first` when its
     first token was produced, `finished` at its last; `emitted` lists (time, cumulative tokens) per step.
+    `received` (its first bytes read from the socket: `ReceiptStamp`) and `first_sent` (its first token handed to
+    the socket) are the same request seen at the server's socket: the difference from `created`/`first` is the
+    front end's own queue and serialisation, which every client counts in its TTFT.
     """
     return {
         "rid": req.rid,
+        "received": req.received,
         "created": req.created,
         "first": req.first_token_at,
+        "first_sent": req.first_sent,
         "finished": req.finished_at,
         "tokens": len(req.output_ids),
         "emitted": req.emitted,
@@ -126,6 +131,7 @@ class SimApp:
         self._request_log = open(config.request_log, "a", buffering=1) if config.request_log else None
         self.server = SimServer(config, self.preset, self.scheduler, self.log)
         self.uvicorn_started = False
+        self._listener: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     def _log_request(self, req: SimRequest) -> None:
@@ -264,8 +270,13 @@ class SimApp:
         try:
             if self.c.faults.port_in_use:
                 raise OSError(98, "address already in use")
-            site = web.TCPSite(runner, self.c.host, self.c.port, backlog=4096, reuse_address=True)
-            await site.start()
+            # TCPSite's listener, its protocol wrapped to stamp each request's receipt (`ReceiptStamp`).
+            factory = runner.server
+            assert factory is not None
+            receipts = self.server.receipts
+            self._listener = await asyncio.get_running_loop().create_server(
+                lambda: ReceiptStamp(factory(), receipts), self.c.host, self.c.port, backlog=4096, reuse_address=True
+            )
         except OSError as exc:
             # asyncio's strerror already embeds "error while attempting to bind on address ...: "; keep
             # only the OS reason so the line reads exactly like uvicorn's.

@@ -53,7 +53,11 @@ class SimRequest:
     finish_reason: dict[str, object] | None = None
     aborted: bool = False
     created: float = field(default_factory=time.monotonic)
+    received: float | None = None
+    """When the HTTP handler took the request up (before parsing its body): the server's socket-side receipt."""
     first_token_at: float | None = None
+    first_sent: float | None = None
+    """When the response's first token was handed to the socket (after its chunk was serialised)."""
     finished_at: float | None = None
     emitted: list[tuple[float, int]] = field(default_factory=list)
     """(monotonic time, cumulative tokens) at every step that produced tokens: the request log's ground truth."""

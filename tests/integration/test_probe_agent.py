@@ -45,16 +45,19 @@ def config(levels: tuple[int, ...] = (1, 3), **kw: object) -> SweepConfig:
     return SweepConfig(**base)  # type: ignore[arg-type]
 
 
-def agents_running(name: str) -> list[int]:
-    """PIDs on this machine whose command line runs the agent zipapp `name`."""
+def agents_running(runners: list[HostRunner]) -> list[int]:
+    """PIDs on this machine running for these runners (agent or follower): their run directory is on the command
+    line. Not by the zipapp's name: other tests' agents share this "host" and its bundle."""
+    dirs = [f"{r.run_dir}/".encode() for r in runners]
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if name.encode() in (entry / "cmdline").read_bytes():
-                    pids.append(int(entry.name))
+                cmdline = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
+            if any(d in cmdline for d in dirs):
+                pids.append(int(entry.name))
     return pids
 
 
@@ -95,7 +98,7 @@ async def test_a_sweep_with_the_probe_on_the_host(host: SSHHost, server: FakeSer
     again = await Sweep(server.url, config((1,)), load_prompts("chat"), host_runner=make).run()
     assert again.probe is not None and again.probe["where"] == "host"
     assert path.stat().st_mtime_ns == before
-    assert agents_running(bundle.name) == []  # each agent ended by itself
+    assert runners and agents_running(runners) == []  # each agent ended by itself
 
 
 async def test_no_python_on_the_host_falls_back_to_the_local_probe(host: SSHHost, server: FakeServer) -> None:
@@ -218,7 +221,7 @@ async def test_the_agent_runs_a_sweep_on_the_hosts_python_3_9(
         f"--alive {runners[0].run_dir}/hello.alive --expect {PROTOCOL} </dev/null"
     )
     assert json.loads(hello.stdout.splitlines()[0])["py"] == version
-    assert agents_running(build().name) == []
+    assert runners and agents_running(runners) == []
 
 
 async def test_python_3_8_on_the_host_falls_back_with_one_line(
@@ -345,7 +348,6 @@ async def test_a_cancelled_sweep_stops_its_agent_on_the_host(host: SSHHost, serv
         runners.append(HostRunner(host, server.url, settings, prompts))
         return runners[-1]
 
-    name = build().name
     sweep = Sweep(server.url, config((2,), requests_per_level=100_000, warmup_requests=0), load_prompts("chat"),
                   host_runner=make)  # fmt: skip
     task = asyncio.create_task(sweep.run())
@@ -357,12 +359,13 @@ async def test_a_cancelled_sweep_stops_its_agent_on_the_host(host: SSHHost, serv
     while '"t":"s"' not in records.read_text():  # a request finished: the level is under way
         assert time.monotonic() < deadline, "no record from the agent"
         await asyncio.sleep(0.05)
+    assert agents_running(runners), "the listing finds the running agent (else its emptiness below proves nothing)"
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     deadline = time.monotonic() + 20
-    while agents_running(name):
-        assert time.monotonic() < deadline, f"agents outlived the cancelled sweep: {agents_running(name)}"
+    while agents_running(runners):
+        assert time.monotonic() < deadline, f"agents outlived the cancelled sweep: {agents_running(runners)}"
         await asyncio.sleep(0.05)
     done = [json.loads(x) for x in records.read_text().splitlines() if x.startswith('{"t":"done"')]
     assert len(done) == 1 and done[0]["o"]["aborted"] == "agent terminated", done

@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
+from pathlib import Path
 
 import aiohttp
 import pytest
 
 from specdash.sim.model import baseline_model, eagle3_model
+from tests.support.eventually import eventually
 from tests.support.sim_harness import (
     Simulators,
     StreamRecord,
@@ -206,3 +209,52 @@ async def test_256_concurrent_streams_keep_timing_within_2_percent(sim: Simulato
     target = baseline_model().expected_aggregate(256)
     print(f"256 streams: measured {measured:.1f} tok/s, model {target:.1f} tok/s")
     assert measured == pytest.approx(target, rel=0.02), (measured, target)
+
+
+async def test_the_request_log_stamps_a_request_where_its_first_bytes_arrived(sim: Simulators, tmp_path: Path) -> None:
+    """`received` is when a request's first bytes were read, not when its handler ran: headers sent, then the
+    body after a pause, gives a `received` a pause before `created`. The next request on the same keep-alive
+    connection gets its own stamp (not the connection's first), and so does one after a `/health` on it."""
+    log = tmp_path / "requests.jsonl"
+    port = (await sim(*BASELINE, "--sim-request-log", str(log), ready=30)).port
+    pause = 0.3
+
+    def post(n: int) -> tuple[bytes, bytes]:
+        sampling = {"max_new_tokens": n, "ignore_eos": True}
+        body = json.dumps({"text": "hi", "sampling_params": sampling, "stream": True}).encode()
+        head = f"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
+        return head.encode(), body
+
+    async def stream(reader: asyncio.StreamReader) -> dict[str, object]:
+        """The last event of a chunked SSE answer, read to the end of its body."""
+        data = await reader.readuntil(b"data: [DONE]\n\n")
+        await reader.readuntil(b"0\r\n\r\n")
+        events = re.findall(rb"data: (\{.*\})\n", data)
+        return json.loads(events[-1])["meta_info"]  # type: ignore[no-any-return]
+
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        head, body = post(3)
+        writer.write(head)
+        await writer.drain()
+        await asyncio.sleep(pause)  # the point of the test: the body comes later than the headers
+        writer.write(body)
+        assert (await stream(reader))["completion_tokens"] == 3
+        writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = re.search(rb"Content-Length: (\d+)", head, re.I)
+        assert head.startswith(b"HTTP/1.1 200") and length, head
+        await reader.readexactly(int(length.group(1)))
+        between = time.monotonic()
+        writer.write(b"".join(post(4)))
+        assert (await stream(reader))["completion_tokens"] == 4
+    finally:
+        writer.close()
+    records = await eventually(lambda: [json.loads(x) for x in log.read_text().splitlines()],
+                               until=lambda r: sum(x["tokens"] in (3, 4) for x in r) == 2, timeout=10,
+                               what="both requests in the log")  # fmt: skip
+    first, second = (next(x for x in records if x["tokens"] == n) for n in (3, 4))
+    assert first["created"] - first["received"] >= pause * 0.9, first
+    assert second["received"] > between > first["finished"], (first, second)
+    assert 0 <= second["created"] - second["received"] < pause / 2, second
+    assert first["first"] <= first["first_sent"] and second["first"] <= second["first_sent"]

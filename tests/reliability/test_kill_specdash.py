@@ -133,6 +133,51 @@ async def _requests_finished_on_server(host: SSHHost, port: int) -> int:
     return int(float(match.group(1)))
 
 
+def _sim_host(
+    tmp_path: Path, sshd: Sshd, ssh_keys: Keys, known_hosts: Path, port: int, extra_modes: str = ""
+) -> tuple[dict[str, str], str]:
+    """A config with the simulator's modes and the host `sim` (the test sshd): the CLI's environment naming it,
+    and the host's state directory (unique: other tests share the test user's home)."""
+    cfg = sim_config(tmp_path, port=port, time_scale=0.01, extra_modes=extra_modes)
+    assert cfg.path is not None
+    state_dir = unique_state_dir(tmp_path)
+    cfg.path.write_text(cfg.path.read_text() + f"""
+[hosts.sim]
+address = "{target(sshd)}"
+identity_file = "{ssh_keys.client_key}"
+known_hosts = "{known_hosts}"
+state_dir = "{state_dir}"
+""")  # fmt: skip
+    return {**os.environ, "SPECDASH_CONFIG": str(cfg.path)}, state_dir
+
+
+def _start_and_wait(
+    bench: list[str], db: Path, out: Path, env: dict[str, str], port: int, rows: int
+) -> tuple[subprocess.Popen[bytes], dict[int, Path]]:
+    """An endless level of `bench` in its own session, once it has stored `rows` completed requests and its
+    probe agent runs on the host: the process and the agents (PID -> run directory)."""
+    log = out.open("w")
+    proc = subprocess.Popen([*bench, "--levels", str(LEVEL), "--requests-per-level", "100000", "--db", str(db)],
+                            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)  # fmt: skip
+    log.close()
+
+    def going() -> tuple[int, dict[int, Path]]:
+        """Another process: its store's rows so far and the probe agents on the host."""
+        assert proc.poll() is None, out.read_text()[-3000:]
+        return _rows(db)[0], _agents_of(port)
+
+    try:
+        _, agents = eventually_sync(
+            going, until=lambda seen: seen[0] >= rows and seen[1], timeout=90,
+            what=f"{out.stem}: the sweep going, with its probe on the host (rows stored, agents)",
+        )  # fmt: skip
+    except BaseException:
+        proc.kill()
+        proc.wait(10)
+        raise
+    return proc, agents
+
+
 def test_sigkill_mid_sweep_loses_no_completed_request_and_the_next_run_attaches(
     tmp_path: Path, sshd: Sshd, ssh_keys: Keys, known_hosts: Path, ssh_options: SSHOptions
 ) -> None:
@@ -143,48 +188,17 @@ def test_sigkill_mid_sweep_loses_no_completed_request_and_the_next_run_attaches(
     pid, one run record) instead of launching a second one."""
     port = free_port()
     metered = '[modes.metered]\nextends = "baseline"\nargs = ["--enable-metrics"]\n'
-    cfg = sim_config(tmp_path, port=port, time_scale=0.01, extra_modes=metered)
-    assert cfg.path is not None
-    state_dir = unique_state_dir(tmp_path)
-    cfg.path.write_text(
-        cfg.path.read_text()
-        + f"""
-[hosts.sim]
-address = "{target(sshd)}"
-identity_file = "{ssh_keys.client_key}"
-known_hosts = "{known_hosts}"
-state_dir = "{state_dir}"
-"""
-    )
-    env = {**os.environ, "SPECDASH_CONFIG": str(cfg.path)}
+    env, state_dir = _sim_host(tmp_path, sshd, ssh_keys, known_hosts, port, metered)
     db = tmp_path / "bench.db"
     bench = [sys.executable, "-m", "specdash", "bench", "sim", "--mode", "metered", "--output-len", "64",
-             "--warmup", "0", "--link-wait", str(LINK_WAIT), "--db", str(db)]  # fmt: skip
+             "--warmup", "0", "--link-wait", str(LINK_WAIT)]  # fmt: skip
     hc = HostConfig(name="sim", address=target(sshd), state_dir=state_dir)
-    out = (tmp_path / "bench.out").open("w")
-    proc = subprocess.Popen(
-        [*bench, "--levels", str(LEVEL), "--requests-per-level", "100000"],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        env=env,
-        start_new_session=True,
-    )
+    proc, _ = _start_and_wait(bench, db, tmp_path / "bench.out", env, port, rows=30)
     try:
-
-        def going() -> tuple[int, list[int]]:
-            """Another process: its store's rows so far and the probe agents on the host."""
-            assert proc.poll() is None, (tmp_path / "bench.out").read_text()[-3000:]
-            return _rows(db)[0], list(_agents_of(port))
-
-        eventually_sync(
-            going, until=lambda seen: seen[0] >= 30 and seen[1], timeout=90,
-            what="the sweep going, with its probe on the host (rows stored, agents)",
-        )  # fmt: skip
         helpers = _descendants(proc.pid)
         proc.send_signal(signal.SIGKILL)
         killed_at = time.monotonic()
         proc.wait(10)
-        out.close()
         stored_ok, stored_failed = _rows(db)
         con = sqlite3.connect(db)
         assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -220,8 +234,9 @@ state_dir = "{state_dir}"
         assert stored_ok <= on_host, (stored_ok, on_host)
         assert finished - LEVEL <= on_host <= finished, (finished, on_host)
         again = subprocess.run(
-            [*bench, "--levels", "1", "--requests-per-level", "3"], capture_output=True, text=True, env=env, timeout=120
-        )
+            [*bench, "--levels", "1", "--requests-per-level", "3", "--db", str(db)],
+            capture_output=True, text=True, env=env, timeout=120,
+        )  # fmt: skip
         assert again.returncode == 0, again.stderr[-3000:]
         after, runs = asyncio.run(after_second_run())
         assert after is not None and (after.id, after.pid) == (record.id, record.pid)
@@ -244,40 +259,15 @@ def test_orphaned_agents_of_a_killed_specdash_are_stopped_by_the_next_sweep_and_
     the new sweep), and `down` stops every agent that loads the server it stops, before the server; each
     stopped agent ends its level cleanly on the host (`done`, "agent terminated")."""
     port = free_port()
-    cfg = sim_config(tmp_path, port=port, time_scale=0.01)
-    assert cfg.path is not None
-    state_dir = unique_state_dir(tmp_path)
-    cfg.path.write_text(cfg.path.read_text() + f"""
-[hosts.sim]
-address = "{target(sshd)}"
-identity_file = "{ssh_keys.client_key}"
-known_hosts = "{known_hosts}"
-state_dir = "{state_dir}"
-""")  # fmt: skip
-    env = {**os.environ, "SPECDASH_CONFIG": str(cfg.path)}
+    env, _ = _sim_host(tmp_path, sshd, ssh_keys, known_hosts, port)
     bench = [sys.executable, "-m", "specdash", "bench", "sim", "--mode", "baseline", "--output-len", "64",
              "--warmup", "0", "--link-wait", "600"]  # fmt: skip
 
     def start_and_kill(name: str) -> tuple[int, Path]:
         """A sweep whose specdash is SIGKILLed once its agent runs a level: (the orphan's PID, its run dir)."""
-        db = tmp_path / f"{name}.db"
-        log = (tmp_path / f"{name}.out").open("w")
-        proc = subprocess.Popen([*bench, "--levels", str(LEVEL), "--requests-per-level", "100000", "--db", str(db)],
-                                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)  # fmt: skip
-        try:
-
-            def going() -> tuple[int, dict[int, Path]]:
-                assert proc.poll() is None, (tmp_path / f"{name}.out").read_text()[-3000:]
-                return _rows(db)[0], _agents_of(port)
-
-            _, agents = eventually_sync(
-                going, until=lambda seen: seen[0] >= 10 and seen[1], timeout=90,
-                what=f"{name}: the sweep going, with its probe on the host (rows stored, agents)",
-            )  # fmt: skip
-        finally:
-            proc.kill()
-            proc.wait(10)
-            log.close()
+        proc, agents = _start_and_wait(bench, tmp_path / f"{name}.db", tmp_path / f"{name}.out", env, port, rows=10)
+        proc.kill()
+        proc.wait(10)
         ((pid, run),) = agents.items()
         return pid, run
 
