@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from specdash.remote.tagging import PID_MARKER, PROC_DIR, reap_script, wrap_streamed
+from tests.support.eventually import eventually_sync
 
 
 def _spawn(command: str, home: Path) -> subprocess.Popen[str]:
@@ -43,7 +44,11 @@ def tagged(tmp_path: Path) -> tuple[subprocess.Popen[str], int]:
 def test_wrapper_records_pid_and_tag(tmp_path: Path, tagged: tuple[subprocess.Popen[str], int]) -> None:
     proc, pid = tagged
     assert (tmp_path / PROC_DIR / "c0ffee01" / f"1.{pid}").read_text().strip() == str(pid)
-    assert b"SPECDASH_TAG=c0ffee01.1\0" in Path(f"/proc/{pid}/environ").read_bytes()
+    # The echo comes before `exec sleep`: while the exec replaces the process image, its environ reads empty.
+    environ = eventually_sync(
+        lambda: Path(f"/proc/{pid}/environ").read_bytes(), until=bool, timeout=10, what="the wrapped process's environ"
+    )
+    assert b"SPECDASH_TAG=c0ffee01.1\0" in environ
     proc.kill()
     proc.wait()
 
