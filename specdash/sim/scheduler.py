@@ -54,7 +54,7 @@ class SimRequest:
     aborted: bool = False
     created: float = field(default_factory=time.monotonic)
     received: float | None = None
-    """When the HTTP handler took the request up (before parsing its body): the server's socket-side receipt."""
+    """When its first bytes were read from the socket (`server.ReceiptStamp`): before the front end's queue."""
     first_token_at: float | None = None
     first_sent: float | None = None
     """When the response's first token was handed to the socket (after its chunk was serialised)."""

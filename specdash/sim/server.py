@@ -65,10 +65,11 @@ class ReceiptStamp(asyncio.Protocol):
     """aiohttp's connection protocol behind a proxy that notes when a request's first bytes were read.
 
     Not SGLang behaviour: the request log's ground truth. A handler starts only after the handlers of requests
-    that arrived with it have run to their first wait, so its own clock misses the front end's queue (at 64
-    simultaneous arrivals, 3-6 ms on this VM); every client counts that queue in its TTFT. A request's stamp is
-    the first read on its connection since the previous request took its stamp (`SimServer._take_receipt`,
-    once its body is in): clients send one request at a time per connection, as HTTP/1.1 clients do.
+    that arrived with it have run to their first wait, so its own clock misses the front end's queue (several ms
+    at 64 simultaneous arrivals: `benchmarks/RESULTS.md`); every client counts that queue in its TTFT. A
+    request's stamp is the first read on its connection since the previous request took its stamp
+    (`SimServer._take_receipt`, once its body is in): clients send one request at a time per connection, as
+    HTTP/1.1 clients do.
     """
 
     def __init__(self, inner: asyncio.BaseProtocol, stamps: dict[object, float]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 import sys
 import sysconfig
@@ -57,6 +58,20 @@ args = ["--sim-disable-spec-above", "4", "--sim-fault", "crash-at-batch=10"]
     path = tmp / "config.toml"
     path.write_text(text.replace("'", '"'))
     return config.load(path, engines=names())
+
+
+def with_host(cfg: Config, name: str, address: str, key: Path, known_hosts: Path, state_dir: str) -> dict[str, str]:
+    """Add `[hosts.NAME]` (the test sshd at `address`) to `cfg`'s file; the environment that makes the CLI
+    read it."""
+    assert cfg.path is not None
+    cfg.path.write_text(cfg.path.read_text() + f"""
+[hosts.{name}]
+address = "{address}"
+identity_file = "{key}"
+known_hosts = "{known_hosts}"
+state_dir = "{state_dir}"
+""")  # fmt: skip
+    return {**os.environ, "SPECDASH_CONFIG": str(cfg.path)}
 
 
 async def overload(port: int, streams: int = 12, tokens: int = 300) -> None:

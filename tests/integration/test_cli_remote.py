@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import target
-from tests.integration.remote_sim import sim_config
+from tests.integration.remote_sim import sim_config, with_host
 from tests.sshd import Keys, Sshd, free_port
 
 
@@ -23,17 +22,9 @@ def cli(tmp_path: Path, sshd: Sshd, ssh_keys: Keys, known_hosts: Path):
     # `diverge`: EAGLE-3 with a lossy verify step (its greedy text differs from the target's at token 5).
     diverge = '[modes.diverge]\nextends = "eagle3"\nargs = ["--sim-fault", "spec-diverge=5"]\n'
     cfg = sim_config(tmp_path, port=port, time_scale=0.01, extra_modes=diverge)
-    assert cfg.path is not None
     # The host entry points at the test sshd with a state dir of its own.
-    host = f"""
-[hosts.sim]
-address = "{target(sshd)}"
-identity_file = "{ssh_keys.client_key}"
-known_hosts = "{known_hosts}"
-state_dir = "~/.specdash-tests/{uuid.uuid4().hex}"
-"""
-    cfg.path.write_text(cfg.path.read_text() + host)
-    env = {**os.environ, "SPECDASH_CONFIG": str(cfg.path)}
+    state_dir = f"~/.specdash-tests/{uuid.uuid4().hex}"
+    env = with_host(cfg, "sim", target(sshd), ssh_keys.client_key, known_hosts, state_dir)
 
     def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

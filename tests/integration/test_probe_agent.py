@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import stat
 import subprocess
@@ -32,7 +31,7 @@ from specdash.bench.sweep import Sweep, SweepConfig
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.probe_agent import HostRunner, check_hello, parse_python_version
 from tests.integration.conftest import target, trust
-from tests.integration.remote_sim import sim_config
+from tests.integration.remote_sim import sim_config, with_host
 from tests.sshd import TEST_HOME, Keys, Sshd, free_port, make_dir
 from tests.support import pythons
 from tests.support.fake_server import FakeServer
@@ -247,15 +246,8 @@ def test_bench_json_says_the_probe_ran_on_the_hosts_python_3_9(
     sshd = make_sshd("py39", set_env={"PATH": f"{python.parent}:/usr/local/bin:/usr/bin:/bin"})
     trust(known_hosts, sshd)
     cfg = sim_config(tmp_path, port=free_port(), time_scale=0.01)
-    assert cfg.path is not None
-    cfg.path.write_text(cfg.path.read_text() + f"""
-[hosts.old]
-address = "{target(sshd)}"
-identity_file = "{ssh_keys.client_key}"
-known_hosts = "{known_hosts}"
-state_dir = "~/.specdash-tests/{uuid.uuid4().hex}"
-""")  # fmt: skip
-    env = {**os.environ, "SPECDASH_CONFIG": str(cfg.path)}
+    state_dir = f"~/.specdash-tests/{uuid.uuid4().hex}"
+    env = with_host(cfg, "old", target(sshd), ssh_keys.client_key, known_hosts, state_dir)
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "specdash", *args], capture_output=True, text=True, env=env,

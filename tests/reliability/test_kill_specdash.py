@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import signal
 import sqlite3
@@ -23,7 +22,7 @@ from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle, RunRecord
 from specdash.server.probe_agent import ORPHAN_IDLE_S
 from tests.integration.conftest import target
-from tests.integration.remote_sim import sim_config
+from tests.integration.remote_sim import sim_config, with_host
 from tests.reliability.conftest import state_dir as unique_state_dir
 from tests.reliability.conftest import timing
 from tests.sshd import TEST_HOME, Keys, Sshd, _children, free_port
@@ -139,16 +138,8 @@ def _sim_host(
     """A config with the simulator's modes and the host `sim` (the test sshd): the CLI's environment naming it,
     and the host's state directory (unique: other tests share the test user's home)."""
     cfg = sim_config(tmp_path, port=port, time_scale=0.01, extra_modes=extra_modes)
-    assert cfg.path is not None
     state_dir = unique_state_dir(tmp_path)
-    cfg.path.write_text(cfg.path.read_text() + f"""
-[hosts.sim]
-address = "{target(sshd)}"
-identity_file = "{ssh_keys.client_key}"
-known_hosts = "{known_hosts}"
-state_dir = "{state_dir}"
-""")  # fmt: skip
-    return {**os.environ, "SPECDASH_CONFIG": str(cfg.path)}, state_dir
+    return with_host(cfg, "sim", target(sshd), ssh_keys.client_key, known_hosts, state_dir), state_dir
 
 
 def _start_and_wait(
