@@ -34,6 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from specdash.bench.agent.wire import sample_from_list  # noqa: E402
 from specdash.bench.probe import ProbeSettings  # noqa: E402
 from specdash.bench.prompts import load_prompts  # noqa: E402
 from specdash.bench.samples import RequestSample  # noqa: E402
@@ -43,7 +44,7 @@ from specdash.bench.sweep import Sweep, SweepConfig  # noqa: E402
 from specdash.remote.ssh import SSHHost  # noqa: E402
 from specdash.server.probe_agent import HostRunner  # noqa: E402
 from tests.netns import Netns  # noqa: E402
-from tests.sshd import Keys, ensure_test_user, make_dir  # noqa: E402
+from tests.sshd import TEST_HOME, Keys, ensure_test_user, make_dir  # noqa: E402
 from tests.wan import WanHost, client_options, read_truth, truth_samples, wan_host  # noqa: E402
 
 
@@ -63,16 +64,21 @@ def _cpu_s() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-async def run_mode(wan: WanHost, port: int, cfg: SweepConfig, db: Path, where: str) -> dict[int, float]:
+async def run_mode(
+    wan: WanHost, port: int, cfg: SweepConfig, db: Path, where: str, agent_files: dict[int, Path] | None = None
+) -> dict[int, float]:
     """One sweep per level through the relay, the probe here (`tunnel`) or on the host (`agent`); returns this
-    machine's CPU seconds per level (warmup included)."""
+    machine's CPU seconds per level (warmup included). `agent_files` gets each level's record file on the host
+    (the rig's host is this machine: its raw host-clock records pair with the simulator's log)."""
     store = Store(db)
     cpu: dict[int, float] = {}
+    runners: list[HostRunner] = []
     async with SSHHost(wan.address, wan.options) as host:
         local = await host.forward(port)
 
         def agent(settings: ProbeSettings, prompts: tuple[str, ...]) -> HostRunner:
-            return HostRunner(host, f"http://127.0.0.1:{port}", settings, prompts)
+            runners.append(HostRunner(host, f"http://127.0.0.1:{port}", settings, prompts))
+            return runners[-1]
 
         for c in cfg.levels:
             before = _cpu_s()
@@ -86,6 +92,8 @@ async def run_mode(wan: WanHost, port: int, cfg: SweepConfig, db: Path, where: s
             )
             result = await sweep.run()
             cpu[c] = _cpu_s() - before
+            if agent_files is not None and runners:
+                agent_files[c] = TEST_HOME / runners[-1].records_path
             assert result.probe is not None and (result.probe["where"] == "host") == (where == "agent"), result.probe
     store.close()
     return cpu
@@ -120,11 +128,63 @@ def row(c: int, where: str, st: LevelStats, truth: LevelStats | None, cpu: str =
     )
 
 
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))] if ordered else float("nan")
+
+
+def decompose(path: Path, records: list[dict[str, Any]]) -> str:
+    """Where the agent's TTFT goes, request by request, on the one clock the rig's host and client share.
+
+    The agent's raw records (host `perf_counter_ns`) and the simulator's log (`time.monotonic`) read the same
+    CLOCK_MONOTONIC here, so no offset is estimated. Requests are paired in order: the k-th send with the
+    k-th receipt, the k-th first token sent with the k-th read (a wave's requests are not told apart by
+    anything else; the gaps' distributions are what this is for)."""
+    samples = []
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("t") == "s":
+            samples.append(sample_from_list(rec["d"], 0))
+    ok = [x for x in samples if x.ok and x.first_token_ns is not None]
+    if not ok:
+        return "no samples"
+    lo, hi = min(x.start_ns for x in ok) / 1e9, max(x.end_ns for x in ok) / 1e9
+    length = max(x.requested_tokens for x in ok)
+    recs = [r for r in records if lo <= r["received"] <= hi and r["first_sent"] and r["tokens"] == length]
+    starts = sorted(x.start_ns / 1e9 for x in ok)
+    firsts = sorted(x.first_token_ns / 1e9 for x in ok)
+    received = sorted(r["received"] for r in recs)
+    sent = sorted(r["first_sent"] for r in recs)
+    n = min(len(ok), len(recs))
+    parts = {
+        "send (agent start -> server socket read)": [
+            (b - a) * 1e3 for a, b in zip(starts[:n], received[:n], strict=True)
+        ],
+        "front end (socket read -> created)": [(r["created"] - r["received"]) * 1e3 for r in recs],
+        "scheduler (created -> first token)": [(r["first"] - r["created"]) * 1e3 for r in recs],
+        "write (first token -> handed to socket)": [(r["first_sent"] - r["first"]) * 1e3 for r in recs],
+        "read (handed to socket -> agent read)": [(b - a) * 1e3 for a, b in zip(sent[:n], firsts[:n], strict=True)],
+        "agent TTFT": [x.ttft_ms for x in ok if x.ttft_ms is not None],
+    }
+    rows = [
+        f"{k}: p50 {_pct(v, 50):.2f} p90 {_pct(v, 90):.2f} max {max(v, default=float('nan')):.2f} ms"
+        for k, v in parts.items()
+    ]
+    return f"{len(ok)} samples, {len(recs)} server records\n  " + "\n  ".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--levels", default="1,8,64")
     parser.add_argument("--waves", type=int, default=4, help="requests per level = waves x C (at least 10)")
     parser.add_argument("--output-len", type=int, default=128)
+    parser.add_argument(
+        "--marginal-waves",
+        type=int,
+        default=0,
+        help="also run the top level with this many waves (more than --waves) in each mode: the CPU of the extra "
+        "events alone, per event, without what a sweep costs once (SSH commands, warmup, metric polls)",
+    )
     args = parser.parse_args()
     levels = tuple(int(x) for x in args.levels.split(","))
     cfg = config(levels, args.waves, args.output_len)
@@ -139,7 +199,23 @@ def main() -> None:
             port = wan.start_sim(request_log=log)
             tunnel_db, host_db = directory / "tunnel.db", directory / "host.db"
             cpu = {"tunnel": asyncio.run(run_mode(wan, port, cfg, tunnel_db, "tunnel"))}
-            cpu["agent"] = asyncio.run(run_mode(wan, port, cfg, host_db, "agent"))
+            files: dict[int, Path] = {}
+            cpu["agent"] = asyncio.run(run_mode(wan, port, cfg, host_db, "agent", files))
+            marginal: dict[str, str] = {}
+            if args.marginal_waves > args.waves:
+                top = max(levels)
+                long_cfg = config((top,), args.marginal_waves, args.output_len)
+                for where, db in (("tunnel", tunnel_db), ("agent", host_db)):
+                    long_db = db.with_suffix(".long.db")
+                    long_cpu = asyncio.run(run_mode(wan, port, long_cfg, long_db, where))[top]
+                    short_events = sum(len(x.chunk_tokens) for c, st in stats_of(db) if c == top for x in st)
+                    long_events = sum(len(x.chunk_tokens) for _, st in stats_of(long_db) for x in st)
+                    extra = long_events - short_events
+                    marginal[where] = (
+                        f"{(long_cpu - cpu[where][top]) / extra * 1e6:.1f} µs per event over the {extra} extra "
+                        f"events ({args.marginal_waves} vs {args.waves} waves at C = {top}: "
+                        f"{long_cpu:.3f} - {cpu[where][top]:.3f} s of CPU)"
+                    )
             records = read_truth(log)
             print(f"## Through an 80 ms-RTT link vs on the host ({began})\n")
             print(
@@ -166,6 +242,10 @@ def main() -> None:
                     print(row(c, "probe on the host (agent)" if where == "agent" else where, st, truth, per_event))
                     out[f"{c}/{where}"] = {"tok_s": st.output_tok_s, "truth_tok_s": truth.output_tok_s}
             print("\n" + json.dumps(out))
+            for where, text in marginal.items():
+                print(f"\nMarginal client CPU, {where}: {text}")
+            for c, path in sorted(files.items()):
+                print(f"\nC = {c}, the agent's TTFT request by request: {decompose(path, records)}")
     finally:
         ns.close()
         shutil.rmtree(directory, ignore_errors=True)

@@ -58,7 +58,7 @@ from specdash.bench.probe import Headroom, LevelOutcome, LevelPlan, Probe, Probe
 from specdash.bench.prompts import PromptSet
 from specdash.bench.provenance import build as build_provenance
 from specdash.bench.samples import CONNECTION_FAILURES, RequestSample
-from specdash.bench.server_view import ServerClient, level_view, running_cap, warnings_for
+from specdash.bench.server_view import POLL_NAMES, ServerClient, level_view, running_cap, warnings_for
 from specdash.bench.sse import Endpoint
 from specdash.bench.store import RunMeta, Store
 from specdash.bench.summary import outcomes as slo_outcomes
@@ -711,7 +711,7 @@ class _LevelRun:
     async def _poll(self, server: ServerClient) -> None:
         while True:
             await asyncio.sleep(self.sweep.config.metrics_poll_s)
-            m = await server.metrics()
+            m = await server.metrics(POLL_NAMES)
             if m is None:
                 return
             self.polls.append(m)

@@ -35,6 +35,7 @@ import contextlib
 import json
 import logging
 import math
+import secrets
 import shlex
 import time
 import uuid
@@ -175,12 +176,24 @@ class HostRunner:
         """
         if self._prepared:
             return self.python_version
-        py = shlex.quote(self.python)
-        probe = await self.host.run(
-            f"command -v {py} >/dev/null 2>&1 && {py} -c 'import sys; print(\"%d.%d.%d\" % sys.version_info[:3])'",
-            timeout=30,
+        py, path = shlex.quote(self.python), self.agent_path
+        self._job = f"{self.run_dir}/job.json"
+        # One round trip for the Python check, the cache check and the job (small; `close()` removes it).
+        # Replies carry a fresh tag so that a login banner is never read as one.
+        tag = "@sd-" + secrets.token_hex(6)
+        look = (
+            f"cd && mkdir -p {self.run_dir} && printf %s {shlex.quote(self.remote_url)} > {self.run_dir}/url "
+            f"&& cat > {self._job} || echo {tag} job-failed; "
+            f"v=$(command -v {py} >/dev/null 2>&1 && {py} -c 'import sys; print(\"%d.%d.%d\" % sys.version_info[:3])'"
+            f" 2>/dev/null); echo {tag} python $v; if [ -s {path} ] && "
+            f'[ "$(sha256sum < {path} 2>/dev/null | cut -c1-64)" = {self._bundle.sha256} ]; then echo {tag} cached; '
+            f"elif [ -e {path} ]; then echo {tag} differs; else echo {tag} missing; fi"
         )
-        version = parse_python_version(probe.stdout)
+        job = json.dumps(job_to_dict(self.remote_url, self.settings, self.prompts))
+        reply = await self.host.run(look, timeout=60, stdin=job)
+        said = [line[len(tag) + 1 :].split() for line in reply.stdout.splitlines() if line.startswith(tag + " ")]
+        words = {w[0]: w[1:] for w in said if w}
+        version = parse_python_version(" ".join(words.get("python", [])))
         need = ".".join(map(str, MIN_PYTHON))
         if version is None:
             raise AgentUnavailable(
@@ -192,24 +205,15 @@ class HostRunner:
                 f"the host's {self.python} is {self.python_version}, the probe agent needs >= {need}: "
                 "the probe runs here"
             )
-        path = self.agent_path
-        ship = (
-            f"cd && mkdir -p {AGENT_DIR}/runs && if [ ! -s {path} ]; then "
-            f"base64 -d > {path}.part && mv {path}.part {path} && echo shipped; else echo cached; fi"
-        )
-        done = await self.host.run(ship, timeout=60, stdin=base64.b64encode(self._bundle.data).decode())
-        if done.exit_status != 0:
-            raise AgentUnavailable(f"cannot install the probe agent on the host: {done.stderr.strip()[:200]}")
-        self._job = f"{self.run_dir}/job.json"
-        job = json.dumps(job_to_dict(self.remote_url, self.settings, self.prompts))
-        put = await self.host.run(
-            f"cd && mkdir -p {self.run_dir} && printf %s {shlex.quote(self.remote_url)} > {self.run_dir}/url "
-            f"&& cat > {self._job}",
-            timeout=60,
-            stdin=job,
-        )
-        if put.exit_status != 0:
-            raise AgentUnavailable(f"cannot upload the probe job: {put.stderr.strip()[:200]}")
+        if "job-failed" in words or reply.exit_status != 0:
+            raise AgentUnavailable(f"cannot upload the probe job: {reply.stderr.strip()[:200]}")
+        if "cached" not in words:  # shipped once per content hash: an unchanged client is never sent again
+            if "differs" in words:
+                log.warning("the probe agent at ~/%s on the host does not match its content hash: replaced", path)
+            ship = f"cd && mkdir -p {AGENT_DIR} && base64 -d > {path}.part && mv {path}.part {path}"
+            done = await self.host.run(ship, timeout=60, stdin=base64.b64encode(self._bundle.data).decode())
+            if done.exit_status != 0:
+                raise AgentUnavailable(f"cannot install the probe agent on the host: {done.stderr.strip()[:200]}")
         self.orphans_stopped = await stop_agents(self.host, self.remote_url, idle_s=ORPHAN_IDLE_S)
         if self.orphans_stopped:
             log.warning("stopped orphaned probe agents %s loading %s (their specdash is gone)",
@@ -332,7 +336,7 @@ class HostRunner:
         if pid is not None:
             with contextlib.suppress(SSHError, OSError):
                 await self.host.run(f"kill -TERM {pid}", timeout=10)
-        if self._prepared:
+        if self._job:
             with contextlib.suppress(SSHError, OSError):
                 await self.host.run(f"cd && rm -f {self._job}", timeout=10)
 

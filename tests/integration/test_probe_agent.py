@@ -100,6 +100,43 @@ async def test_a_sweep_with_the_probe_on_the_host(host: SSHHost, server: FakeSer
     assert runners and agents_running(runners) == []  # each agent ended by itself
 
 
+async def test_an_unchanged_agent_is_never_sent_again_and_a_tampered_one_is_replaced(
+    host: SSHHost, server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host keeps the zipapp by content hash: a sweep whose client is unchanged sends none of it (not even
+    to a `cat` that throws it away), and a file of that name whose content no longer matches its hash (edited,
+    truncated) is replaced before anything runs it."""
+    sent: list[int] = []
+    real_run = host.run
+
+    async def spying_run(command: str, *, timeout: float = 30.0, stdin: str | None = None) -> object:
+        sent.append(len(stdin or ""))
+        return await real_run(command, timeout=timeout, stdin=stdin)
+
+    monkeypatch.setattr(host, "run", spying_run)
+    bundle = build()
+    path = TEST_HOME / ".specdash" / "agent" / bundle.name
+
+    def make(settings: ProbeSettings, prompts: tuple[str, ...]) -> HostRunner:
+        return HostRunner(host, server.url, settings, prompts)
+
+    async def sweep() -> None:
+        result = await Sweep(server.url, config((1,)), load_prompts("chat"), host_runner=make).run()
+        assert result.probe is not None and result.probe["where"] == "host", result.probe
+        assert [lv.status for lv in result.levels] == ["done"]
+
+    await sweep()  # whatever the host had, it has the bundle now
+    assert path.read_bytes() == bundle.data
+    sent.clear()
+    await sweep()
+    assert max(sent) < len(bundle.data), f"a cached agent was sent again: stdin sizes {sent}"
+    path.write_bytes(bundle.data[:-10] + b"tampered!!")  # same name, other content
+    sent.clear()
+    await sweep()
+    assert path.read_bytes() == bundle.data
+    assert max(sent) >= len(bundle.data), sent
+
+
 async def test_no_python_on_the_host_falls_back_to_the_local_probe(host: SSHHost, server: FakeServer) -> None:
     def make(settings: ProbeSettings, prompts: tuple[str, ...]) -> HostRunner:
         return HostRunner(host, server.url, settings, prompts, python="python-nowhere-to-be-found")

@@ -10,7 +10,14 @@ import pytest
 
 from specdash.bench.report import compare_table, level_table
 from specdash.bench.samples import Failure, RequestSample
-from specdash.bench.server_view import ServerView, level_view, parse_prometheus, running_cap, warnings_for
+from specdash.bench.server_view import (
+    POLL_NAMES,
+    ServerView,
+    level_view,
+    parse_prometheus,
+    running_cap,
+    warnings_for,
+)
 from specdash.bench.summary import summarize
 from specdash.bench.sweep import SweepConfig, validate_levels, validate_url
 from specdash.bench.workers import processes_for, split_level
@@ -98,6 +105,28 @@ def test_parse_prometheus_sums_label_sets_and_skips_comments() -> None:
     )
     m = parse_prometheus(text)
     assert m == {"sglang:num_running_reqs": 5.0, "vllm:generation_tokens_total": 1500.0}
+
+
+def test_a_poll_parses_only_the_gauges_it_reads_and_sees_what_a_whole_parse_sees() -> None:
+    text = (
+        "# HELP sglang:num_running_reqs The number of running requests.\n# TYPE sglang:num_running_reqs gauge\n"
+        'sglang:num_running_reqs{model_name="a b{c}",tp_rank="0"} 3.0\nsglang:num_running_reqs{tp_rank="1"} 2\n'
+        "sglang:num_queue_reqs 4 1733300000000\nsglang:gen_throughput\t812.5\n"
+        "vllm:num_requests_running 7\nvllm:num_requests_waiting 1\n"
+        "# TYPE sglang:time_to_first_token_seconds histogram\n"
+        + "".join(
+            f'sglang:time_to_first_token_seconds_bucket{{le="{b}"}} {i}\n' for i, b in enumerate((0.1, 1, "+Inf"))
+        )
+        + "sglang:time_to_first_token_seconds_sum 1.5\nsglang:generation_tokens_total 9000\n"
+        "sglang:num_running_reqs_other 99\n"
+    )
+    whole = parse_prometheus(text)
+    polled = parse_prometheus(text, POLL_NAMES)
+    assert polled == {k: v for k, v in whole.items() if k in POLL_NAMES}
+    assert polled == {"sglang:num_running_reqs": 5.0, "sglang:num_queue_reqs": 4.0, "sglang:gen_throughput": 812.5,
+                      "vllm:num_requests_running": 7.0, "vllm:num_requests_waiting": 1.0}  # fmt: skip
+    # What level_view reads from the polls is all in POLL_NAMES: the view is the same from either parse.
+    assert level_view({}, {}, [polled], 1.0, None, None) == level_view({}, {}, [whole], 1.0, None, None)
 
 
 def test_vllm_view_from_counter_deltas() -> None:
