@@ -12,7 +12,7 @@ from typing import Any
 
 from textual import events, on
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, ScrollableContainer, Vertical
 from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -220,14 +220,16 @@ class DashboardScreen(Screen[None]):
         self.refresh_bindings()
 
     def action_move(self, where: str) -> None:
-        """j/k/g/G: move the focused list's cursor, or scroll the log."""
+        """j/k/g/G: move the focused list's cursor, scroll the focused panel, or scroll the log."""
         focused = self.focused
         for kind, moves in _CURSOR_MOVES.items():
             if isinstance(focused, kind):
                 getattr(focused, f"action_{moves[where]}")()
                 self.refresh_bindings()  # the highlighted mode decides what s and m do
                 return
-        getattr(self.query_one(LogView), f"action_{_LOG_MOVES[where]}")()
+        # Another scrolling panel in focus (the lines under the sweep table) scrolls; else the log does.
+        target = focused if isinstance(focused, ScrollableContainer) else self.query_one(LogView)
+        getattr(target, f"action_{_LOG_MOVES[where]}")()
 
     def action_wrap(self) -> None:
         view = self.query_one(LogPanel).view
