@@ -553,3 +553,31 @@ def eta_text(seconds: float) -> str:
     if seconds >= 60:
         return f"{seconds / 60:.0f} min"
     return f"{seconds:.0f} s"
+
+
+TUNE_OWNS: dict[str, str] = {
+    "start": "starting a mode",
+    "stop": "stopping the server",
+    "restart": "restarting the server",
+    "switch": "switching modes",
+    "adopt": "adopting a server",
+    "sweep": "a sweep",
+    "ab": "an A/B",
+    "cancel_sweep": "cancelling its sweep",
+    "greedy": "a greedy check",
+}
+"""What a running tune owns, by the viewer's action name: starting, stopping and switching the server (the
+tune restarts it per setting), and loading it (a sweep, an A/B or a greedy check would skew its levels), with
+how to say it. While a tune runs, these are refused for anyone but the tune (`tune_refusal`)."""
+
+
+def tune_refusal(tune: str, action: str) -> str | None:
+    """Why `action` is refused while the tune `tune` runs (None: the tune does not own it), naming the way
+    out: cancelling the tune in the Tune view."""
+    what = TUNE_OWNS.get(action)
+    if what is None:
+        return None
+    return (
+        f"Tune {tune} is running and restarts the server for each setting: {what} is refused until it ends. "
+        "To stop the tune: T, then c (finished levels are kept)."
+    )

@@ -37,6 +37,7 @@ from specdash.core.models import Origin, Phase
 from specdash.core.server_state import RECORD_KINDS, sweep_plan
 from specdash.core.slo import Slo, goodput_curve, max_concurrency_meeting
 from specdash.core.timeline import Timeline
+from specdash.core.tune import tune_refusal
 from specdash.core.verdict import verdict
 from specdash.engines.registry import make_rules
 from specdash.errors import SpecdashError
@@ -102,6 +103,7 @@ class RemoteSession:
         """The last sweep's result per mode."""
         self._hidden_modes: set[str] = set()  # a tune's per-setting modes: listed only while one runs
         self._tune_task: asyncio.Task[object] | None = None
+        self._tune_name = ""
         self._closed = asyncio.Event()
         self._queue = host.subscribe()
         self._changed: asyncio.Future[None] | None = None  # resolved on the next status change
@@ -148,6 +150,7 @@ class RemoteSession:
         if self.sweep_running():
             raise SpecdashError("a sweep is running; cancel it before starting a tune")
         self._tune_task = asyncio.current_task()
+        self._tune_name = name
         try:
             result = await run_entry(self, name, self._emit)
         finally:
@@ -156,6 +159,24 @@ class RemoteSession:
             self._emit(Notice(f"tune {name} stopped: {result.aborted}", "warning", bell=True))
         else:
             self._emit(Notice(f"tune {name} done", bell=True))
+
+    def refusal(self, action: str) -> str | None:
+        """Why `action` (a viewer's: `start`, `stop`, `sweep`...) is refused now: a tune started by `tune()`
+        owns the server (`core.tune.tune_refusal`); None when it may run. The tune's own calls are never
+        refused (they run in its task)."""
+        if not self.tune_running():
+            return None
+        try:
+            if asyncio.current_task() is self._tune_task:
+                return None
+        except RuntimeError:  # no running loop: not the tune's task either
+            pass
+        return tune_refusal(self._tune_name, action)
+
+    def _check_free(self, action: str) -> None:
+        why = self.refusal(action)
+        if why is not None:
+            raise SpecdashError(why)
 
     async def cancel_tune(self) -> None:
         """Stop the running tune; finished levels are kept in its journal."""
@@ -194,6 +215,7 @@ class RemoteSession:
         return None
 
     async def start(self, mode: str) -> None:
+        self._check_free("start")
         cfg = self.config.mode(mode)
         if self.server_live():
             raise SpecdashError(f"{self._status.mode or 'a server'} is already running on {self.label}; stop it first")
@@ -220,11 +242,12 @@ class RemoteSession:
         self._watch_run(record, origin=Origin.LAUNCHED)
 
     async def stop(self) -> None:
+        self._check_free("stop")
         record = self._record or await self.lifecycle.current()
         if record is None or not (self.server_live() or record.alive):
             raise SpecdashError(f"no server of ours is running on {self.label}")
         if self.sweep_running():
-            await self.cancel_sweep()
+            await self._cancel_sweep()
         grace = self._grace(record.mode)
         before = self._status
         if self._watch is not None:
@@ -252,6 +275,7 @@ class RemoteSession:
 
     async def adopt(self, target: Adoptable) -> None:
         """Adopt `target`: record it as the host's current run and watch it from the start of its log."""
+        self._check_free("adopt")
         if self.server_live():
             raise SpecdashError(f"{self._status.mode or 'a server'} is already running on {self.label}; stop it first")
         record = await adoption.adopt(self.host, self.host_config, target)
@@ -260,12 +284,14 @@ class RemoteSession:
         self._emit(self._modes_event())
 
     async def restart(self) -> None:
+        self._check_free("restart")
         mode = self._status.mode or (self._record.mode if self._record else "")
         if not mode:
             raise SpecdashError("nothing to restart: no mode has run yet")
         await self.switch(mode)
 
     async def switch(self, mode: str) -> None:
+        self._check_free("switch")
         self.config.mode(mode)  # a bad name fails before anything is stopped
         if self.server_live() or (self._record is not None and self._record.alive):
             await self.stop()
@@ -283,6 +309,7 @@ class RemoteSession:
 
         Results per mode are kept in `self.results` (the store has every sample as it arrived).
         """
+        self._check_free("sweep" if len(modes) < 2 else "ab")
         if self.sweep_running():
             raise SpecdashError("a sweep is already running")
         for mode in modes:
@@ -322,6 +349,7 @@ class RemoteSession:
         """The greedy spot check on the live mode: fetch its outputs for `greedy_prompts` prompts at
         temperature 0 (stored), and compare them with `reference`'s stored outputs for the same prompts.
         Reported as `GreedyUpdate` events; no restart (a reference without stored outputs is said so)."""
+        self._check_free("greedy")
         if not self.greedy_prompts:
             raise SpecdashError("the greedy check is off ([bench] greedy_prompts = 0)")
         self.config.mode(reference)
@@ -412,6 +440,10 @@ class RemoteSession:
                 await asyncio.wait_for(asyncio.shield(task), timeout)
 
     async def cancel_sweep(self) -> None:
+        self._check_free("cancel_sweep")
+        await self._cancel_sweep()
+
+    async def _cancel_sweep(self) -> None:
         task = self._sweep_task
         if task is not None and not task.done() and task is not asyncio.current_task():
             task.cancel()
@@ -419,7 +451,7 @@ class RemoteSession:
                 await task
 
     async def close(self) -> None:
-        await self.cancel_sweep()
+        await self._cancel_sweep()
         self._closed.set()
         await self._stop_watching()
         await self.host.close()

@@ -94,6 +94,13 @@ class Session(Protocol):
         step; returns when the tune ends. It restarts the server once per setting and pass."""
         ...
 
+    def refusal(self, action: str) -> str | None:
+        """Why the viewer's `action` (`start`, `stop`, `restart`, `switch`, `adopt`, `sweep`, `ab`,
+        `cancel_sweep`, `greedy`) is refused now, in a sentence that says the way out; None when it may run.
+        While a tune runs it owns the server (`core.tune.TUNE_OWNS`), and the session's own methods refuse
+        these calls with the same sentence."""
+        ...
+
     async def cancel_tune(self) -> None:
         """Stop the running tune; its finished levels stay in the journal (`specdash tune --resume` goes on)."""
         ...

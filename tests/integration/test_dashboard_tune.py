@@ -17,10 +17,12 @@ from textual.widgets import Label, Static
 from specdash.cli.demo_session import demo_session
 from specdash.config import TuneConfig
 from specdash.core.events import ModesChanged, TuneProgress
+from specdash.core.models import Phase
 from specdash.server.tune import Journal
 from specdash.ui.app import make_app
 from specdash.ui.screens.confirm import ConfirmScreen
 from specdash.ui.screens.tune import TuneScreen
+from tests.support.eventually import eventually
 
 FAST = 0.01
 SMALL = TuneConfig("small", "eagle3", "steps=1,3 topk=1 draft=2", levels="1,4", repeats=1)
@@ -83,3 +85,52 @@ async def test_a_small_tune_started_in_the_view_finishes_with_a_policy() -> None
             assert len(session._listeners) == listeners  # noqa: SLF001
             tuned = {f"eagle3@{s}" for s in ("s1-k1-d2", "s3-k1-d4")}
             assert all(len(names & tuned) <= 1 for names in listed), "only the running setting is listed"
+
+
+async def test_while_a_tune_runs_the_server_keys_are_refused_and_work_after_it() -> None:
+    async with demo_session(FAST) as demo:
+        session = demo.session
+        session.config = replace(session.config, tunes={SMALL.name: SMALL})
+        session.sweep_defaults = replace(session.sweep_defaults, duration_s=1.0)
+        app = make_app(session)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await asyncio.wait_for(session.attached.wait(), 30)
+
+            async def state() -> tuple[str, bool, bool, Phase]:
+                await pilot.pause()
+                return type(app.screen).__name__, session.tune_running(), session.sweep_running(), session.status.phase
+
+            await pilot.press("T")
+            await eventually(state, until=lambda s: s[0] == "TuneScreen", timeout=30, what="the Tune view")
+            await pilot.press("s")
+            await eventually(state, until=lambda s: s[0] == "ConfirmScreen", timeout=30, what="the tune's question")
+            await pilot.press("y")
+            # The tune measures its first setting on a ready server; back on the dashboard, stop, restart and
+            # cancel the (tune's) sweep are each refused with one notification, and the tune goes on.
+            measuring = (True, True, Phase.READY)
+            await eventually(state, until=lambda s: s[1:] == measuring, timeout=120, what="the tune measuring")
+            await pilot.press("escape")
+            await eventually(state, until=lambda s: s[0] == "DashboardScreen", timeout=30, what="the dashboard")
+            await pilot.press("x", "r", "escape")
+            await pilot.pause()
+            assert app.screen is app.dashboard, "no question was asked"
+            refusals = [n.message for n in app._notifications if n.title == "Tune running"]
+            assert len(refusals) == 3, [n.message for n in app._notifications]
+            assert all(m.startswith("Tune small is running") and "T, then c" in m for m in refusals)
+            assert not [w for w in app.workers if w.name in ("stop", "restart", "cancel sweep")]
+            progress = app.tune_progress
+            assert session.tune_running() and progress is not None and progress.phase == "running"
+
+            # Cancelled in the Tune view (c), the tune ends; the server it left runs, and x stops it again.
+            await pilot.press("T")
+            await eventually(state, until=lambda s: s[0] == "TuneScreen", timeout=30, what="the Tune view")
+            await pilot.press("c")
+            await eventually(state, until=lambda s: not s[1], timeout=60, what="the tune cancelled")
+            assert app.tune_progress is not None and app.tune_progress.phase == "cancelled"
+            await pilot.press("escape")
+            await eventually(state, until=lambda s: s[0] == "DashboardScreen", timeout=30, what="the dashboard")
+            await eventually(state, until=lambda s: s[3] is Phase.READY, timeout=60, what="the server ready")
+            await pilot.press("x")
+            await eventually(state, until=lambda s: s[0] == "ConfirmScreen", timeout=30, what="the stop question")
+            await pilot.press("y")
+            await eventually(state, until=lambda s: s[3] is Phase.STOPPED, timeout=60, what="the server stopped")

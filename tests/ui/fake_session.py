@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 
 from specdash.core.events import ModeInfo, ModesChanged, ServerStatus, SessionEvent, TuneEntry
 from specdash.core.models import Phase
+from specdash.core.tune import tune_refusal
 from specdash.errors import SpecdashError
 from specdash.remote.events import ConnectionEvent
 from specdash.server.adopt import Adoptable
@@ -47,6 +48,8 @@ class FakeSession:
         self.tuning = asyncio.Event()
         """Set while `tune()` runs; `tune()` returns when `finish_tune` is set (or it is cancelled)."""
         self.finish_tune = asyncio.Event()
+        self.tune_name = ""
+        """The entry `tune()` runs (what `refusal` names)."""
 
     @property
     def label(self) -> str:
@@ -121,11 +124,15 @@ class FakeSession:
 
     async def tune(self, name: str) -> None:
         await self._record("tune", name)
+        self.tune_name = name
         self.tuning.set()
         try:
             await self.finish_tune.wait()
         finally:
             self.tuning.clear()
+
+    def refusal(self, action: str) -> str | None:
+        return tune_refusal(self.tune_name, action) if self.tune_running() else None
 
     async def cancel_tune(self) -> None:
         await self._record("cancel_tune")

@@ -231,3 +231,26 @@ def bench_with_slo() -> BenchUpdate:
 
 def ready_with_slo() -> list[Event]:
     return [RUNNING_EAGLE3, Connected(HOST, 1), READY, STARTUP_LOG, READY_LOG, GPUS, bench_with_slo()]
+
+
+NOTES_ROWS = tuple(
+    replace(row, status="done", warning=warning)
+    for row, warning in zip(
+        ROWS,
+        (
+            "client-limited: the probe's CPU was busy 97 % of the level",
+            "server caps running requests at 4 (--max-running-requests)",
+            "client and server disagree by 14 %",
+            "",
+            "2 requests failed: HTTP 503 Service Unavailable",
+            "client and server disagree by 14 %",
+        ),
+        strict=True,
+    )
+)
+
+
+def ready_with_many_notes() -> list[Event]:
+    """A finished A/B whose levels carry more warnings than the sweep page has rows for (at 80x24)."""
+    bench = replace(BENCH, rows=NOTES_ROWS, running=False)
+    return [RUNNING_EAGLE3, Connected(HOST, 1), READY, STARTUP_LOG, READY_LOG, bench, *TICKS]

@@ -9,12 +9,12 @@ from specdash.core.events import BenchTick, BenchUpdate
 from specdash.core.levels import DEFAULT_LEVELS, parse_levels
 from specdash.errors import UsageError
 from specdash.ui.screens.confirm import ConfirmScreen, LevelsScreen
-from specdash.ui.widgets.bench import BenchPanel, row_cells
+from specdash.ui.widgets.bench import BenchLines, BenchPanel, row_cells
 from specdash.ui.widgets.charts import CurvesChart, LiveChart, nice_ticks
 from specdash.ui.widgets.gpu import GpuPanel
 from tests.ui import scenarios as sc
 from tests.ui.conftest import AppFactory
-from tests.ui.settle import settle
+from tests.ui.settle import settle, settle_screen
 
 SIZE = (120, 40)
 
@@ -273,3 +273,29 @@ def test_the_acceptance_line_names_the_newest_speculative_level_and_what_the_eng
     # SGLang reports only the mean: the line says that much and no more.
     sglang = acceptance_text((LevelRow("eagle3", 1, "done", tok_s=300.0, accept_length=3.05),))
     assert sglang == "acceptance · eagle3 C=1: 3.05 tokens per verify step"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 45)])
+async def test_many_notes_leave_the_charts_their_rows(build: AppFactory, size: tuple[int, int]) -> None:
+    app, _ = build(sc.ready_with_many_notes())
+    async with app.run_test(size=size) as pilot:
+        if size[0] < 150:
+            await pilot.press("v")  # the sweep page
+        await settle_screen(pilot)
+        screen = app.screen
+        charts = screen.query_one("#bench-charts").region
+        footer = screen.query_one("Footer").region
+        assert charts.height >= 8 and charts.bottom <= footer.y, (charts, footer)
+        lines = screen.query_one(BenchLines)
+        hint = lines.hint
+        if size != (80, 24):
+            assert not hint.display, "every line fits"
+            return
+        # 7 lines under the table, 4 in view: the hint says so; tab focuses them, j scrolls to the last.
+        assert hint.display and str(hint.render()) == "▼ 3 more lines (tab to here, then j/k)"
+        await pilot.press("tab")
+        assert screen.focused is lines
+        await pilot.press("j", "j", "j", "j")
+        await settle_screen(pilot)
+        assert str(hint.render()) == "▲ 3 lines above (j/k)"
+        assert screen.query_one("#bench-charts").region == charts, "scrolling moves nothing else"

@@ -99,3 +99,9 @@ def test_sweep_page_with_slo_at_80x30(snap_compare: SnapCompare) -> None:
     # the charts have the rows to place their labels the same way in every process).
     events = [event for event in sc.ready_with_slo() if event is not sc.GPUS]
     assert snap_compare(app_for(events), terminal_size=(80, 30), run_before=pressing("v"))
+
+
+def test_sweep_page_with_many_notes_at_80x24(snap_compare: SnapCompare) -> None:
+    # More warnings than the page has rows for: the table, the first lines under it with a hint saying how
+    # many more there are, and the charts with their 8 rows (GPUs left out as above).
+    assert snap_compare(app_for(sc.ready_with_many_notes()), terminal_size=(80, 24), run_before=pressing("v"))

@@ -15,6 +15,7 @@ from specdash.ui.screens.confirm import ConfirmScreen
 from specdash.ui.screens.tune import TuneScreen
 from tests.ui import scenarios as sc
 from tests.ui.conftest import AppFactory
+from tests.ui.settle import settle
 
 HEADER = {"type": "header", "version": 1, "name": "night", "host": "gpu1", "base_mode": "eagle3",
           "baseline_mode": "baseline", "space": "steps=1,3 topk=1,4 draft=4,8", "levels": [1, 2, 4, 8],
@@ -178,3 +179,37 @@ async def test_the_view_opened_mid_tune_shows_its_progress(build: AppFactory) ->
         await pilot.pause()
         await open_tune(app, pilot)
         assert "measuring s3-k4-d8" in shown(app, "#tune-live")
+
+
+async def test_keys_that_touch_the_server_are_refused_while_a_tune_runs(build: AppFactory) -> None:
+    app, session = build(sc.ready_with_bench())
+    async with app.run_test(size=(120, 40)) as pilot:
+        session.tune_name = "night"
+        session.tuning.set()  # as if the Tune view had started it
+        # stop, restart, switch to mode 1, sweep, greedy check, A/B of modes 1 and 2; then, with the tune's
+        # sweep running, cancel it; then, between two of its restarts, start a mode.
+        await pilot.press("x", "r", "1", "m", "b", "o", "space", "2", "space", "a")
+        session.sweeping = True
+        await pilot.press("escape")
+        session.sweeping = False
+        session.emit(sc.STOPPED)
+        await pilot.press("s")
+        await settle(app)
+        await pilot.pause()
+        refusals = [n for n in app._notifications if n.title == "Tune running"]
+        assert len(refusals) == 8 == len(app._notifications), [n.message for n in app._notifications]
+        assert all("Tune night is running" in n.message and "T, then c" in n.message for n in refusals)
+        assert "stopping the server is refused" in refusals[0].message
+        assert "starting a mode is refused" in refusals[-1].message
+        assert session.calls == [], "nothing reached the session"
+        assert app.screen is app.dashboard, "no question was asked"
+        assert session.tune_running()
+
+        session.tuning.clear()  # the tune ends: the keys work again
+        session.emit(sc.READY)
+        await pilot.press("x")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await settle(app)
+        assert session.calls == [("stop", ())]

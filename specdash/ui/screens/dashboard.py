@@ -12,7 +12,7 @@ from typing import Any
 
 from textual import events, on
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, ScrollableContainer, Vertical
 from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -220,14 +220,16 @@ class DashboardScreen(Screen[None]):
         self.refresh_bindings()
 
     def action_move(self, where: str) -> None:
-        """j/k/g/G: move the focused list's cursor, or scroll the log."""
+        """j/k/g/G: move the focused list's cursor, scroll the focused panel, or scroll the log."""
         focused = self.focused
         for kind, moves in _CURSOR_MOVES.items():
             if isinstance(focused, kind):
                 getattr(focused, f"action_{moves[where]}")()
                 self.refresh_bindings()  # the highlighted mode decides what s and m do
                 return
-        getattr(self.query_one(LogView), f"action_{_LOG_MOVES[where]}")()
+        # Another scrolling panel in focus (the lines under the sweep table) scrolls; else the log does.
+        target = focused if isinstance(focused, ScrollableContainer) else self.query_one(LogView)
+        getattr(target, f"action_{_LOG_MOVES[where]}")()
 
     def action_wrap(self) -> None:
         view = self.query_one(LogPanel).view
@@ -361,9 +363,17 @@ class DashboardScreen(Screen[None]):
     def _run(self, name: str, call: Callable[[], Coroutine[Any, Any, None]]) -> None:
         self._run_action(name, call, "action")
 
+    def _refused(self, action: str) -> bool:
+        """Whether the session refuses `action` now (a running tune owns the server); if so, says why and how
+        to end that, in one notification, before any question is asked."""
+        why = self.session.refusal(action)
+        if why is not None:
+            self.notify(why, title="Tune running", severity="warning", timeout=8)
+        return why is not None
+
     def action_start(self) -> None:
         mode = self.query_one(ModeList).selected
-        if mode is not None:
+        if mode is not None and not self._refused("start"):
             self._run(f"start {mode}", lambda: self._start_or_offer_adoption(mode))
 
     async def _start_or_offer_adoption(self, mode: str) -> None:
@@ -385,20 +395,25 @@ class DashboardScreen(Screen[None]):
             f"{target.describe()}\nAdopt it? specdash watches its log and health and can bench it; it sends "
             "no signal (stopping it later asks again)."
         )
-        self._confirm(question, "Adopt", lambda: self._run("adopt", lambda: self.session.adopt(target)))
+        if not self._refused("adopt"):
+            self._confirm(question, "Adopt", lambda: self._run("adopt", lambda: self.session.adopt(target)))
 
     def action_stop(self) -> None:
+        if self._refused("stop"):
+            return
         question = stop_question(self._status, self._label) + self._sweep_clause()
         yes = "Clean up" if self._status.phase is Phase.CRASHED else "Stop"
         self._confirm(question, yes, lambda: self._run("stop", self.session.stop))
 
     def action_restart(self) -> None:
+        if self._refused("restart"):
+            return
         question = f"Restart {self._server_name()}? It serves nothing until it is ready again.{self._sweep_clause()}"
         self._confirm(question, "Restart", lambda: self._run("restart", self.session.restart))
 
     def action_switch(self) -> None:
         mode = self.query_one(ModeList).selected
-        if mode is None:
+        if mode is None or self._refused("switch"):
             return
         question = f"Stop {self._server_name()} and start {mode}?{self._sweep_clause()}"
         self._confirm(question, "Switch", lambda: self._run(f"switch to {mode}", lambda: self.session.switch(mode)))
@@ -431,10 +446,14 @@ class DashboardScreen(Screen[None]):
             self.notify("The crash line is no longer in the log view; the full log is on the host.", severity="warning")
 
     def action_sweep(self) -> None:
+        if self._refused("sweep"):
+            return
         mode = self._status.mode
         self._ask_levels(f"Sweep {mode}: concurrency levels", [mode], None)
 
     def action_ab(self) -> None:
+        if self._refused("ab"):
+            return
         modes = [name for name in self.query_one(ModeList).names if name in self.query_one(ModeList).marked]
         if self._status.mode in modes and is_live(self._status):
             # The live mode first: it is measured as it runs, which saves one restart (a long load).
@@ -463,6 +482,8 @@ class DashboardScreen(Screen[None]):
         self.app.push_screen(LevelsScreen(title, self._levels), chosen)
 
     def action_cancel_sweep(self) -> None:
+        if self._refused("cancel_sweep"):
+            return
         self._confirm(
             "Cancel the running sweep? Finished levels are kept.",
             "Cancel sweep",
@@ -483,7 +504,7 @@ class DashboardScreen(Screen[None]):
 
     def action_greedy(self) -> None:
         reference = self.greedy_reference()
-        if reference is None:
+        if reference is None or self._refused("greedy"):
             return
         self.show_page("bench")
         self._run("greedy check", lambda: self.session.check_greedy(reference))

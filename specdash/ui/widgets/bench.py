@@ -1,5 +1,6 @@
 """The bench area: the level table (client and server figures side by side, speedup against the first mode),
-the verdict line (wrapped, never cut), the warnings, and the two charts."""
+the lines under it (verdict, greedy check, acceptance, warnings: wrapped, in a block of capped height that
+scrolls, with a hint when some are out of view), and the two charts."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Mapping
 
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import DataTable, Label
 
@@ -18,6 +19,10 @@ from specdash.ui.messages import BenchTicked
 from specdash.ui.widgets.charts import CurvesChart, LiveChart
 
 COLUMNS = ("", "mode", "C", "tok/s", "×", "server", "accept", "TTFT", "ok")
+CHARTS_MIN_ROWS = 8
+"""On a sweep page (the panel stacked: table, lines, charts), the rows the charts keep: fewer show nothing."""
+TABLE_MAX_ROWS = 8
+"""The stacked table's height at most (`app.tcss`), reserved for it when capping the lines under it."""
 SLO_COLUMNS = ("SLO", "goodput")
 """Added when the sweep has an SLO: the level's attainment (✓ it meets the SLO, ✗ not) and token goodput."""
 
@@ -125,6 +130,45 @@ class BenchTable(DataTable[str]):
             self.move_cursor(row=running[-1], animate=False)
 
 
+class BenchLines(VerticalScroll):
+    """The lines under the table. Its height is capped (`app.tcss`: fewer rows on a short terminal), so that
+    many warnings cannot push the charts off the sweep page; what does not fit scrolls (tab focuses the
+    block, j/k/g/G scroll it), and `hint`, a line under the block, says how many lines are out of view."""
+
+    ALLOW_MAXIMIZE = True
+    """`z` here zooms the bench panel, as it does from the table."""
+
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id)
+        self.hint = Label("", id="bench-lines-more", markup=False)
+        """The line under the block (shown only when some lines are out of view)."""
+
+    def on_resize(self) -> None:
+        # Sent when the block's size or its content's height changes (new lines, a new width, a new cap).
+        self.update_hint()
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self.update_hint()
+
+    def update_hint(self) -> None:
+        """Say how many lines are above and below the view, or hide the hint when every line is in view."""
+        above = round(self.scroll_y)
+        below = max(0, self.virtual_size.height - self.scrollable_content_region.height - above)
+        self.hint.display = bool(above or below)
+        keys = "j/k" if self.has_focus else "tab to here, then j/k"
+        if below:
+            self.hint.update(f"▼ {below} more line{'s' if below != 1 else ''} ({keys})")
+        elif above:
+            self.hint.update(f"▲ {above} line{'s' if above != 1 else ''} above ({keys})")
+
+    def on_focus(self) -> None:
+        self.update_hint()
+
+    def on_blur(self) -> None:
+        self.update_hint()
+
+
 class BenchPanel(Horizontal):
     """Table, live chart and curves; a one-line hint until the first sweep. `z` on the table zooms all three."""
 
@@ -143,16 +187,27 @@ class BenchPanel(Horizontal):
         yield Label("No sweep yet.  b: sweep the live mode   space: mark modes, a: A/B", id="bench-hint")
         with Vertical(id="bench-left"):
             yield BenchTable(id="bench-table")
-            yield Label("", id="bench-verdict", markup=False)
-            yield Label("", id="bench-greedy", markup=False)
-            yield Label("", id="bench-accept", markup=False)
-            yield Label("", id="bench-notes", markup=False)
+            with BenchLines(id="bench-lines") as lines:
+                yield Label("", id="bench-verdict", markup=False)
+                yield Label("", id="bench-greedy", markup=False)
+                yield Label("", id="bench-accept", markup=False)
+                yield Label("", id="bench-notes", markup=False)
+            yield lines.hint
         with Horizontal(id="bench-charts"):
             yield self.live_chart
             yield CurvesChart(interval=self._interval, id="curves-chart")
 
     def watch_has_data(self, has_data: bool) -> None:
         self.set_class(not has_data, "-empty")
+
+    def on_resize(self) -> None:
+        # Stacked (a sweep page), the lines under the table get what the table, the hint and the charts'
+        # minimum leave: 4 rows at 80x24, 10 at 80x30 (the rest scrolls). Side by side, the CSS cap applies.
+        lines = self.query_one(BenchLines)
+        if self.styles.layout is not None and self.styles.layout.name == "vertical":
+            lines.styles.max_height = max(1, self.content_size.height - TABLE_MAX_ROWS - 1 - CHARTS_MIN_ROWS)
+        else:
+            lines.styles.max_height = None
 
     def show_update(self, update: BenchUpdate) -> None:
         """A level started or ended: new table, new curves."""
