@@ -245,6 +245,9 @@ async def _probe_pool(url: str, endpoint: str, streams: int, requests: int, n: i
         def tick(self, worker: int, arrivals: list[tuple[int, int]], inflight: int, now_ns: int) -> None:
             pass
 
+        def gauges(self, values: dict[str, float]) -> None:
+            pass
+
     counter = Count()
     try:
         await pool.run_level([LevelPlan(concurrency=streams, total_requests=streams)], Count())

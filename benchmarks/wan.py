@@ -26,6 +26,7 @@ import os
 import platform
 import resource
 import shutil
+import statistics
 import sys
 import time
 from dataclasses import replace
@@ -173,6 +174,39 @@ def decompose(path: Path, records: list[dict[str, Any]]) -> str:
     return f"{len(ok)} samples, {len(recs)} server records\n  " + "\n  ".join(rows)
 
 
+def bench_serving_on_host(
+    wan: WanHost, port: int, c: int, waves: int, output_len: int, peers: Any, out: Path
+) -> tuple[list[float], float, float, str]:
+    """SGLang's own bench_serving run inside the namespace against the simulator's loopback, as engineers run
+    it next to their server: its per-request TTFTs (ms), the monotonic window it ran in (the simulator's clock:
+    one kernel), and its version. No warmup request (the server is warm), fixed lengths."""
+    from benchmarks.probe_cost import SGLANG_LAUNCHER
+
+    tok = str(peers.tokenizer)
+    argv = [str(peers.sglang_python), "-c", SGLANG_LAUNCHER, "--backend", "sglang",
+            "--base-url", f"http://127.0.0.1:{port}", "--model", tok, "--tokenizer", tok,
+            "--dataset-name", peers.sglang_dataset, "--random-input-len", "32", "--random-output-len", str(output_len),
+            "--random-range-ratio", "1", "--num-prompts", str(max(10, waves * c)), "--max-concurrency", str(c),
+            "--request-rate", "inf", "--disable-tqdm", "--seed", "1", "--warmup-requests", "0",
+            "--output-file", str(out), "--output-details"]  # fmt: skip
+    out.unlink(missing_ok=True)
+    t0 = time.monotonic()
+    done = wan.ns.exec(*argv, timeout=600)
+    t1 = time.monotonic()
+    if done.returncode != 0 or not out.exists():
+        raise SystemExit(f"bench_serving failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    result = json.loads(out.read_text().splitlines()[-1])
+    return [t * 1e3 for t in result["ttfts"] if t], t0, t1, peers.sglang_version
+
+
+def truth_between(records: list[dict[str, Any]], t0: float, t1: float, length: int, socket: bool) -> list[float]:
+    """TTFTs (ms) the simulator logged for the requests of `length` tokens it received between `t0` and `t1`."""
+    start, first = ("received", "first_sent") if socket else ("created", "first")
+    return [
+        (r[first] - r[start]) * 1e3 for r in records if t0 <= r["received"] <= t1 and r["tokens"] == length and r[first]
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--levels", default="1,8,64")
@@ -185,7 +219,21 @@ def main() -> None:
         help="also run the top level with this many waves (more than --waves) in each mode: the CPU of the extra "
         "events alone, per event, without what a sweep costs once (SSH commands, warmup, metric polls)",
     )
+    parser.add_argument(
+        "--bench-serving",
+        action="store_true",
+        help="also run SGLang's bench_serving inside the namespace at each level (bash benchmarks/install_peers.sh "
+        "sglang; a tokenizer in --tokenizer)",
+    )
+    parser.add_argument("--tokenizer", type=Path, default=Path(".bench-peers/tokenizer"))
     args = parser.parse_args()
+    peers = None
+    if args.bench_serving:
+        from benchmarks.probe_cost import Peers, check_peers
+
+        repo = Path(__file__).resolve().parent.parent
+        peers = Peers(repo / ".bench-peers/venv/bin/python", Path("/nonexistent"), args.tokenizer.absolute())
+        check_peers(peers, ["bench_serving"], dict(os.environ))
     levels = tuple(int(x) for x in args.levels.split(","))
     cfg = config(levels, args.waves, args.output_len)
     ensure_test_user()
@@ -216,6 +264,12 @@ def main() -> None:
                         f"events ({args.marginal_waves} vs {args.waves} waves at C = {top}: "
                         f"{long_cpu:.3f} - {cpu[where][top]:.3f} s of CPU)"
                     )
+            serving: dict[int, tuple[list[float], float, float, str]] = {}
+            if peers is not None:
+                for c in levels:
+                    serving[c] = bench_serving_on_host(
+                        wan, port, c, args.waves, args.output_len, peers, directory / f"bench_serving-{c}.jsonl"
+                    )
             records = read_truth(log)
             print(f"## Through an 80 ms-RTT link vs on the host ({began})\n")
             print(
@@ -244,6 +298,16 @@ def main() -> None:
             print("\n" + json.dumps(out))
             for where, text in marginal.items():
                 print(f"\nMarginal client CPU, {where}: {text}")
+            for c, (ttfts, t0, t1, version) in sorted(serving.items()):
+                sched = truth_between(records, t0, t1, args.output_len, socket=False)
+                sock = truth_between(records, t0, t1, args.output_len, socket=True)
+                mine, theirs, theirs_sock = (statistics.median(x) if x else float("nan") for x in (ttfts, sched, sock))
+                print(
+                    f"\nC = {c}, SGLang bench_serving {version} on the host, same server: {len(ttfts)} requests "
+                    f"({len(sched)} in the server's log), TTFT p50 {mine:.1f} ms; the server's own p50 "
+                    f"{theirs:.1f} (scheduler) / {theirs_sock:.1f} (socket): {mine - theirs:+.1f} / "
+                    f"{mine - theirs_sock:+.1f} ms"
+                )
             for c, path in sorted(files.items()):
                 print(f"\nC = {c}, the agent's TTFT request by request: {decompose(path, records)}")
     finally:

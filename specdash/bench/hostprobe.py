@@ -23,6 +23,9 @@ class HostProbe(Protocol):
     link_wait_s: float
     """How long a level waits for a lost link before it fails (set by the sweep from its policy); the agent
     measures on meanwhile and its records are resumed after the last one stored."""
+    metrics_poll_s: float
+    """The agent reads the server's gauges (`gauges.POLL_NAMES`) this often during a level and hands them to the
+    level's `gauges` (0: not; the sweep sets it per level, so no poll crosses the link)."""
 
     async def prepare(self) -> str:
         """Get the host ready; the host's Python version. Raises `AgentUnavailable`."""

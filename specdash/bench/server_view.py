@@ -22,13 +22,14 @@ import functools
 import json
 import math
 import ssl
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from specdash.bench.gauges import read_gauges
 from specdash.engines.text import escape_controls, escape_controls_in
 from specdash.limits import MAX_CONTROL_BODY_BYTES
 
@@ -36,25 +37,8 @@ DISAGREE_FRACTION = 0.10
 """Client and server throughput differing by more than this fraction produce a warning."""
 
 
-POLL_NAMES = frozenset(
-    {
-        "sglang:gen_throughput",
-        "sglang:num_running_reqs",
-        "sglang:num_queue_reqs",
-        "vllm:num_requests_running",
-        "vllm:num_requests_waiting",
-    }
-)
-"""The gauges `level_view` reads from the polls during a level (the reads before and after take everything)."""
-
-
-def parse_prometheus(text: str, names: Collection[str] | None = None) -> dict[str, float]:
+def parse_prometheus(text: str) -> dict[str, float]:
     """Prometheus text exposition -> sample name -> value summed over label sets (NaN and comments skipped).
-
-    `names`: keep only these samples, chosen line by line before parsing. A poll every 2 s during a level reads
-    five gauges of a text that is mostly histogram buckets; the parser walks every character in Python
-    (0.9 ms for the simulator's 6 KB, more for a real server's), and with the probe on the host these polls
-    were a tenth of specdash's own CPU at C = 64.
 
     A series with a `position` label (vLLM's per-position acceptance counter) is also kept on its own as
     `name{position=N}` (summed over its other labels, e.g. engines).
@@ -62,8 +46,6 @@ def parse_prometheus(text: str, names: Collection[str] | None = None) -> dict[st
     Parsed by `prometheus_client`'s parser. One malformed line makes it reject the whole text, so then each
     line is parsed alone and the bad ones are skipped: one odd metric must not hide the others.
     """
-    if names is not None:
-        text = "".join(line + "\n" for line in text.splitlines() if _sample_name(line) in names)
     out: dict[str, float] = {}
     try:
         _add_samples(out, text_string_to_metric_families(text))
@@ -75,16 +57,6 @@ def parse_prometheus(text: str, names: Collection[str] | None = None) -> dict[st
             except ValueError:
                 continue
     return out
-
-
-def _sample_name(line: str) -> str:
-    """The metric name a sample line starts with ('' for a comment or a blank line)."""
-    end = len(line)
-    for stop in ("{", " ", "\t"):
-        at = line.find(stop, 0, end)
-        if at >= 0:
-            end = at
-    return line[:end] if not line.startswith("#") else ""
 
 
 def _add_samples(out: dict[str, float], families: Iterable[Any]) -> None:
@@ -293,13 +265,19 @@ class ServerClient:
     async def _get(self, path: str) -> tuple[int, str] | None:
         return await self._request("GET", path)
 
-    async def metrics(self, names: Collection[str] | None = None) -> dict[str, float] | None:
-        """`/metrics` parsed (only `names`, when given), or None when unavailable (SGLang without
-        `--enable-metrics`)."""
+    async def metrics(self) -> dict[str, float] | None:
+        """`/metrics` parsed, or None when unavailable (SGLang without `--enable-metrics`)."""
         got = await self._get("/metrics")
         if got is None or got[0] != 200:
             return None
-        return parse_prometheus(got[1], names)
+        return parse_prometheus(got[1])
+
+    async def gauges(self) -> dict[str, float] | None:
+        """A poll's read of `/metrics`: the gauges of `gauges.POLL_NAMES` only, or None when unavailable."""
+        got = await self._get("/metrics")
+        if got is None or got[0] != 200:
+            return None
+        return read_gauges(got[1])
 
     async def server_info(self) -> dict[str, Any] | None:
         """SGLang `/server_info` (or the older `/get_server_info`), or None; every string in it (keys too) with its

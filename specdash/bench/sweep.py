@@ -58,7 +58,7 @@ from specdash.bench.probe import Headroom, LevelOutcome, LevelPlan, Probe, Probe
 from specdash.bench.prompts import PromptSet
 from specdash.bench.provenance import build as build_provenance
 from specdash.bench.samples import CONNECTION_FAILURES, RequestSample
-from specdash.bench.server_view import POLL_NAMES, ServerClient, level_view, running_cap, warnings_for
+from specdash.bench.server_view import ServerClient, level_view, running_cap, warnings_for
 from specdash.bench.sse import Endpoint
 from specdash.bench.store import RunMeta, Store
 from specdash.bench.summary import outcomes as slo_outcomes
@@ -176,6 +176,9 @@ class _WarmUp:
             self.last_error = f"{sample.error.value}: {sample.detail[:120]}"
 
     def tick(self, worker: int, arrivals: list[tuple[int, int]], inflight: int, now_ns: int) -> None:
+        pass
+
+    def gauges(self, values: dict[str, float]) -> None:
         pass
 
 
@@ -642,7 +645,11 @@ class _LevelRun:
         runner = sweep._runner
         assert runner is not None
         helpers = [asyncio.create_task(self._report())]
-        if poll:
+        on_host = None if isinstance(runner, (_InProcess, ProbePool)) else runner
+        if on_host is not None:
+            # The agent reads the server's gauges next to it (`gauges`): no poll crosses the link.
+            on_host.metrics_poll_s = cfg.metrics_poll_s if poll else 0.0
+        elif poll:
             helpers.append(asyncio.create_task(self._poll(server)))
         plans = sweep._plans(
             self.c,
@@ -659,6 +666,8 @@ class _LevelRun:
         try:
             outcomes = await runner.run_level(plans, self)
         finally:
+            if on_host is not None:
+                on_host.metrics_poll_s = 0.0  # the warm-ups poll nothing
             for h in helpers:
                 h.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
@@ -675,6 +684,10 @@ class _LevelRun:
             self._rate.add(t, tok)
         self._inflight[worker] = inflight
         self._last_tick[worker] = now_ns
+
+    def gauges(self, values: dict[str, float]) -> None:
+        """`LevelSink`: the server's gauges, read on its host by the agent (a poll that did not cross the link)."""
+        self.polls.append(values)
 
     def sample(self, worker: int, s: RequestSample) -> None:
         """`LevelSink`: a finished request, stored at once (the store's writer thread commits it)."""
@@ -711,7 +724,7 @@ class _LevelRun:
     async def _poll(self, server: ServerClient) -> None:
         while True:
             await asyncio.sleep(self.sweep.config.metrics_poll_s)
-            m = await server.metrics(POLL_NAMES)
+            m = await server.gauges()
             if m is None:
                 return
             self.polls.append(m)

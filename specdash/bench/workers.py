@@ -113,6 +113,9 @@ class LevelSink(Protocol):
     def tick(self, worker: int, arrivals: list[tuple[int, int]], inflight: int, now_ns: int) -> None:
         """Live credits and the in-flight count of one probe."""
 
+    def gauges(self, values: dict[str, float]) -> None:
+        """The server's gauges (`gauges.POLL_NAMES`), read next to it by a probe on the host."""
+
 
 def processes_for(concurrency: int, streams_per_process: int = 64, max_processes: int | None = None) -> int:
     """How many probe processes a level of `concurrency` streams gets (see the module docstring)."""

@@ -53,6 +53,7 @@ from specdash.bench.agent.wire import (
     plan_to_dict,
     sample_from_list,
 )
+from specdash.bench.gauges import POLL_NAMES
 from specdash.bench.hostprobe import AgentUnavailable
 from specdash.bench.probe import LevelOutcome, LevelPlan, ProbeSettings
 from specdash.bench.workers import LevelSink
@@ -133,6 +134,8 @@ class HostRunner:
         self.python = python
         self.link_wait_s = link_wait_s
         """How long a level waits for a lost link (the agent goes on meanwhile); 0: the level fails at once."""
+        self.metrics_poll_s = 0.0
+        """The agent reads the server's gauges this often during a level (0: not); see `HostProbe`."""
         self.resumes = 0
         """How many times a level's records were followed again after a reconnect."""
         self.records_path = ""
@@ -236,7 +239,8 @@ class HostRunner:
         py, agent, expect = shlex.quote(self.python), self.agent_path, shlex.quote(PROTOCOL)
         start = (
             f"touch {alive} && exec {py} {agent} --job {self._job} --records {records} --alive {alive} "
-            f"--link-wait {self.link_wait_s:g} --expect {expect} --plan {shlex.quote(json.dumps(plan_to_dict(plan)))}"
+            f"--link-wait {self.link_wait_s:g} --metrics-every {self.metrics_poll_s:g} --expect {expect} "
+            f"--plan {shlex.quote(json.dumps(plan_to_dict(plan)))}"
         )
         self.last_failure = None
         self.records_path = records
@@ -285,6 +289,8 @@ class HostRunner:
                     elif kind == "k":
                         arrivals = [(int(t) + offset, int(n)) for t, n in record["a"]]
                         sink.tick(0, arrivals, int(record["i"]), int(record["now"]) + offset)
+                    elif kind == "m":
+                        sink.gauges(_gauges(record.get("m")))
                     elif kind == "done":
                         outcome = outcome_from_dict(record["o"])
                     elif kind == "crash":
@@ -339,6 +345,15 @@ class HostRunner:
         if self._job:
             with contextlib.suppress(SSHError, OSError):
                 await self.host.run(f"cd && rm -f {self._job}", timeout=10)
+
+
+def _gauges(values: Any) -> dict[str, float]:
+    """An `m` record's gauges, only the names polled and only numbers (the host's word, not trusted further)."""
+    if not isinstance(values, dict):
+        return {}
+    return {
+        k: float(v) for k, v in values.items() if k in POLL_NAMES and isinstance(v, (int, float)) and math.isfinite(v)
+    }
 
 
 def _parse(line: str) -> dict[str, Any] | None:

@@ -100,6 +100,28 @@ async def test_a_sweep_with_the_probe_on_the_host(host: SSHHost, server: FakeSer
     assert runners and agents_running(runners) == []  # each agent ended by itself
 
 
+async def test_the_agent_reads_the_servers_gauges_on_the_host_so_no_poll_crosses_the_link(
+    host: SSHHost, server: FakeServer
+) -> None:
+    """With the probe on the host, the gauges polled during a level (running/queued requests) are read by the
+    agent next to the server and come back as records; specdash itself reads `/metrics` only at the level's
+    two edges (the counters the server's own count comes from)."""
+    server.config.interval_s = 0.02  # 8 tokens: a level of about 0.5 s, so several 0.05 s polls fall inside it
+
+    def make(settings: ProbeSettings, prompts: tuple[str, ...]) -> HostRunner:
+        return HostRunner(host, server.url, settings, prompts)
+
+    result = await Sweep(server.url, config((2,)), load_prompts("chat"), host_runner=make).run()
+    assert result.probe is not None and result.probe["where"] == "host", result.probe
+    [level] = result.levels
+    assert level.status == "done", level.abort_reason
+    assert level.server.max_running is not None  # the polls' gauges reached the level's view
+    agent = [ua for ua in server.metrics_readers if ua == "specdash-agent"]
+    ours = [ua for ua in server.metrics_readers if ua != "specdash-agent"]
+    assert len(agent) >= 2, server.metrics_readers
+    assert len(ours) == 2, server.metrics_readers  # before and after the level, nothing between
+
+
 async def test_an_unchanged_agent_is_never_sent_again_and_a_tampered_one_is_replaced(
     host: SSHHost, server: FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

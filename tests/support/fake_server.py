@@ -89,6 +89,8 @@ class FakeServer:
         self.port = 0
         self.flushes = 0
         self.health_calls = 0
+        self.metrics_readers: list[str] = []
+        """The User-Agent of each `/metrics` request, in order."""
         self.app.router.add_get("/health", self._health)
         self.app.router.add_get("/bench/counters", self._counters)
         self.app.router.add_get("/bench/wait", self._wait)
@@ -154,6 +156,7 @@ class FakeServer:
         return web.json_response(info)
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        self.metrics_readers.append(request.headers.get("User-Agent", ""))
         cfg = self.config
         if cfg.engine == "vllm":
             # One verify step per chunk: accepted = tokens - steps, so acceptance length = tokens / chunks.

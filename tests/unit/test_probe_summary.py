@@ -8,16 +8,10 @@ from typing import Any
 
 import pytest
 
+from specdash.bench.gauges import POLL_NAMES, read_gauges
 from specdash.bench.report import compare_table, level_table
 from specdash.bench.samples import Failure, RequestSample
-from specdash.bench.server_view import (
-    POLL_NAMES,
-    ServerView,
-    level_view,
-    parse_prometheus,
-    running_cap,
-    warnings_for,
-)
+from specdash.bench.server_view import ServerView, level_view, parse_prometheus, running_cap, warnings_for
 from specdash.bench.summary import summarize
 from specdash.bench.sweep import SweepConfig, validate_levels, validate_url
 from specdash.bench.workers import processes_for, split_level
@@ -107,7 +101,7 @@ def test_parse_prometheus_sums_label_sets_and_skips_comments() -> None:
     assert m == {"sglang:num_running_reqs": 5.0, "vllm:generation_tokens_total": 1500.0}
 
 
-def test_a_poll_parses_only_the_gauges_it_reads_and_sees_what_a_whole_parse_sees() -> None:
+def test_a_poll_reads_only_the_gauges_it_needs_as_the_whole_parse_reads_them() -> None:
     text = (
         "# HELP sglang:num_running_reqs The number of running requests.\n# TYPE sglang:num_running_reqs gauge\n"
         'sglang:num_running_reqs{model_name="a b{c}",tp_rank="0"} 3.0\nsglang:num_running_reqs{tp_rank="1"} 2\n'
@@ -118,15 +112,18 @@ def test_a_poll_parses_only_the_gauges_it_reads_and_sees_what_a_whole_parse_sees
             f'sglang:time_to_first_token_seconds_bucket{{le="{b}"}} {i}\n' for i, b in enumerate((0.1, 1, "+Inf"))
         )
         + "sglang:time_to_first_token_seconds_sum 1.5\nsglang:generation_tokens_total 9000\n"
-        "sglang:num_running_reqs_other 99\n"
+        'sglang:num_running_reqs_other 99\nsglang:num_queue_reqs{x="1"} NaN\n'
     )
     whole = parse_prometheus(text)
-    polled = parse_prometheus(text, POLL_NAMES)
+    polled = read_gauges(text)
     assert polled == {k: v for k, v in whole.items() if k in POLL_NAMES}
     assert polled == {"sglang:num_running_reqs": 5.0, "sglang:num_queue_reqs": 4.0, "sglang:gen_throughput": 812.5,
                       "vllm:num_requests_running": 7.0, "vllm:num_requests_waiting": 1.0}  # fmt: skip
     # What level_view reads from the polls is all in POLL_NAMES: the view is the same from either parse.
     assert level_view({}, {}, [polled], 1.0, None, None) == level_view({}, {}, [whole], 1.0, None, None)
+    # What a hostile or broken server may send costs a line, never the poll.
+    junk = 'sglang:num_running_reqs{tp_rank="0" 3\nsglang:num_running_reqs\nsglang:num_running_reqs abc\n\x00\n'
+    assert read_gauges(junk + "sglang:num_running_reqs 2\n") == {"sglang:num_running_reqs": 2.0}
 
 
 def test_vllm_view_from_counter_deltas() -> None:

@@ -30,6 +30,7 @@ MODULES = (
     "specdash/bench/compat.py",
     "specdash/bench/samples.py",
     "specdash/bench/sse.py",
+    "specdash/bench/gauges.py",
     "specdash/bench/http1.py",
     "specdash/bench/probe.py",
     "specdash/bench/agent/__init__.py",

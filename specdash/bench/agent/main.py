@@ -3,10 +3,12 @@
 Two modes of the same zipapp, stdlib only, both refusing an `--expect` that is not their protocol version
 (exit 2, one `refused` line on stdout saying both versions):
 
-- **agent** (`--job FILE --plan JSON --records FILE [--alive FILE --link-wait S]`), started detached by
-  `HostRunner` (no channel attached: a link cut cannot stop it). It runs `Probe.run_level` against the job's
-  URL (the server on the host's loopback) and appends every record to `--records`, flushed: a sample (with
-  its sequence number `n`), the ticks of the live chart, then `done` (or `crash` with the traceback, exit 1).
+- **agent** (`--job FILE --plan JSON --records FILE [--alive FILE --link-wait S --metrics-every S]`), started
+  detached by `HostRunner` (no channel attached: a link cut cannot stop it). It runs `Probe.run_level` against
+  the job's URL (the server on the host's loopback) and appends every record to `--records`, flushed: a sample
+  (with its sequence number `n`), the ticks of the live chart, the server's gauges read every
+  `--metrics-every` seconds (so no poll crosses the link either), then `done` (or `crash` with the traceback,
+  exit 1).
   It ends by itself when the level is done, when SIGUSR1 or SIGTERM asks it to stop (in-flight requests
   finish, `done` still comes), or when the client's pings stopped longer than `--link-wait` (plus
   `PING_GRACE_S`): the mtime of `--alive`, which followers touch, says when the client was last there.
@@ -27,11 +29,13 @@ import asyncio
 import json
 import os
 import signal
+import ssl
 import sys
 import threading
 import time
 import traceback
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 from specdash.bench.agent.wire import (
     PROTOCOL,
@@ -41,8 +45,10 @@ from specdash.bench.agent.wire import (
     plan_from_dict,
     sample_to_list,
 )
+from specdash.bench.gauges import read_gauges
 from specdash.bench.probe import Probe, install_uvloop
 from specdash.bench.samples import RequestSample
+from specdash.limits import MAX_CONTROL_BODY_BYTES
 
 TICK_BUCKET_NS = 10_000_000
 """Live credits are summed per 10 ms in a tick record."""
@@ -101,6 +107,52 @@ def _client_gone_for(alive: str | None) -> float:
         return float("inf")
 
 
+async def _get_text(url: str, path: str, timeout_s: float) -> str | None:
+    """GET `path` of the server at `url` (on this host): the body of a 200 within `MAX_CONTROL_BODY_BYTES`, else
+    None. HTTP/1.0, so the body is never chunked and ends where the server closes."""
+    parts = urlsplit(url)
+    https = parts.scheme == "https"
+    host, port = parts.hostname or "127.0.0.1", parts.port or (443 if https else 80)
+    context = ssl.create_default_context() if https else None
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=context), timeout_s)
+    except (OSError, asyncio.TimeoutError):
+        return None
+    data = bytearray()
+
+    async def read_all() -> None:
+        while len(data) <= MAX_CONTROL_BODY_BYTES:
+            block = await reader.read(1 << 16)
+            if not block:
+                return
+            data.extend(block)
+
+    try:
+        host_header = parts.netloc.rpartition("@")[2]  # never the URL's user:password
+        writer.write(f"GET {path} HTTP/1.0\r\nHost: {host_header}\r\nUser-Agent: specdash-agent\r\n\r\n".encode())
+        await asyncio.wait_for(read_all(), timeout_s)
+    except (OSError, asyncio.TimeoutError):
+        return None
+    finally:
+        writer.close()
+    head, sep, body = bytes(data).partition(b"\r\n\r\n")
+    status = head.split(b"\r\n", 1)[0].split()
+    if not sep or len(status) < 2 or status[1] != b"200" or len(body) > MAX_CONTROL_BODY_BYTES:
+        return None
+    if b"transfer-encoding: chunked" in head.lower():
+        return None  # not for an HTTP/1.0 request; not worth guessing at
+    return body.decode("utf-8", "replace")
+
+
+async def _poll_gauges(url: str, every_s: float, out: _Records) -> None:
+    """Every `every_s`, the server's gauges (`gauges.POLL_NAMES`) as an `m` record; a poll that fails is skipped."""
+    while True:
+        await asyncio.sleep(every_s)
+        text = await _get_text(url, "/metrics", min(5.0, max(1.0, every_s)))
+        if text is not None:
+            out.send(dumps({"t": "m", "m": read_gauges(text), "now": time.perf_counter_ns()}))
+
+
 async def _run(job: dict[str, Any], args: argparse.Namespace, out: _Records) -> int:
     url, settings, prompts = job_from_dict(job)
     plan = plan_from_dict(json.loads(args.plan))
@@ -114,11 +166,15 @@ async def _run(job: dict[str, Any], args: argparse.Namespace, out: _Records) -> 
                 await asyncio.sleep(0.5)
             probe.stop(f"link to the client gone for more than {args.link_wait:g} s")
 
-        watcher = asyncio.create_task(watch_client())
+        helpers = [asyncio.create_task(watch_client())]
+        if args.metrics_every > 0:
+            helpers.append(asyncio.create_task(_poll_gauges(url, args.metrics_every, out)))
         try:
             outcome = await probe.run_level(plan, _Sink(out))
         finally:
-            watcher.cancel()
+            for helper in helpers:
+                helper.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
         out.send(dumps({"t": "done", "o": outcome_to_dict(outcome)}))
     return 0
 
@@ -219,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records")
     parser.add_argument("--alive")
     parser.add_argument("--link-wait", type=float, default=600.0)
+    parser.add_argument("--metrics-every", type=float, default=0.0)
     parser.add_argument("--follow")
     parser.add_argument("--after", type=int, default=-1)
     parser.add_argument("--pid", type=int, default=0)

@@ -8,6 +8,7 @@ Stdlib only (it runs on the host). Every line is an object with a type `t`:
 | `hello` | `v` protocol, `py` Python version, `pid` (the agent's), `now` host perf_counter_ns | each follow |
 | `s` | `n` sequence number, `d` the sample as a list (`sample_to_list`) | a request finished or failed |
 | `k` | `a` [[10 ms bucket start ns, tokens], ...], `i` in flight, `now` | every tick (live chart) |
+| `m` | `m` {gauge name: value} (`gauges.POLL_NAMES`), `now` | every `--metrics-every` s, read from `/metrics` |
 | `done` | `o` the outcome (sent, failed, aborted, headroom) | the level ended |
 | `crash` | `tb` the traceback | the agent failed |
 | `gone` | `log` the tail of the agent's output | the agent ended without `done` or `crash` |
@@ -26,7 +27,7 @@ from specdash.bench.probe import Headroom, LevelOutcome, LevelPlan, ProbeSetting
 from specdash.bench.samples import Failure, RequestSample
 from specdash.bench.sse import Endpoint
 
-PROTOCOL = f"{__version__}+1"
+PROTOCOL = f"{__version__}+2"
 """Client and agent must agree exactly: a mismatch is refused, never mixed."""
 MIN_PYTHON = (3, 9)
 """The bundled modules run on 3.9 (newer names come from `specdash.bench.compat`; a unit test checks it)."""
