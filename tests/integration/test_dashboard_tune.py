@@ -18,8 +18,9 @@ from specdash.cli.demo_session import demo_session
 from specdash.config import TuneConfig
 from specdash.core.events import ModesChanged, TuneProgress
 from specdash.core.models import Phase
+from specdash.server.remote_session import RemoteSession
 from specdash.server.tune import Journal
-from specdash.ui.app import make_app
+from specdash.ui.app import SpecdashApp, make_app
 from specdash.ui.screens.confirm import ConfirmScreen
 from specdash.ui.screens.tune import TuneScreen
 from tests.support.eventually import eventually
@@ -28,12 +29,17 @@ FAST = 0.01
 SMALL = TuneConfig("small", "eagle3", "steps=1,3 topk=1 draft=2", levels="1,4", repeats=1)
 
 
+def _small_tune_app(session: RemoteSession) -> SpecdashApp:
+    """The dashboard on `session` with the `SMALL` tune configured and 1 s levels."""
+    session.config = replace(session.config, tunes={SMALL.name: SMALL})
+    session.sweep_defaults = replace(session.sweep_defaults, duration_s=1.0)
+    return make_app(session)
+
+
 async def test_a_small_tune_started_in_the_view_finishes_with_a_policy() -> None:
     async with demo_session(FAST) as demo:
         session = demo.session
-        session.config = replace(session.config, tunes={SMALL.name: SMALL})
-        session.sweep_defaults = replace(session.sweep_defaults, duration_s=1.0)
-        app = make_app(session)
+        app = _small_tune_app(session)
         seen: list[str] = []
         listed: list[set[str]] = []
         async with app.run_test(size=(160, 45)) as pilot:
@@ -90,9 +96,7 @@ async def test_a_small_tune_started_in_the_view_finishes_with_a_policy() -> None
 async def test_while_a_tune_runs_the_server_keys_are_refused_and_work_after_it() -> None:
     async with demo_session(FAST) as demo:
         session = demo.session
-        session.config = replace(session.config, tunes={SMALL.name: SMALL})
-        session.sweep_defaults = replace(session.sweep_defaults, duration_s=1.0)
-        app = make_app(session)
+        app = _small_tune_app(session)
         async with app.run_test(size=(120, 40)) as pilot:
             await asyncio.wait_for(session.attached.wait(), 30)
 
