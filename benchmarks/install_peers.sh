@@ -5,7 +5,8 @@
 # - vllm bench serve: the vLLM CPU venv and the local tokenizer of tests/engine/install_engine.sh, reused as they are.
 # Re-running reuses what is there (stamp files). Quiet on success; on failure the step's log is printed.
 # `install_peers.sh sglang` installs bench_serving alone (about 0.8 GB; the vLLM CPU venv is about 3.5 GB); it
-# still needs a local tokenizer (`probe_cost.py --tokenizer DIR`, default .engine/small).
+# builds a local tokenizer into .bench-peers/tokenizer (`wan.py --bench-serving`; `probe_cost.py --tokenizer DIR`
+# takes it too, its default is .engine/small).
 set -euo pipefail
 ONLY=${1:-all}
 case "$ONLY" in all | sglang | vllm) ;; *) echo "usage: $0 [all|sglang|vllm]" >&2; exit 2 ;; esac
@@ -37,6 +38,13 @@ import aiohttp, datasets, msgspec, numpy, orjson, PIL, psutil, pybase64, request
 root = pathlib.Path(importlib.util.find_spec("sglang").submodule_search_locations[0])
 assert (root / "benchmark" / "serving.py").exists(), root'
     touch "$VENV/.installed"
+fi
+
+# bench_serving's tokenizer without the vLLM venv: the engine tests' byte-level BPE, trained here on the stdlib
+# (nothing downloaded), for `benchmarks/wan.py --bench-serving` (`--tokenizer`, default .bench-peers/tokenizer).
+if [ "$ONLY" != vllm ] && [ ! -f "$PEERS/tokenizer/tokenizer.json" ]; then
+    step tokenizer "$VENV/bin/python" -c 'import sys; from pathlib import Path; sys.path.insert(0, "tests/engine")
+from build_model import build_tokenizer; build_tokenizer(Path(sys.argv[1]))' "$PEERS/tokenizer"
 fi
 
 if [ "$ONLY" != sglang ] && { [ ! -f .engine/venv-vllm/.installed ] || [ ! -f .engine/small/.built ]; }; then
