@@ -184,8 +184,8 @@ class SpecdashApp(App[None]):
         await self.session.run()
 
     async def action_quit(self) -> None:
-        """Quit; while a sweep runs, first say what stops and what is kept, and ask."""
-        if self.session.sweep_running() or self._touring:
+        """Quit; while a sweep or a tune runs, first say what stops and what is kept, and ask."""
+        if self.session.sweep_running() or self.session.tune_running() or self._touring:
             if isinstance(self.screen, ConfirmScreen):
                 return
 

@@ -213,3 +213,22 @@ async def test_keys_that_touch_the_server_are_refused_while_a_tune_runs(build: A
         await pilot.press("y")
         await settle(app)
         assert session.calls == [("stop", ())]
+
+
+async def test_quitting_while_a_tune_runs_asks_first_and_says_how_it_goes_on(build: AppFactory) -> None:
+    """Between two of its sweeps (restarting the server) a tune runs no sweep, and quitting still ends it: `q`
+    asks first, naming the tune, what is kept and the command that goes on from there."""
+    app, session = build(sc.ready_with_bench())
+    async with app.run_test(size=(120, 40)) as pilot:
+        session.tune_name = "night"
+        session.tuning.set()
+        session.emit(progress())
+        await settle(app)
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen), "quit without asking"
+        question = str(app.screen.query_one("#question", Label).render())
+        assert "Tune night stops" in question and "specdash tune gpu1 --tune night --resume" in question, question
+        await pilot.press("n")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen) and app.is_running

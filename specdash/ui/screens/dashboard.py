@@ -338,7 +338,17 @@ class DashboardScreen(Screen[None]):
         )
 
     def quit_question(self) -> str:
-        """What quitting now stops and what it keeps (asked while a sweep runs)."""
+        """What quitting now stops and what it keeps (asked while a sweep, or a tune, runs)."""
+        if self.session.server_live():
+            server = f"{self._server_name()} keeps running (specdash down {self._label} stops it)"
+        else:
+            server = "No server of ours is running"
+        tune = getattr(self.app, "tune_progress", None)
+        if self.session.tune_running() and tune is not None:
+            return (
+                f"Quit specdash? Tune {tune.name} stops; its finished levels are kept in its journal "
+                f"({tune.resume} goes on from them). {server}."
+            )
         rows = self._bench.rows if self._bench is not None else ()
         modes = list(dict.fromkeys(row.mode for row in rows))
         kind = f"A/B ({' vs '.join(modes)})" if len(modes) > 1 else "sweep"
@@ -347,10 +357,6 @@ class DashboardScreen(Screen[None]):
         stops = f"The running {kind} stops" + (f", {left} of {len(rows)} levels unrun" if left else "")
         levels = f"{done} finished level{'s' if done != 1 else ''}"
         kept = f"its {levels} and every completed request are kept in the local store"
-        if self.session.server_live():
-            server = f"{self._server_name()} keeps running (specdash down {self._label} stops it)"
-        else:
-            server = "No server of ours is running"
         return f"Quit specdash? {stops}; {kept}. {server}."
 
     def _confirm(self, question: str, yes: str, then: Callable[[], None]) -> None:
