@@ -299,3 +299,37 @@ async def test_many_notes_leave_the_charts_their_rows(build: AppFactory, size: t
         await settle_screen(pilot)
         assert str(hint.render()) == "▲ 3 lines above (j/k)"
         assert screen.query_one("#bench-charts").region == charts, "scrolling moves nothing else"
+
+
+def test_the_gpu_summary_line_shows_every_gpu_and_the_spread() -> None:
+    from specdash.core.events import GpuSample
+    from specdash.ui.widgets.gpu import gpu_summary
+
+    gpus = tuple(GpuSample(i, u, 61_000 + 800 * i, 81_920, 310.0 + i) for i, u in enumerate((90, 88, 0, 89)))
+    assert gpu_summary(gpus) == "GPUs ▇▇▁▇ 0-90% 59.6-61.9/80G 310-313W"
+    same = tuple(GpuSample(i, 50.0, 40_960, 81_920) for i in range(2))
+    assert gpu_summary(same) == "GPUs ▅▅ 50% 40.0/80G"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 45)])
+async def test_eight_gpus_leave_the_sweep_pages_charts_their_rows(build: AppFactory, size: tuple[int, int]) -> None:
+    """On the stacked sweep page of a small terminal the GPUs come as one summary line under the charts, so an
+    8-GPU box with many notes still leaves the charts their 8 rows; nothing of the GPUs is lost where there is
+    room (the side panel's lines)."""
+    from specdash.core.events import GpuSample, GpuStats
+
+    app, session = build(sc.ready_with_many_notes())
+    async with app.run_test(size=size) as pilot:
+        session.emit(GpuStats(tuple(GpuSample(i, 80.0 + i, 61_000, 81_559, 600.0) for i in range(8))))
+        if size[0] < 150:
+            await pilot.press("v")  # the sweep page
+        await settle_screen(pilot)
+        screen = app.screen
+        charts = screen.query_one("#bench-charts").region
+        footer = screen.query_one("Footer").region
+        assert charts.height >= 8 and charts.bottom <= footer.y, (charts, footer)
+        docked = screen.query_one("#gpus-bench", GpuPanel)
+        if docked.display:
+            assert docked.render().plain == "GPUs ▇▇▇▇▇▇▇▇ 80-87% 59.6/80G 600W"
+            assert docked.region.height == 1 and docked.region.bottom <= footer.y, (docked.region, footer)
+            assert charts.bottom <= docked.region.y, (charts, docked.region)

@@ -146,7 +146,7 @@ class DashboardScreen(Screen[None]):
             yield self._log_panel
         yield self._bench_panel
         # The GPUs again, for the sweep page of a small terminal (the strip above the log has no room).
-        yield GpuPanel(id="gpus-bench")
+        yield GpuPanel(id="gpus-bench", summary=True)
         yield Footer()
 
     def on_mount(self) -> None:

@@ -15,6 +15,29 @@ COMPACT_BELOW = 36
 """Narrower than this, a GPU's line drops the memory total and the power."""
 
 
+LEVELS = "▁▂▃▄▅▆▇█"
+"""A GPU's utilisation as one character of the summary line, idle to full (an idle GPU is still a visible cell)."""
+
+
+def _span(values: list[float], fmt: str) -> str:
+    low, high = min(values), max(values)
+    return fmt.format(low) if fmt.format(low) == fmt.format(high) else f"{fmt.format(low)}-{fmt.format(high)}"
+
+
+def gpu_summary(gpus: tuple[GpuSample, ...]) -> str:
+    """Every GPU on one line: a block per GPU by utilisation, then the spread of utilisation, memory and power
+    across them (`GPUs ▇▇▇▁ 0-90% 59.6-61.9/80G 310-331W`): an idle or lagging GPU stands out without a line
+    of its own."""
+    if not gpus:
+        return ""
+    blocks = "".join(LEVELS[min(len(LEVELS) - 1, round(g.util_pct / 100 * (len(LEVELS) - 1)))] for g in gpus)
+    util = _span([g.util_pct for g in gpus], "{:.0f}") + "%"
+    mem = _span([g.mem_used_mib / 1024 for g in gpus], "{:.1f}") + f"/{max(g.mem_total_mib for g in gpus) / 1024:.0f}G"
+    watts = [g.power_w for g in gpus if g.power_w is not None]
+    power = f" {_span(watts, '{:.0f}')}W" if watts else ""
+    return f"GPUs {blocks} {util} {mem}{power}"
+
+
 def gpu_line(gpu: GpuSample, bar_width: int, *, compact: bool = False) -> tuple[str, str, str, str]:
     """(label, filled bar, empty bar, figures) for one GPU; `compact` drops the memory total and power."""
     filled, empty = bar(gpu.util_pct / 100, bar_width)
@@ -26,7 +49,8 @@ def gpu_line(gpu: GpuSample, bar_width: int, *, compact: bool = False) -> tuple[
 
 
 class GpuPanel(Static):
-    """One line per GPU (two GPUs per line on boxes with more than four)."""
+    """One line per GPU (two GPUs per line on boxes with more than four), or all of them on one line
+    (`summary`: the panel docked under the stacked sweep page, where the charts need the rows)."""
 
     COMPONENT_CLASSES = {"gpu-panel--bar", "gpu-panel--empty"}
 
@@ -42,6 +66,10 @@ class GpuPanel(Static):
     stats: reactive[GpuStats | None] = reactive(None)
     """The latest poll (None: never polled, so the panel stays hidden)."""
 
+    def __init__(self, *, summary: bool = False, id: str | None = None) -> None:  # noqa: A002 - Textual's name
+        super().__init__(id=id)
+        self.summary = summary
+
     def on_mount(self) -> None:
         self.border_title = "GPUs"
 
@@ -54,6 +82,9 @@ class GpuPanel(Static):
         if self.stats is None:
             return text
         gpus = self.stats.gpus
+        if self.summary:
+            text.append(gpu_summary(gpus))
+            return text
         columns = 2 if len(gpus) > TWO_COLUMNS_ABOVE else 1
         cell = (self.content_size.width - 2 * (columns - 1)) // columns
         # Leave room for "GPU0 " and " 100% 79.1/80G 700W" (compact: "0 " and " 100% 79G"); a narrow panel
