@@ -121,11 +121,22 @@ async def _get_text(url: str, path: str, timeout_s: float) -> str | None:
     data = bytearray()
 
     async def read_all() -> None:
+        # Until the server closes, or the body has its Content-Length (a server that keeps the connection open
+        # anyway does not hold the poll to its timeout).
+        expect: int | None = None
         while len(data) <= MAX_CONTROL_BODY_BYTES:
             block = await reader.read(1 << 16)
             if not block:
                 return
             data.extend(block)
+            if expect is None and b"\r\n\r\n" in data:
+                head = bytes(data).partition(b"\r\n\r\n")[0].lower()
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip() == b"content-length" and value.strip().isdigit():
+                        expect = len(head) + 4 + int(value.strip())
+            if expect is not None and len(data) >= expect:
+                return
 
     try:
         host_header = parts.netloc.rpartition("@")[2]  # never the URL's user:password
