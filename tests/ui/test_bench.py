@@ -123,19 +123,28 @@ async def test_gpu_panel_hidden_until_stats(build: AppFactory) -> None:
         assert len(gpus.render().plain.splitlines()) == 4
 
 
-async def test_eight_gpus_fit_at_100x30(build: AppFactory) -> None:
-    """An 8-GPU box: two GPUs per line, so all eight show (with utilisation and memory) in a small terminal."""
+@pytest.mark.parametrize("size", [(100, 30), (160, 45)])
+async def test_eight_gpus_fit_in_the_side_panel(build: AppFactory, size: tuple[int, int]) -> None:
+    """An 8-GPU box: two GPUs per line where two fit side by side (the side column at 160 columns), else the
+    summary on as many lines as the box needs (beside the modes at 100): every line fits the panel (none wraps
+    into the next GPU's), and every GPU shows."""
     from specdash.core.events import GpuSample, GpuStats
 
     app, session = build(sc.ready_with_bench())
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=size) as pilot:
         session.emit(GpuStats(tuple(GpuSample(i, 80.0 + i, 61_000, 81_559, 600.0) for i in range(8))))
-        await pilot.pause()
+        await settle_screen(pilot)
         gpus = app.screen.query_one("#gpus", GpuPanel)
+        width = gpus.content_size.width
         lines = gpus.render().plain.splitlines()
-        assert len(lines) == 4 and gpus.content_size.height >= 4, (lines, gpus.content_size)
-        for i in range(8):
-            assert f"{i} " in lines[i // 2] and f"{80 + i:3d}% 60G" in lines[i // 2], lines
+        assert all(len(line) <= width for line in lines), (width, lines)
+        assert gpus.content_size.height >= len(lines), (lines, gpus.content_size)
+        if (width - 2) // 2 >= 15:
+            assert len(lines) == 4, lines
+            for i in range(8):
+                assert f"{i} " in lines[i // 2] and f"{80 + i:3d}% 60G" in lines[i // 2], lines
+        else:
+            assert lines == ["▇▇▇▇▇▇▇▇ 80-87%", "59.6/80G 600W"], (width, lines)
 
 
 async def test_empty_update_keeps_panel_usable(build: AppFactory) -> None:

@@ -11,6 +11,9 @@ from specdash.ui.format import bar
 
 TWO_COLUMNS_ABOVE = 4
 """More GPUs than this share lines, two per line: an 8-GPU box fits the panel at 100x30."""
+MIN_CELL = 15
+"""The narrowest a GPU's compact line can be: "0 ", a 3-cell bar and " 100% 79G"; two GPUs per line need twice
+that, else the panel shows the summary."""
 COMPACT_BELOW = 36
 """Narrower than this, a GPU's line drops the memory total and the power."""
 
@@ -24,18 +27,25 @@ def _span(values: list[float], fmt: str) -> str:
     return fmt.format(low) if fmt.format(low) == fmt.format(high) else f"{fmt.format(low)}-{fmt.format(high)}"
 
 
-def gpu_summary(gpus: tuple[GpuSample, ...]) -> str:
-    """Every GPU on one line: a block per GPU by utilisation, then the spread of utilisation, memory and power
+def gpu_summary(gpus: tuple[GpuSample, ...], width: int | None = None, *, label: bool = True) -> str:
+    """Every GPU in a few words: a block per GPU by utilisation, then the spread of utilisation, memory and power
     across them (`GPUs ▇▇▇▁ 0-90% 59.6-61.9/80G 310-331W`): an idle or lagging GPU stands out without a line
-    of its own."""
+    of its own. With `width`, the words go on as many lines of that width as they need; `label=False` leaves out
+    the leading "GPUs" (a panel whose border says it already)."""
     if not gpus:
         return ""
     blocks = "".join(LEVELS[min(len(LEVELS) - 1, round(g.util_pct / 100 * (len(LEVELS) - 1)))] for g in gpus)
     util = _span([g.util_pct for g in gpus], "{:.0f}") + "%"
     mem = _span([g.mem_used_mib / 1024 for g in gpus], "{:.1f}") + f"/{max(g.mem_total_mib for g in gpus) / 1024:.0f}G"
     watts = [g.power_w for g in gpus if g.power_w is not None]
-    power = f" {_span(watts, '{:.0f}')}W" if watts else ""
-    return f"GPUs {blocks} {util} {mem}{power}"
+    words = (["GPUs"] if label else []) + [blocks, util, mem] + ([f"{_span(watts, '{:.0f}')}W"] if watts else [])
+    lines = [words[0]]
+    for word in words[1:]:
+        if width is not None and len(lines[-1]) + 1 + len(word) > width:
+            lines.append(word)
+        else:
+            lines[-1] += " " + word
+    return "\n".join(lines)
 
 
 def gpu_line(gpu: GpuSample, bar_width: int, *, compact: bool = False) -> tuple[str, str, str, str]:
@@ -82,10 +92,12 @@ class GpuPanel(Static):
         if self.stats is None:
             return text
         gpus = self.stats.gpus
-        if self.summary:
-            text.append(gpu_summary(gpus))
-            return text
         columns = 2 if len(gpus) > TWO_COLUMNS_ABOVE else 1
+        if self.summary or (columns == 2 and (self.content_size.width - 2) // 2 < MIN_CELL):
+            # Docked under a small sweep page, or too many GPUs to list in a narrow box (beside the modes at
+            # 100 columns two per line would not fit, one per line would take the log's rows): the summary.
+            text.append(gpu_summary(gpus, None if self.summary else self.content_size.width, label=self.summary))
+            return text
         cell = (self.content_size.width - 2 * (columns - 1)) // columns
         # Leave room for "GPU0 " and " 100% 79.1/80G 700W" (compact: "0 " and " 100% 79G"); a narrow panel
         # (a strip above the log) gets the compact figures too, rather than lines that wrap.
