@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from textual.geometry import Region
+from textual.pilot import Pilot
 from textual.widgets import DataTable, Label
 
 from specdash.core.events import BenchTick, BenchUpdate
@@ -284,17 +286,24 @@ def test_the_acceptance_line_names_the_newest_speculative_level_and_what_the_eng
     assert sglang == "acceptance · eagle3 C=1: 3.05 tokens per verify step"
 
 
+async def _sweep_page_charts(pilot: Pilot[None], size: tuple[int, int]) -> tuple[Region, Region]:
+    """Show the sweep page (its own page below 150 columns); the charts' and the footer's regions, once the
+    charts are checked to keep their 8 rows above the footer."""
+    if size[0] < 150:
+        await pilot.press("v")
+    await settle_screen(pilot)
+    charts = pilot.app.screen.query_one("#bench-charts").region
+    footer = pilot.app.screen.query_one("Footer").region
+    assert charts.height >= 8 and charts.bottom <= footer.y, (charts, footer)
+    return charts, footer
+
+
 @pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 45)])
 async def test_many_notes_leave_the_charts_their_rows(build: AppFactory, size: tuple[int, int]) -> None:
     app, _ = build(sc.ready_with_many_notes())
     async with app.run_test(size=size) as pilot:
-        if size[0] < 150:
-            await pilot.press("v")  # the sweep page
-        await settle_screen(pilot)
+        charts, footer = await _sweep_page_charts(pilot, size)
         screen = app.screen
-        charts = screen.query_one("#bench-charts").region
-        footer = screen.query_one("Footer").region
-        assert charts.height >= 8 and charts.bottom <= footer.y, (charts, footer)
         lines = screen.query_one(BenchLines)
         hint = lines.hint
         if size != (80, 24):
@@ -330,14 +339,8 @@ async def test_eight_gpus_leave_the_sweep_pages_charts_their_rows(build: AppFact
     app, session = build(sc.ready_with_many_notes())
     async with app.run_test(size=size) as pilot:
         session.emit(GpuStats(tuple(GpuSample(i, 80.0 + i, 61_000, 81_559, 600.0) for i in range(8))))
-        if size[0] < 150:
-            await pilot.press("v")  # the sweep page
-        await settle_screen(pilot)
-        screen = app.screen
-        charts = screen.query_one("#bench-charts").region
-        footer = screen.query_one("Footer").region
-        assert charts.height >= 8 and charts.bottom <= footer.y, (charts, footer)
-        docked = screen.query_one("#gpus-bench", GpuPanel)
+        charts, footer = await _sweep_page_charts(pilot, size)
+        docked = app.screen.query_one("#gpus-bench", GpuPanel)
         if docked.display:
             assert docked.render().plain == "GPUs ▇▇▇▇▇▇▇▇ 80-87% 59.6/80G 600W"
             assert docked.region.height == 1 and docked.region.bottom <= footer.y, (docked.region, footer)
