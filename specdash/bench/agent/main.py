@@ -26,14 +26,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import json
 import os
 import signal
-import ssl
 import sys
 import threading
 import time
 import traceback
+import urllib.request
 from typing import IO, Any
 from urllib.parse import urlsplit
 
@@ -107,52 +108,49 @@ def _client_gone_for(alive: str | None) -> float:
         return float("inf")
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is not followed (as the control plane's reads): it could lead off this host."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect)
+"""The stdlib's HTTP client, with no proxy from the environment (the server is on this host) and no redirects."""
+
+
+def _fetch(url: str, timeout_s: float) -> str | None:
+    """Blocking GET of `url` (run in a thread): the body of a 200 within `MAX_CONTROL_BODY_BYTES` and `timeout_s`,
+    else None."""
+    deadline = time.monotonic() + timeout_s
+    request = urllib.request.Request(url, headers={"User-Agent": "specdash-agent"})
+    try:
+        with _OPENER.open(request, timeout=timeout_s) as response:
+            if response.status != 200:
+                return None
+            body = bytearray()
+            while len(body) <= MAX_CONTROL_BODY_BYTES:
+                if time.monotonic() > deadline:
+                    return None
+                block = response.read(1 << 16)
+                if not block:
+                    return body.decode("utf-8", "replace")
+                body.extend(block)
+            return None
+    except (OSError, ValueError, http.client.HTTPException):  # refused, timed out, 404, garbage
+        return None
+
+
 async def _get_text(url: str, path: str, timeout_s: float) -> str | None:
-    """GET `path` of the server at `url` (on this host): the body of a 200 within `MAX_CONTROL_BODY_BYTES`, else
-    None. HTTP/1.0, so the body is never chunked and ends where the server closes."""
+    """GET `path` of the server at `url` (on this host) off the event loop, so the probe's streams are not held:
+    the body of a 200, or None (a poll that fails is skipped)."""
     parts = urlsplit(url)
-    https = parts.scheme == "https"
-    host, port = parts.hostname or "127.0.0.1", parts.port or (443 if https else 80)
-    context = ssl.create_default_context() if https else None
+    base = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"  # never the URL's user:password
+    loop = asyncio.get_running_loop()
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=context), timeout_s)
-    except (OSError, asyncio.TimeoutError):
+        return await asyncio.wait_for(loop.run_in_executor(None, _fetch, base + path, timeout_s), timeout_s + 1.0)
+    except asyncio.TimeoutError:
         return None
-    data = bytearray()
-
-    async def read_all() -> None:
-        # Until the server closes, or the body has its Content-Length (a server that keeps the connection open
-        # anyway does not hold the poll to its timeout).
-        expect: int | None = None
-        while len(data) <= MAX_CONTROL_BODY_BYTES:
-            block = await reader.read(1 << 16)
-            if not block:
-                return
-            data.extend(block)
-            if expect is None and b"\r\n\r\n" in data:
-                head = bytes(data).partition(b"\r\n\r\n")[0].lower()
-                for line in head.split(b"\r\n")[1:]:
-                    name, _, value = line.partition(b":")
-                    if name.strip() == b"content-length" and value.strip().isdigit():
-                        expect = len(head) + 4 + int(value.strip())
-            if expect is not None and len(data) >= expect:
-                return
-
-    try:
-        host_header = parts.netloc.rpartition("@")[2]  # never the URL's user:password
-        writer.write(f"GET {path} HTTP/1.0\r\nHost: {host_header}\r\nUser-Agent: specdash-agent\r\n\r\n".encode())
-        await asyncio.wait_for(read_all(), timeout_s)
-    except (OSError, asyncio.TimeoutError):
-        return None
-    finally:
-        writer.close()
-    head, sep, body = bytes(data).partition(b"\r\n\r\n")
-    status = head.split(b"\r\n", 1)[0].split()
-    if not sep or len(status) < 2 or status[1] != b"200" or len(body) > MAX_CONTROL_BODY_BYTES:
-        return None
-    if b"transfer-encoding: chunked" in head.lower():
-        return None  # not for an HTTP/1.0 request; not worth guessing at
-    return body.decode("utf-8", "replace")
 
 
 async def _poll_gauges(url: str, every_s: float, out: _Records) -> None:
