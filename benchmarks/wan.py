@@ -26,7 +26,6 @@ import os
 import platform
 import resource
 import shutil
-import statistics
 import sys
 import time
 from dataclasses import replace
@@ -42,6 +41,7 @@ from specdash.bench.samples import RequestSample  # noqa: E402
 from specdash.bench.store import Store  # noqa: E402
 from specdash.bench.summary import LevelStats, summarize  # noqa: E402
 from specdash.bench.sweep import Sweep, SweepConfig  # noqa: E402
+from specdash.core.series import percentile  # noqa: E402
 from specdash.remote.ssh import SSHHost  # noqa: E402
 from specdash.server.probe_agent import HostRunner  # noqa: E402
 from tests.netns import Netns  # noqa: E402
@@ -129,11 +129,6 @@ def row(c: int, where: str, st: LevelStats, truth: LevelStats | None, cpu: str =
     )
 
 
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))] if ordered else float("nan")
-
-
 def decompose(path: Path, records: list[dict[str, Any]]) -> str:
     """Where the agent's TTFT goes, request by request, on the one clock the rig's host and client share.
 
@@ -168,7 +163,7 @@ def decompose(path: Path, records: list[dict[str, Any]]) -> str:
         "agent TTFT": [x.ttft_ms for x in ok if x.ttft_ms is not None],
     }
     rows = [
-        f"{k}: p50 {_pct(v, 50):.2f} p90 {_pct(v, 90):.2f} max {max(v, default=float('nan')):.2f} ms"
+        f"{k}: p50 {percentile(v, 50) or 0:.2f} p90 {percentile(v, 90) or 0:.2f} max {max(v, default=0):.2f} ms"
         for k, v in parts.items()
     ]
     return f"{len(ok)} samples, {len(recs)} server records\n  " + "\n  ".join(rows)
@@ -301,7 +296,7 @@ def main() -> None:
             for c, (ttfts, t0, t1, version) in sorted(serving.items()):
                 sched = truth_between(records, t0, t1, args.output_len, socket=False)
                 sock = truth_between(records, t0, t1, args.output_len, socket=True)
-                mine, theirs, theirs_sock = (statistics.median(x) if x else float("nan") for x in (ttfts, sched, sock))
+                mine, theirs, theirs_sock = (percentile(x, 50) or float("nan") for x in (ttfts, sched, sock))
                 print(
                     f"\nC = {c}, SGLang bench_serving {version} on the host, same server: {len(ttfts)} requests "
                     f"({len(sched)} in the server's log), TTFT p50 {mine:.1f} ms; the server's own p50 "

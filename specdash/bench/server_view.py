@@ -267,17 +267,17 @@ class ServerClient:
 
     async def metrics(self) -> dict[str, float] | None:
         """`/metrics` parsed, or None when unavailable (SGLang without `--enable-metrics`)."""
-        got = await self._get("/metrics")
-        if got is None or got[0] != 200:
-            return None
-        return parse_prometheus(got[1])
+        text = await self._metrics_text()
+        return None if text is None else parse_prometheus(text)
 
     async def gauges(self) -> dict[str, float] | None:
         """A poll's read of `/metrics`: the gauges of `gauges.POLL_NAMES` only, or None when unavailable."""
+        text = await self._metrics_text()
+        return None if text is None else read_gauges(text)
+
+    async def _metrics_text(self) -> str | None:
         got = await self._get("/metrics")
-        if got is None or got[0] != 200:
-            return None
-        return read_gauges(got[1])
+        return got[1] if got is not None and got[0] == 200 else None
 
     async def server_info(self) -> dict[str, Any] | None:
         """SGLang `/server_info` (or the older `/get_server_info`), or None; every string in it (keys too) with its
