@@ -307,8 +307,10 @@ class RemoteSession:
         *,
         config: SweepConfig | None = None,
         prompts: PromptSet | None = None,
+        quiet: bool = False,
     ) -> dict[str, SweepResult]:
-        """See `Session.sweep`; `config` and `prompts` override the session's defaults (headless CLI).
+        """See `Session.sweep`; `config` and `prompts` override the session's defaults (headless CLI); `quiet`:
+        no notice that it measures or is done (a tune, measuring one level per call, says so itself).
 
         Returns what it measured: the result per mode that finished its levels (also in `self.results`; the
         store has every sample as it arrived). A crash raises `SpecdashError` (levels before it are in the
@@ -337,7 +339,7 @@ class RemoteSession:
         self._publish_bench(running=True)
         try:
             for mode in modes:
-                await self._ensure_ready(mode)
+                await self._ensure_ready(mode, quiet=quiet)
                 await self._sweep_mode(mode, config, prompts)
                 result = self.results.get(mode)
                 if len(modes) > 1 and self.greedy_prompts and result is not None and result.aborted is None:
@@ -348,7 +350,8 @@ class RemoteSession:
         finally:
             self._sweep_task = None
             self._publish_bench(running=False)
-        self._emit(Notice(f"sweep done: {self._crossover_text() or 'see the table'}", bell=True))
+        if not quiet:
+            self._emit(Notice(f"sweep done: {self._crossover_text() or 'see the table'}", bell=True))
         return dict(self.results)
 
     async def check_greedy(self, reference: str) -> None:
@@ -523,15 +526,16 @@ class RemoteSession:
         else:
             self.store.add_startup(self.label, run.mode, {}, None, "ready", run.engine, kind)
 
-    async def _ensure_ready(self, mode: str) -> None:
+    async def _ensure_ready(self, mode: str, *, quiet: bool = False) -> None:
         # The same plan the A/B dialog told the user (`sweep_plan`): a live run of this mode is waited for,
         # never restarted (a restart throws a long load away); anything else is (re)started.
         step = sweep_plan(self._status, [mode])[0]
         if step.action != "measure":
             await self.switch(mode)
         await self.wait_ready(mode)
-        how = {"measure": "as it runs", "start": "started", "restart": "restarted"}[step.action]
-        self._emit(Notice(f"sweep: measuring {mode}, pid {self._status.pid} ({how})"))
+        if not quiet:
+            how = {"measure": "as it runs", "start": "started", "restart": "restarted"}[step.action]
+            self._emit(Notice(f"sweep: measuring {mode}, pid {self._status.pid} ({how})"))
 
     async def wait_ready(self, mode: str) -> ServerStatus:
         """Wait (at most `READY_TIMEOUT_S`) until the server started in `mode` is ready.

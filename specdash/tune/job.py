@@ -24,6 +24,7 @@ from specdash.bench.sweep import SweepConfig
 from specdash.config import Config, ModeConfig, load
 from specdash.core import tune as core
 from specdash.core.events import Notice, SessionEvent, TuneEntry, TunePhase, TuneProgress
+from specdash.core.models import Phase
 from specdash.core.spec_export import Export, exports, mode_toml
 from specdash.engines.registry import names
 from specdash.errors import SpecdashError, UsageError
@@ -186,14 +187,22 @@ class TuneJob:
         measured: dict[int, float] = {}
         crash: dict[str, Any] | None = None
         try:
-            ramped = await session.sweep([mode], ramp, config=self.sweep, prompts=self.runner.prompts)
-            measured.update(_done(ramped.get(mode)))
+            for c in ramp:  # one level per call: the levels before a crash are known, and the crash's level
+                got = await session.sweep([mode], [c], config=self.sweep, prompts=self.runner.prompts, quiet=True)
+                measured.update(_done(got.get(mode)))
             long = dataclasses.replace(
                 self.sweep, duration_s=(self.sweep.duration_s or 30.0) * self.options.hold, requests_per_level=None
             )
-            held = _done((await session.sweep([mode], [hold], config=long, prompts=self.runner.prompts)).get(mode))
+            held = _done(
+                (await session.sweep([mode], [hold], config=long, prompts=self.runner.prompts, quiet=True)).get(mode)
+            )
             if hold in held:
                 measured[hold] = min(held[hold], measured.get(hold, held[hold]))
+        except asyncio.CancelledError:
+            status = session.status
+            ready = status.mode == mode and status.phase is Phase.READY
+            await self.runner.settle_cancel(None if ready else mode)
+            raise
         except SpecdashError as exc:
             status = session.status
             level = next((c for c in (*ramp, hold) if c not in measured), None)

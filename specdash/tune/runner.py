@@ -244,23 +244,28 @@ class TuneRunner:
         return result_of(self.plan, self.state, aborted)
 
     async def _settle_cancel(self) -> None:
-        """Nothing new starts after a cancel: a server the tune was starting for its next setting (not yet
-        measured) is stopped; one being measured keeps running. `after` says what runs now."""
-        if self.restarting and self.current is not None:
-            mode = self.modes[self.current[0]]
-            if self.session.server_live():
+        starting = self.modes[self.current[0]] if self.restarting and self.current is not None else None
+        await self.settle_cancel(starting)
+
+    async def settle_cancel(self, starting: str | None) -> None:
+        """Nothing new starts after a cancel: the server the tune was starting in mode `starting` (its next
+        setting, or the tuned mode to verify; not yet measured) is stopped; one being measured keeps running.
+        `after` says what runs now."""
+        session = self.session
+        if starting is not None:
+            if session.server_live():
                 try:
-                    await self.session.stop()
+                    await session.stop()
                 except SpecdashError as exc:
-                    self.after = f"{mode} was starting for the tune and could not be stopped: {exc.message}"
+                    self.after = f"{starting} was starting for the tune and could not be stopped: {exc.message}"
                     return
-            if self.session.status.mode == mode:  # a cancelled start stops what it launched (`session.start`)
-                self.after = f"nothing runs now: {mode}, starting for the tune's next setting, was stopped"
+            if session.status.mode == starting:  # a cancelled start stops what it launched (`session.start`)
+                self.after = f"nothing runs now: {starting}, starting for the tune, was stopped"
             else:
                 self.after = "nothing runs now: the tune was between two settings"
             return
-        status = self.session.status
-        if self.session.server_live() and status.mode:
+        status = session.status
+        if session.server_live() and status.mode:
             self.after = f"{status.mode} keeps running (pid {status.pid}); x stops it"
         else:
             self.after = "nothing runs now"
@@ -332,7 +337,7 @@ class TuneRunner:
         """Measure one level (one block of it) on the live server; journal what the sweep returned."""
         block = self.state.blocks(candidate, repeat, c)
         t0 = time.monotonic()
-        results = await self.session.sweep([mode], [c], config=self.sweep_config, prompts=self.prompts)
+        results = await self.session.sweep([mode], [c], config=self.sweep_config, prompts=self.prompts, quiet=True)
         result = results.get(mode)
         level = next((lv for lv in result.levels if lv.concurrency == c), None) if result else None
         if level is None or level.status != "done":
