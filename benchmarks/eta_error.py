@@ -42,9 +42,9 @@ from specdash.bench.store import Store  # noqa: E402
 from specdash.config import Config, HostConfig  # noqa: E402
 from specdash.core.eta import Estimate, estimate  # noqa: E402
 from specdash.core.events import ServerStatus  # noqa: E402
-from specdash.core.models import Phase  # noqa: E402
 from specdash.core.timeline import replay_file  # noqa: E402
 from specdash.engines.registry import make_rules  # noqa: E402
+from specdash.phases import Phase  # noqa: E402
 from specdash.remote.ssh import SSHHost, SSHOptions  # noqa: E402
 from specdash.server.remote_session import RemoteSession, running  # noqa: E402
 from tests.integration.remote_sim import sim_config  # noqa: E402

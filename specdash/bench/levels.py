@@ -19,8 +19,8 @@ from specdash.bench.summary import LevelStats
 from specdash.config import LINK_LOSS_POLICIES, PROBE_PLACES
 from specdash.core.events import BenchTick, LevelRow
 from specdash.core.levels import DEFAULT_LEVELS, MAX_LEVEL, validate_levels
-from specdash.core.slo import LevelSlo, Slo
 from specdash.errors import UsageError
+from specdash.slo import LevelSlo, Slo
 
 __all__ = ["DEFAULT_LEVELS", "MAX_LEVEL", "validate_levels"]  # the one grammar lives in specdash.core.levels
 

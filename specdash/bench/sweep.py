@@ -67,9 +67,9 @@ from specdash.bench.workers import LevelSink, ProbePool, processes_for, split_le
 from specdash.core.acceptance import is_speculative
 from specdash.core.guards import sweep_guards
 from specdash.core.series import RateWindow
-from specdash.core.slo import evaluate_level
 from specdash.engines.registry import identify
 from specdash.redact import redact_url
+from specdash.slo import evaluate_level
 
 __all__ = [
     "DEFAULT_LEVELS",

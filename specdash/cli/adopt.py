@@ -13,8 +13,8 @@ import asyncio
 
 from specdash.cli._host import add_host_arguments, connected, host_config, load_config
 from specdash.cli._live import StatusPrinter
-from specdash.core.models import Phase
 from specdash.errors import SpecdashError, UsageError
+from specdash.phases import Phase
 
 NAME = "adopt"
 HELP = "adopt a server started by hand (found by --port or --pid): watch it, bench it, stop it with specdash"

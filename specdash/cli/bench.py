@@ -424,7 +424,7 @@ async def _greedy_over_ssh(
     """`--check-greedy N` over SSH: the last swept mode first (it is live, no restart), then the reference mode
     (started again through the lifecycle). Both modes' outputs go to the store (`RemoteSession.greedy_texts`)."""
     from specdash.core.greedy import compare_outputs
-    from specdash.core.models import Phase
+    from specdash.phases import Phase
 
     texts: dict[str, list[str]] = {}
     for mode in (modes[-1], modes[0]):

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from specdash.core.greedy import GreedyCheck
-from specdash.core.models import CrashInfo, Origin, Phase, Progress
-from specdash.core.slo import LevelSlo
 from specdash.core.startup_events import ClassifiedLine
+from specdash.phases import CrashInfo, Origin, Phase, Progress
+from specdash.slo import LevelSlo
 
 
 @dataclass(frozen=True)

@@ -33,14 +33,13 @@ from specdash.core.events import (
     TuneEntry,
 )
 from specdash.core.greedy import GreedyCheck, compare_outputs
-from specdash.core.models import Origin, Phase
 from specdash.core.server_state import RECORD_KINDS, sweep_plan
-from specdash.core.slo import Slo, goodput_curve, max_concurrency_meeting
 from specdash.core.timeline import Timeline
 from specdash.core.tune import tune_refusal
 from specdash.core.verdict import verdict
 from specdash.engines.registry import make_rules
 from specdash.errors import SpecdashError
+from specdash.phases import Origin, Phase
 from specdash.remote.events import Connected, ConnectionEvent, ConnectionState, Failed, Lost
 from specdash.remote.ssh import SSHHost
 from specdash.remote.ssherror import SSHError
@@ -51,6 +50,7 @@ from specdash.server.lifecycle import Lifecycle, RunRecord
 from specdash.server.probe_agent import HostRunner, loopback_url
 from specdash.server.session import Listener
 from specdash.server.watch import ServerWatch
+from specdash.slo import Slo, goodput_curve, max_concurrency_meeting
 
 READY_TIMEOUT_S = 3600.0
 """An A/B sweep waits this long at most for a restarted server to become ready."""

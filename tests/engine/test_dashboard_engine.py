@@ -35,8 +35,8 @@ from specdash.bench.store import Store
 from specdash.config import HostConfig
 from specdash.core.acceptance import acceptance_line
 from specdash.core.events import GreedyUpdate
-from specdash.core.models import Phase
 from specdash.core.verdict import verdict
+from specdash.phases import Phase
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession
 from specdash.ui.app import SpecdashApp, make_app

@@ -30,9 +30,9 @@ from specdash.bench.sse import Endpoint
 from specdash.config import Config, HostConfig
 from specdash.core.compare import compute_crossover
 from specdash.core.events import LogBatch, ServerStatus
-from specdash.core.models import Phase
 from specdash.engines.registry import names
 from specdash.engines.vllm import VLLM_STARTUP_ORDER
+from specdash.phases import Phase
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession, running
 from tests.engine.conftest import ENGINE_DTYPE, ENGINE_PYTHON, MODEL_DIR, RESULTS_DIR

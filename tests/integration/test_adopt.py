@@ -22,7 +22,7 @@ from specdash.bench.store import Store
 from specdash.bench.sweep import SweepConfig
 from specdash.config import Config, HostConfig
 from specdash.core.events import LogBatch
-from specdash.core.models import Origin, Phase
+from specdash.phases import Origin, Phase
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.launch import launch_argv, launch_env
 from specdash.server.lifecycle import PortBusy

@@ -20,7 +20,7 @@ from textual.widgets import DataTable, Label
 from specdash.cli.demo_session import demo_session
 from specdash.config import Config, HostConfig
 from specdash.core.events import GreedyUpdate
-from specdash.core.models import Phase
+from specdash.phases import Phase
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession
 from specdash.ui.app import SpecdashApp, make_app
@@ -162,7 +162,7 @@ async def test_greedy_key_over_the_real_stack_finds_a_lossy_verify_step(
     from specdash.bench.levels import SweepConfig
     from specdash.bench.probe import ProbeSettings
     from specdash.bench.store import Store
-    from specdash.core.slo import parse_slo
+    from specdash.slo import parse_slo
     from tests.integration.remote_sim import sim_config
     from tests.sshd import free_port
 

@@ -17,7 +17,7 @@ import pytest
 
 from specdash.config import Config, HostConfig
 from specdash.core.lines import split_lines
-from specdash.core.models import STARTUP_ORDER, Phase
+from specdash.phases import STARTUP_ORDER, Phase
 from specdash.remote.events import Connected, Lost
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle, PortBusy, ServerAlreadyRunning

@@ -374,7 +374,7 @@ async def test_guards_warn_before_the_first_level_and_slo_and_provenance_are_sto
     server: FakeServer, tmp_path: Path
 ) -> None:
     from specdash.bench.store import RunMeta
-    from specdash.core.slo import parse_slo
+    from specdash.slo import parse_slo
 
     server.config.max_running_requests = 2
     warned: list[str] = []

@@ -16,8 +16,8 @@ from specdash import config
 from specdash.bench.store import Store
 from specdash.config import Config, HostConfig
 from specdash.core.events import Notice
-from specdash.core.models import Origin, Phase
 from specdash.engines.registry import names
+from specdash.phases import Origin, Phase
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle
 from specdash.server.remote_session import RemoteSession, running

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from specdash.config import Config, HostConfig
-from specdash.core.models import Phase
+from specdash.phases import Phase
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle
 from tests import netns as netns_mod

@@ -21,7 +21,7 @@ from specdash.bench.store import Store
 from specdash.bench.sweep import SweepConfig
 from specdash.core.events import BenchTick, BenchUpdate
 from specdash.core.lines import split_lines
-from specdash.core.models import Phase
+from specdash.phases import Phase
 from specdash.remote.events import Connected, Lost, Reconnecting
 from specdash.remote.ssh import SSHHost
 from specdash.server.probe_agent import HostRunner

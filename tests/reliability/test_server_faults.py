@@ -15,8 +15,8 @@ from specdash.bench.store import Store
 from specdash.bench.sweep import SweepConfig
 from specdash.config import HostConfig
 from specdash.core.events import BenchUpdate, ServerStatus
-from specdash.core.models import Phase
 from specdash.errors import SpecdashError
+from specdash.phases import Phase
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle, PortBusy
 from specdash.server.remote_session import RemoteSession, running

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from specdash.core.models import Phase, Progress
 from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import (
     Crashed,
@@ -23,6 +22,7 @@ from specdash.core.startup_events import (
 from specdash.core.stuck import DEFAULT_STUCK_TIMEOUTS
 from specdash.core.timeline import Outcome, Timeline
 from specdash.engines.metrics import BatchStats
+from specdash.phases import Phase, Progress
 
 LOGS = Path(__file__).parent.parent / "fixtures" / "logs"
 SGLANG_READY = (LOGS / "synthetic" / "sglang_v056_eagle3_tp2_ready.log").read_text()
