@@ -11,7 +11,7 @@ from specdash.core.verdict import crossover_sentence, verdict
 from specdash.slo import Slo, goodput_curve, max_concurrency_meeting
 
 if TYPE_CHECKING:
-    from specdash.bench.levels import SweepResult
+    from specdash.bench.sweep_data import SweepResult
 
 
 def _f(v: Any, fmt: str = ".1f") -> str:

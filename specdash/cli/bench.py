@@ -19,8 +19,8 @@ from specdash.core.levels import DEFAULT_LEVELS, LEVELS_GRAMMAR, MAX_LEVEL, form
 from specdash.errors import SpecdashError, UsageError
 
 if TYPE_CHECKING:
-    from specdash.bench.levels import SweepResult
     from specdash.bench.probe import ProbeSettings
+    from specdash.bench.sweep_data import SweepResult
     from specdash.core.greedy import GreedyCheck
     from specdash.server.remote_session import RemoteSession
 
@@ -129,8 +129,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the sweep and print the results."""
-    from specdash.bench.levels import url_origin, validate_url
     from specdash.bench.listener import server_command
+    from specdash.bench.sweep_data import url_origin, validate_url
 
     if bool(args.url) == bool(args.host):
         raise UsageError("give either HOST (measure over SSH) or --url (a server you can reach), not both or neither")
@@ -167,7 +167,8 @@ def run(args: argparse.Namespace) -> int:
     from specdash.bench.report import level_table, progress_line, sweep_verdict
     from specdash.bench.sse import Endpoint
     from specdash.bench.store import RunMeta, Store
-    from specdash.bench.sweep import LevelProgress, LevelResult, SweepConfig, run_sweep
+    from specdash.bench.sweep import LevelResult, SweepConfig, run_sweep
+    from specdash.core.events import BenchTick
 
     prompts = load_prompts(args.prompts)
     config = SweepConfig(
@@ -193,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
     config.effective_levels()
     live = sys.stderr if args.json else sys.stdout
 
-    def on_progress(p: LevelProgress) -> None:
+    def on_progress(p: BenchTick) -> None:
         print(progress_line(p.mode, p.concurrency, p.phase, p.t, p.tok_s, p.done, p.total, p.failed, p.inflight),
               file=live, flush=True)  # fmt: skip
 

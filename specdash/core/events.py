@@ -148,7 +148,7 @@ class LevelRow:
 class BenchTick:
     """The live state of the running level (about 4 per second): the one object from the sweep to the chart.
 
-    The sweep makes it (`specdash.bench.sweep`, as `LevelProgress`), the session passes it on as it is, the
+    The sweep makes it (`specdash.bench.sweep`), the session passes it on as it is, the
     dashboard draws it and the headless CLI prints it.
     """
 

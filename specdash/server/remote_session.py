@@ -17,11 +17,12 @@ from specdash.bench.greedy import chosen_prompts, greedy_outputs, workload_key
 from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import PromptSet, load_prompts
 from specdash.bench.store import RunMeta, Store
-from specdash.bench.sweep import LevelProgress, LevelResult, Sweep, SweepConfig, SweepResult
+from specdash.bench.sweep import LevelResult, Sweep, SweepConfig, SweepResult
 from specdash.config import Config, HostConfig
 from specdash.core.compare import CrossoverKind, compute_crossover
 from specdash.core.eta import estimate
 from specdash.core.events import (
+    BenchTick,
     BenchUpdate,
     GreedyUpdate,
     LevelRow,
@@ -560,7 +561,7 @@ class RemoteSession:
         }
         meta = RunMeta(host=self.label, mode=mode, engine=engine, provenance=provenance)
 
-        def progress(p: LevelProgress) -> None:
+        def progress(p: BenchTick) -> None:
             key = (mode, p.concurrency)
             if p.phase == "paused":  # rare: published at once, so the table says why nothing moves
                 self._rows[key] = replace(self._rows[key], status="paused", warning="link lost: waiting for it")

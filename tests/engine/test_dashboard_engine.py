@@ -29,9 +29,9 @@ import pytest_asyncio
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 
-from specdash.bench.levels import SweepConfig
 from specdash.bench.probe import ProbeSettings
 from specdash.bench.store import Store
+from specdash.bench.sweep_data import SweepConfig
 from specdash.config import HostConfig
 from specdash.core.acceptance import acceptance_line
 from specdash.core.events import GreedyUpdate

@@ -23,10 +23,10 @@ import pytest
 import pytest_asyncio
 
 from specdash import config
-from specdash.bench.levels import SweepConfig, SweepResult
 from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import PromptSet, load_prompts
 from specdash.bench.sse import Endpoint
+from specdash.bench.sweep_data import SweepConfig, SweepResult
 from specdash.config import Config, HostConfig
 from specdash.core.compare import compute_crossover
 from specdash.core.events import LogBatch, ServerStatus

@@ -159,9 +159,9 @@ async def test_greedy_key_over_the_real_stack_finds_a_lossy_verify_step(
     """The greedy check and the SLO against the simulator over the real sshd: an A/B stores baseline's outputs as the
     reference and shows the mode with the `spec-diverge` fault as a finding with its first difference; key `o`
     on eagle3 then matches baseline's stored outputs without restarting baseline; every output is stored."""
-    from specdash.bench.levels import SweepConfig
     from specdash.bench.probe import ProbeSettings
     from specdash.bench.store import Store
+    from specdash.bench.sweep_data import SweepConfig
     from specdash.slo import parse_slo
     from tests.integration.remote_sim import sim_config
     from tests.sshd import free_port
