@@ -164,10 +164,10 @@ def run(args: argparse.Namespace) -> int:
 
     from specdash.bench.probe import ProbeSettings, install_uvloop
     from specdash.bench.prompts import load_prompts
-    from specdash.bench.report import level_table, progress_line, sweep_verdict
     from specdash.bench.sse import Endpoint
     from specdash.bench.store import RunMeta, Store
     from specdash.bench.sweep import LevelResult, SweepConfig, run_sweep
+    from specdash.bench.text_tables import level_table, progress_line, sweep_verdict
     from specdash.core.events import BenchTick
 
     prompts = load_prompts(args.prompts)
@@ -270,7 +270,7 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
     """The HOST form: start or switch each mode through the lifecycle, sweep it, compare."""
     from dataclasses import replace
 
-    from specdash.bench.report import level_table, sweep_verdict
+    from specdash.bench.text_tables import level_table, sweep_verdict
     from specdash.cli._host import connected, host_config, load_config
     from specdash.cli._live import StatusPrinter
     from specdash.cli._slo import slo_from
@@ -359,7 +359,7 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
 
 def _print_repeats(args: argparse.Namespace, repeats: dict[str, list[SweepResult]]) -> int:
     """The pooled report of `--repeats N`: median ± MAD per level per mode, the crossover on the medians."""
-    from specdash.bench.report import repeats_table
+    from specdash.bench.text_tables import repeats_table
     from specdash.core.compare import compute_crossover, pool_runs
 
     modes = list(repeats)
