@@ -8,7 +8,7 @@ import sys
 
 from specdash.cli._host import add_host_arguments, connected, host_config, load_config
 from specdash.cli._live import StatusPrinter
-from specdash.core.server_state import leftovers_text
+from specdash.core.status_text import leftovers_text
 from specdash.phases import Phase
 
 NAME = "up"

@@ -34,7 +34,7 @@ from specdash.core.events import (
     TuneEntry,
 )
 from specdash.core.greedy import GreedyCheck, compare_outputs
-from specdash.core.server_state import RECORD_KINDS, sweep_plan
+from specdash.core.status_text import RECORD_KINDS, sweep_plan
 from specdash.core.timeline import Timeline
 from specdash.core.tune import tune_refusal
 from specdash.core.verdict import verdict

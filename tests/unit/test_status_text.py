@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specdash.core.events import ServerStatus
-from specdash.core.server_state import (
+from specdash.core.status_text import (
     RECORD_KINDS,
     badge,
     eta_phrase,
