@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from dataclasses import replace
 
 from specdash.bench.greedy import chosen_prompts, greedy_outputs, workload_key
@@ -425,7 +425,7 @@ class RemoteSession:
         """The latest server status."""
         return self._status
 
-    async def wait_status(self, phases: Sequence[Phase], timeout: float | None = None) -> ServerStatus:
+    async def wait_status(self, phases: Collection[Phase], timeout: float | None = None) -> ServerStatus:
         """Wait until the server is in one of `phases` (returns at once if it is)."""
         async with asyncio.timeout(timeout):
             while self._status.phase not in phases:

@@ -32,7 +32,7 @@ from specdash.core.compare import compute_crossover
 from specdash.core.events import LogBatch, ServerStatus
 from specdash.engines.registry import names
 from specdash.engines.vllm import VLLM_STARTUP_ORDER
-from specdash.phases import Phase
+from specdash.phases import SETTLED, Phase
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession, running
 from tests.engine.conftest import ENGINE_DTYPE, ENGINE_PYTHON, MODEL_DIR, RESULTS_DIR
@@ -42,7 +42,6 @@ from tests.support.eventually import eventually
 
 pytestmark = [pytest.mark.engine, pytest.mark.asyncio(loop_scope="module")]
 
-SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
 START_TIMEOUT_S = 240.0
 """One engine start takes 30-75 s here (reference/environment.md 9.4); leave room for a loaded machine."""
 LEVELS = (1, 4, 16)

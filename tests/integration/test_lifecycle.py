@@ -17,7 +17,7 @@ import pytest
 
 from specdash.config import Config, HostConfig
 from specdash.core.lines import split_lines
-from specdash.phases import STARTUP_ORDER, Phase
+from specdash.phases import SETTLED, STARTUP_ORDER, Phase
 from specdash.remote.events import Connected, Lost
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle, PortBusy, ServerAlreadyRunning
@@ -27,8 +27,6 @@ from tests.integration.conftest import remote_alive, target
 from tests.integration.remote_sim import overload, sim_config
 from tests.recorder import Recorder
 from tests.sshd import Sshd, free_port
-
-SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
 
 
 @pytest.fixture

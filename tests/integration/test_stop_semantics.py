@@ -17,7 +17,7 @@ from specdash.bench.store import Store
 from specdash.config import Config, HostConfig
 from specdash.core.events import Notice
 from specdash.engines.registry import names
-from specdash.phases import Origin, Phase
+from specdash.phases import SETTLED, Origin, Phase
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle
 from specdash.server.remote_session import RemoteSession, running
@@ -26,7 +26,6 @@ from tests.integration.remote_sim import remote_python
 from tests.recorder import Recorder
 from tests.sshd import Sshd, free_port
 
-SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
 ENGINE = Path(__file__).with_name("fake_engine.py")
 
 
