@@ -43,7 +43,7 @@ from specdash.bench.store import Store  # noqa: E402
 from specdash.bench.summary import summarize  # noqa: E402
 from specdash.bench.sweep import SweepConfig, run_sweep  # noqa: E402
 from specdash.core.events import BenchTick  # noqa: E402
-from tests.sshd import free_port  # noqa: E402
+from specdash.ports import free_port  # noqa: E402
 from tests.wan import read_truth, truth_samples  # noqa: E402
 
 CONDITIONS = {
