@@ -24,10 +24,10 @@ from specdash.bench.sweep import SweepConfig
 from specdash.config import Config, ModeConfig, load
 from specdash.core import tune as core
 from specdash.core.events import Notice, SessionEvent, TuneEntry, TunePhase, TuneProgress
-from specdash.core.models import Phase
 from specdash.core.spec_export import Export, exports, mode_toml
 from specdash.engines.registry import names
 from specdash.errors import SpecdashError, UsageError
+from specdash.phases import Phase
 from specdash.server.launch import paste_command
 from specdash.server.remote_session import RemoteSession
 from specdash.tune.journal import Journal, open_journal

@@ -32,8 +32,8 @@ from specdash.bench.prompts import PromptSet
 from specdash.bench.sweep import SweepConfig
 from specdash.config import ModeConfig
 from specdash.core import tune as core
-from specdash.core.models import Phase
 from specdash.errors import SpecdashError
+from specdash.phases import Phase
 from specdash.remote.events import ConnectionState
 from specdash.server.remote_session import RemoteSession
 from specdash.tune.journal import Journal, TuneState

@@ -16,7 +16,7 @@ import pytest
 from specdash.cli.demo_session import demo_session
 from specdash.config import TuneConfig
 from specdash.core.events import Notice, ServerStatus, SessionEvent, TuneProgress
-from specdash.core.models import Phase
+from specdash.phases import Phase
 from specdash.server.remote_session import RemoteSession, running
 from specdash.tune.job import DashboardTunes
 from tests.support.eventually import eventually

@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from specdash.bench.sweep import SweepResult
 from specdash.core.events import ModeInfo, ModesChanged, ServerStatus, SessionEvent, TuneEntry
-from specdash.core.models import Phase
 from specdash.core.tune import tune_refusal
 from specdash.errors import SpecdashError
+from specdash.phases import Phase
 from specdash.remote.events import ConnectionEvent
 from specdash.server.adopt import Adoptable
 from specdash.server.session import Listener
