@@ -441,7 +441,7 @@ class Sweep:
                 "engine_version": version,
                 "slo": cfg["slo"],
                 "guards": self.guards,
-            },  # fmt: skip
+            },
         )
         meta = dataclasses.replace(
             meta,
