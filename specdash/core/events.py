@@ -256,9 +256,13 @@ class TuneProgress:
     eta_s: float | None
     """The whole tune's seconds left (None when unknown or finished)."""
     report: Mapping[str, Any]
-    """The result so far (`specdash.server.tune_report.report`: policy, measured points), for the table and chart."""
+    """The result so far (`specdash.tune.report.report`: policy, measured points), for the table and chart."""
     resume: str
     """The command line that continues this tune."""
+    eta_restarts: int = 0
+    """Restarts left in `eta_s`."""
+    after: str = ""
+    """After a cancel: what runs now, in a sentence."""
 
 
 SessionEvent = (
