@@ -18,7 +18,7 @@ from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import PromptSet, load_prompts
 from specdash.bench.store import RunMeta, Store
 from specdash.bench.sweep import LevelProgress, LevelResult, Sweep, SweepConfig, SweepResult
-from specdash.config import Config, HostConfig
+from specdash.config import Config, HostConfig, ModeConfig
 from specdash.core.compare import CrossoverKind, compute_crossover
 from specdash.core.eta import estimate
 from specdash.core.events import (
@@ -34,6 +34,7 @@ from specdash.core.events import (
 )
 from specdash.core.greedy import GreedyCheck, compare_outputs
 from specdash.core.models import Origin, Phase
+from specdash.core.resident import SwitchOutcome
 from specdash.core.server_state import RECORD_KINDS, sweep_plan
 from specdash.core.slo import Slo, goodput_curve, max_concurrency_meeting
 from specdash.core.timeline import Timeline
@@ -45,10 +46,12 @@ from specdash.remote.events import Connected, ConnectionEvent, ConnectionState, 
 from specdash.remote.ssh import SSHHost
 from specdash.remote.ssherror import SSHError
 from specdash.server import adopt as adoption
+from specdash.server import resident
 from specdash.server.adopt import Adoptable
 from specdash.server.gpu import draft_architectures, gpu_inventory, poll_gpus
 from specdash.server.lifecycle import Lifecycle, RunRecord
 from specdash.server.probe_agent import HostRunner, loopback_url
+from specdash.server.resident import NotResident, Sleeper
 from specdash.server.session import Listener
 from specdash.server.watch import ServerWatch
 
@@ -104,6 +107,9 @@ class RemoteSession:
         self._hidden_modes: set[str] = set()  # a tune's per-setting modes: listed only while one runs
         self._tune_task: asyncio.Task[object] | None = None
         self._tune_name = ""
+        self._resident: dict[str, str] = {}  # a resident mode's state for the mode list (`ModeInfo.resident`)
+        self.last_switch: SwitchOutcome | None = None
+        """How the last `switch` went (resident or restart, with its timing and why)."""
         self._closed = asyncio.Event()
         self._queue = host.subscribe()
         self._changed: asyncio.Future[None] | None = None  # resolved on the next status change
@@ -207,6 +213,10 @@ class RemoteSession:
     async def attach(self) -> RunRecord | None:
         """Find the live run recorded on the host and watch it, without launching anything."""
         record = await self.lifecycle.current()
+        if any(m.resident for m in self.config.modes.values()):
+            await self.sleeping()
+            if record is not None and record.alive:
+                self._set_resident(record.mode, "awake")
         if record is not None and record.alive:
             origin = Origin.ADOPTED if record.adopted else Origin.ATTACHED
             self._watch_run(record, note=f"{origin.value}: run {record.id}", origin=origin)
@@ -290,12 +300,114 @@ class RemoteSession:
             raise SpecdashError("nothing to restart: no mode has run yet")
         await self.switch(mode)
 
-    async def switch(self, mode: str) -> None:
+    async def switch(self, mode: str, *, restart: bool = False) -> SwitchOutcome:
+        """Make `mode` the live one: the live server sleeps if its mode is resident (else it stops), then a
+        sleeping server of `mode` is woken and verified (`server.resident`), or `mode` is (re)started; any
+        failure of a sleep or a wake falls back to a stop or a restart and says why. `restart`: never wake."""
         self._check_free("switch")
-        self.config.mode(mode)  # a bad name fails before anything is stopped
+        cfg = self.config.mode(mode)  # a bad name fails before anything is stopped
+        began = time.monotonic()
+        notes: list[str] = []
         if self.server_live() or (self._record is not None and self._record.alive):
-            await self.stop()
+            record = self._record or await self.lifecycle.current()
+            live_cfg = self.config.modes.get(record.mode) if record is not None else None
+            if (
+                record is not None
+                and live_cfg is not None
+                and live_cfg.resident
+                and record.mode != mode
+                and not record.adopted
+                and self._status.phase is Phase.READY
+                and not self.sweep_running()
+            ):
+                notes += await self._put_to_sleep(record, live_cfg)
+            else:
+                await self.stop()
+        why = ""
+        if cfg.resident:
+            mine = [s for s in await resident.sleepers(self) if s.record.mode == mode]
+            if mine and restart:
+                why = "a restart was asked for (--restart)"
+            elif mine:
+                try:
+                    identical, total, accept = await resident.wake(
+                        self, mine[0], cfg, lambda state: self._set_resident(mode, state)
+                    )
+                    await resident.mark_awake(self, mine[0].record)
+                except NotResident as exc:
+                    why = exc.message
+                else:
+                    outcome = SwitchOutcome(
+                        mode,
+                        True,
+                        time.monotonic() - began,
+                        identical,
+                        total,
+                        accept,
+                        self._restart_s(mode),
+                        notes=tuple(notes),
+                    )
+                    self._set_resident(mode, "awake")
+                    self._watch_run(mine[0].record, note=outcome.text, origin=Origin.ATTACHED)
+                    self._emit(Notice("; ".join((outcome.text, *notes))))
+                    self.last_switch = outcome
+                    return outcome
+            for sleeper in mine:  # not woken: stopped, then started afresh
+                await self.lifecycle.stop(sleeper.record, self._grace(mode))
         await self.start(mode)
+        self._set_resident(mode, "awake" if cfg.resident else "")
+        outcome = SwitchOutcome(
+            mode, False, time.monotonic() - began, restart_s=self._restart_s(mode), why_restart=why, notes=tuple(notes)
+        )
+        if why or notes:
+            self._emit(Notice("; ".join((outcome.text, *notes)), "warning"))
+        self.last_switch = outcome
+        return outcome
+
+    async def _put_to_sleep(self, record: RunRecord, cfg: ModeConfig) -> list[str]:
+        """Put the live server of a resident mode to sleep; if it cannot, stop it and say why."""
+        self._set_resident(cfg.name, "going to sleep")
+        try:
+            sleeper = await resident.sleep(self, record, cfg)
+        except NotResident as exc:
+            self._set_resident(cfg.name, "")
+            await self.stop()
+            self._set_resident(cfg.name, "resident")
+            return [f"{cfg.name} could not sleep ({exc.message}): stopped it instead"]
+        if self._watch is not None:
+            self._watch.mark_stopping()
+        await self._stop_watching()
+        self._record = None
+        self._set_resident(cfg.name, f"asleep ({sleeper.held_gib:.1f} GiB held)")
+        asleep = f"{record.mode} asleep, pid {record.pid}"
+        self._set_status(
+            ServerStatus(Phase.STOPPED, mode=record.mode, engine=record.engine, origin=Origin.NONE, note=asleep)
+        )
+        return []
+
+    async def sleeping(self) -> list[Sleeper]:
+        """The sleeping servers of resident modes on the host (for `status`, `down` and the mode list)."""
+        found = await resident.sleepers(self)
+        for sleeper in found:
+            self._resident[sleeper.record.mode] = f"asleep ({sleeper.held_gib:.1f} GiB held)"
+        self._emit(self._modes_event())
+        return found
+
+    def _set_resident(self, mode: str, state: str) -> None:
+        cfg = self.config.modes.get(mode)
+        if cfg is None or not cfg.resident:
+            return
+        self._resident[mode] = state or "resident"
+        self._emit(self._modes_event())
+
+    def _restart_s(self, mode: str) -> float | None:
+        """The last start to ready of `mode` on this host, from the store."""
+        if self.store is None:
+            return None
+        for r in self.store.startups(host=self.label, mode=mode, limit=5, kind=RECORD_KINDS[Origin.LAUNCHED]):
+            if r.outcome == "ready" and r.total_s:
+                return float(r.total_s)
+        return None
 
     async def sweep(
         self,
@@ -676,7 +788,7 @@ class RemoteSession:
     def _modes_event(self) -> ModesChanged:
         status = self._status
         modes = tuple(
-            ModeInfo(m.name, m.engine, m.description)
+            ModeInfo(m.name, m.engine, m.description, self._resident.get(m.name, "resident") if m.resident else "")
             for m in self.config.modes.values()
             if m.name not in self._hidden_modes or m.name == status.mode
         )
