@@ -182,11 +182,6 @@ async def sleep(session: RemoteSession, record: RunRecord, mode: ModeConfig) -> 
         if verdict.ok:
             break
         if time.monotonic() > deadline:
-            dbg = await session.host.run(
-                "for f in $SPECDASH_SIM_GPU_DIR/*.json; do echo $f; cat $f; echo; done; ps -eo pid,ppid,args | grep sim",
-                timeout=10,
-            )
-            print("DEBUG", dbg.stdout, file=open("/tmp/rs-debug.txt", "a"))
             raise NotResident(
                 f"{mode.name} said it sleeps but holds its memory {RELEASE_TIMEOUT_S:.0f} s later: {verdict.evidence}"
             )
