@@ -354,6 +354,13 @@ class RemoteSession:
                     return outcome
             for sleeper in mine:  # not woken: stopped, then started afresh
                 await self.lifecycle.stop(sleeper.record, self._grace(mode))
+        if any(m.resident for m in self.config.modes.values()):
+            asleep = [s for s in await resident.sleepers(self) if s.record.mode != mode]
+            if asleep and not (memory := await resident.plan(self, cfg, asleep)).fits:
+                names = ", ".join(s.record.mode for s in asleep)
+                raise SpecdashError(
+                    "; ".join(memory.lines) + f". Not started: stop the sleeping ones ({names}) with 'specdash down'"
+                )
         await self.start(mode)
         self._set_resident(mode, "awake" if cfg.resident else "")
         outcome = SwitchOutcome(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -28,13 +29,13 @@ from specdash.bench.prompts import load_prompts
 from specdash.config import ModeConfig
 from specdash.core.events import GpuSample
 from specdash.core.greedy import compare_outputs
-from specdash.core.resident import check_accept, mean, released
+from specdash.core.resident import MemoryPlan, ServerNeed, check_accept, mean, plan_memory, released, weights_mib
 from specdash.engines.registry import get
 from specdash.engines.residency import HttpCall, Residency
 from specdash.engines.text import escape_controls
 from specdash.errors import SpecdashError
 from specdash.server.gpu import QUERY, parse_gpus
-from specdash.server.lifecycle import RunRecord, run_script
+from specdash.server.lifecycle import RunRecord, run_framed, run_script
 
 if TYPE_CHECKING:
     from specdash.server.remote_session import RemoteSession
@@ -66,6 +67,8 @@ class Sleeper:
     """Per GPU, what it held asleep (measured after the sleep)."""
     accept: float | None
     """Mean accept length of the greedy reference requests before the sleep (speculative SGLang modes)."""
+    weights_mib: float = 0.0
+    """The weights a level-1 sleep keeps in host RAM (from its start's log; 0 when the log did not say)."""
 
     @property
     def held_gib(self) -> float:
@@ -186,14 +189,73 @@ async def sleep(session: RemoteSession, record: RunRecord, mode: ModeConfig) -> 
                 f"{mode.name} said it sleeps but holds its memory {RELEASE_TIMEOUT_S:.0f} s later: {verdict.evidence}"
             )
         await asyncio.sleep(POLL_S)
-    sleeper = Sleeper(record, before, now, accept)
-    marker = {"mode": mode.name, "awake_mib": before, "asleep_mib": now, "accept": accept, "slept_at": time.time()}
+    _, lines = await run_framed(
+        session.host, f"grep -a -m 64 -E 'Load weight end|Model loading took' {shlex.quote(record.log_path)}"
+    )
+    weights = weights_mib(lines) or 0.0
+    sleeper = Sleeper(record, before, now, accept, weights)
+    marker = {
+        "mode": mode.name,
+        "awake_mib": before,
+        "asleep_mib": now,
+        "accept": accept,
+        "weights_mib": weights,
+        "slept_at": time.time(),
+    }
     result = await run_script(
         session.host, "resident.sh", "asleep", record.id, json.dumps(marker), state_dir=session.host_config.state_dir
     )
     if not result.ok:
         raise NotResident(f"cannot record the sleeping server on {session.label}: {result.detail()}")
     return sleeper
+
+
+DEFAULT_MEMORY_SHARE = {"vllm": 0.9, "sglang": 0.88}
+"""What a server takes of each GPU when its flags do not say (vLLM's `--gpu-memory-utilization` default; SGLang
+sizes `--mem-fraction-static` to the GPU, about 0.88 on an 80 GB card, plus activations)."""
+MEMORY_FLAGS = ("--gpu-memory-utilization", "--mem-fraction-static")
+
+
+def memory_share(mode: ModeConfig) -> float:
+    """The share of each GPU the mode's server takes awake, from its memory flag or the engine's default."""
+    args = list(mode.args)
+    for i, arg in enumerate(args):
+        name, _, value = arg.partition("=")
+        if name in MEMORY_FLAGS:
+            value = value or (args[i + 1] if i + 1 < len(args) else "")
+            try:
+                return min(1.0, max(0.0, float(value)))
+            except ValueError:
+                break
+    return DEFAULT_MEMORY_SHARE.get(mode.engine, 0.9)
+
+
+async def plan(session: RemoteSession, mode: ModeConfig, asleep: list[Sleeper]) -> MemoryPlan:
+    """Whether `mode`'s server fits beside the sleeping ones: each GPU and the host's RAM, with the numbers
+    (`core.resident.plan_memory`); what sleeps is what was measured after its sleep."""
+    gpus = await read_gpus(session)
+    if not gpus:
+        return MemoryPlan(True, ("memory plan: no nvidia-smi on the host, nothing to plan",))
+    total = max(g.mem_total_mib for g in gpus)
+    residency = get(mode.engine).residency
+    awake = memory_share(mode) * total
+    held = awake * (residency.holds_fraction if residency is not None else 1.0)
+    same = [s for s in asleep if s.record.mode == mode.name]
+    new = ServerNeed(mode.name, awake, held, same[0].weights_mib if same else 0.0)
+    others = [
+        ServerNeed(
+            s.record.mode,
+            max(s.awake_mib.values(), default=0.0),
+            max(s.asleep_mib.values(), default=0.0),
+            s.weights_mib,
+            measured=True,
+        )
+        for s in asleep
+        if s.record.mode != mode.name
+    ]
+    result = await session.host.run("awk '/^MemAvailable:/ {print $2}' /proc/meminfo", timeout=15.0)
+    avail = float(result.stdout.strip()) / 1024 if result.ok and result.stdout.strip().isdigit() else None
+    return plan_memory([new, *others], total, avail)
 
 
 async def sleepers(session: RemoteSession) -> list[Sleeper]:
@@ -219,6 +281,7 @@ async def sleepers(session: RemoteSession) -> list[Sleeper]:
                 _per_gpu(marker.get("awake_mib") if isinstance(marker, dict) else None),
                 _per_gpu(marker.get("asleep_mib") if isinstance(marker, dict) else None),
                 _number(marker.get("accept") if isinstance(marker, dict) else None),
+                _number(marker.get("weights_mib") if isinstance(marker, dict) else None) or 0.0,
             )
         )
     return found
