@@ -29,20 +29,24 @@ from tests.support.eventually import eventually
 READY = (Phase.READY, Phase.CRASHED, Phase.EXITED)
 
 
-def resident_modes(fault: str = "") -> str:
-    """Two resident modes beside the config's: a baseline and an EAGLE-3 one (which carries `fault`)."""
+def resident_modes(gpu_dir: Path, fault: str = "") -> str:
+    """Two resident modes beside the config's: a baseline and an EAGLE-3 one (which carries `fault`), whose
+    simulated GPUs live in `gpu_dir` (the test's own: other tests' simulators use the default one)."""
     faults = f', "--sim-fault", "{fault}"' if fault else ""
+    env = f'env = {{ {DIR_ENV} = "{gpu_dir}", {COUNT_ENV} = "2" }}'
     return f"""
 [modes.r-base]
 extends = "baseline"
 port = {free_port()}
 resident = true
+{env}
 
 [modes.r-eagle]
 extends = "eagle3"
 port = {free_port()}
 resident = true
 args = ["--sim-seed", "1"{faults}]
+{env}
 """
 
 
@@ -55,24 +59,24 @@ def gpu_host(make_sshd: Callable[..., Sshd]) -> tuple[Sshd, Path]:
     import sysconfig
 
     smi = bin_dir / "nvidia-smi"
+    # The wrapper names the GPU directory itself: sshd applies only the first `SetEnv` line the fixture writes.
     smi.write_text(
-        f'#!/bin/sh\nPYTHONPATH="{SRC}:{sysconfig.get_paths()["purelib"]}" '
+        f'#!/bin/sh\nexport {DIR_ENV}="{gpu_dir}" {COUNT_ENV}=2 PYTHONPATH="{SRC}:{sysconfig.get_paths()["purelib"]}"\n'
         f'exec "{remote_python()}" -m specdash.sim.gpus "$@"\n'
     )
     smi.chmod(0o755)
-    env = {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", DIR_ENV: str(gpu_dir), COUNT_ENV: "2"}
-    return make_sshd("resident", set_env=env), gpu_dir
+    return make_sshd("resident", set_env={"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin"}), gpu_dir
 
 
 @pytest.fixture
 def make_session(
     tmp_path: Path, gpu_host: tuple[Sshd, Path], ssh_options: SSHOptions, known_hosts: Path
 ) -> Callable[[str], RemoteSession]:
-    server, _ = gpu_host
+    server, gpu_dir = gpu_host
     known_hosts.write_text(known_hosts.read_text() + server.known_hosts_line() + "\n")
 
     def make(fault: str = "") -> RemoteSession:
-        cfg = sim_config(tmp_path, port=free_port(), time_scale=0.005, tp=2, extra_modes=resident_modes(fault))
+        cfg = sim_config(tmp_path, port=free_port(), time_scale=0.005, tp=2, extra_modes=resident_modes(gpu_dir, fault))
         host = HostConfig(name="gpu-host", address=target(server), state_dir=f"~/.specdash-tests/{uuid.uuid4().hex}")
         return RemoteSession(SSHHost(target(server), ssh_options), host, cfg, store=Store(tmp_path / "results.db"))
 
@@ -105,7 +109,7 @@ async def test_a_switch_between_two_resident_modes_sleeps_one_and_wakes_the_othe
     await session.start("r-eagle")
     await ready(session, "r-eagle")
     first = await session.switch("r-base")  # nothing sleeps yet: r-eagle sleeps, r-base starts
-    assert not first.resident and not first.why_restart, first
+    assert not first.resident and not first.why_restart and not first.notes, first
     await ready(session, "r-base")
     sleepers = await resident.sleepers(session)
     assert [s.record.mode for s in sleepers] == ["r-eagle"]
