@@ -210,6 +210,12 @@ async def sleep(session: RemoteSession, record: RunRecord, mode: ModeConfig) -> 
     return sleeper
 
 
+HOST_RAM_QUERY = (
+    'if [ -n "${SPECDASH_SIM_HOST_RAM_MIB:-}" ]; then echo "$SPECDASH_SIM_HOST_RAM_MIB"; '
+    "else awk '/^MemAvailable:/ {print int($2 / 1024)}' /proc/meminfo; fi"
+)
+"""The host's available RAM in MiB; a simulated host (the demo's, the tests') says its own in
+`SPECDASH_SIM_HOST_RAM_MIB`, as its `nvidia-smi` says its GPUs."""
 DEFAULT_MEMORY_SHARE = {"vllm": 0.9, "sglang": 0.88}
 """What a server takes of each GPU when its flags do not say (vLLM's `--gpu-memory-utilization` default; SGLang
 sizes `--mem-fraction-static` to the GPU, about 0.88 on an 80 GB card, plus activations)."""
@@ -253,8 +259,9 @@ async def plan(session: RemoteSession, mode: ModeConfig, asleep: list[Sleeper]) 
         for s in asleep
         if s.record.mode != mode.name
     ]
-    result = await session.host.run("awk '/^MemAvailable:/ {print $2}' /proc/meminfo", timeout=15.0)
-    avail = float(result.stdout.strip()) / 1024 if result.ok and result.stdout.strip().isdigit() else None
+    result = await session.host.run(HOST_RAM_QUERY, timeout=15.0)
+    said = result.stdout.strip().splitlines()[-1:] if result.ok else []
+    avail = float(said[0]) if said and said[0].isdigit() else None
     return plan_memory([new, *others], total, avail)
 
 

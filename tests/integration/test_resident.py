@@ -17,6 +17,7 @@ from specdash.bench.store import Store
 from specdash.config import HostConfig
 from specdash.core.models import Phase
 from specdash.core.resident import RELEASED_FLOOR_MIB
+from specdash.errors import SpecdashError
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server import resident
 from specdash.server.remote_session import RemoteSession, running
@@ -51,7 +52,13 @@ args = ["--sim-seed", "1"{faults}]
 
 
 @pytest.fixture
-def gpu_host(make_sshd: Callable[..., Sshd]) -> tuple[Sshd, Path]:
+def host_ram_mib() -> int:
+    """The simulated host's available RAM (what the memory plan reads)."""
+    return 1024 * 1024
+
+
+@pytest.fixture
+def gpu_host(make_sshd: Callable[..., Sshd], host_ram_mib: int) -> tuple[Sshd, Path]:
     """A sshd whose sessions have the simulator's nvidia-smi (2 GPUs, state in a fresh directory)."""
     gpu_dir = make_dir("specdash-gpus-")
     gpu_dir.chmod(0o777)
@@ -59,13 +66,13 @@ def gpu_host(make_sshd: Callable[..., Sshd]) -> tuple[Sshd, Path]:
     import sysconfig
 
     smi = bin_dir / "nvidia-smi"
-    # The wrapper names the GPU directory itself: sshd applies only the first `SetEnv` line the fixture writes.
     smi.write_text(
         f'#!/bin/sh\nexport {DIR_ENV}="{gpu_dir}" {COUNT_ENV}=2 PYTHONPATH="{SRC}:{sysconfig.get_paths()["purelib"]}"\n'
         f'exec "{remote_python()}" -m specdash.sim.gpus "$@"\n'
     )
     smi.chmod(0o755)
-    return make_sshd("resident", set_env={"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin"}), gpu_dir
+    env = {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "SPECDASH_SIM_HOST_RAM_MIB": str(host_ram_mib)}
+    return make_sshd("resident", set_env=env), gpu_dir
 
 
 @pytest.fixture
@@ -207,3 +214,25 @@ async def test_restart_forces_a_restart_of_a_sleeping_mode(session: RemoteSessio
         timeout=30,
         what="the sleeping r-base stopped",
     )
+
+
+@pytest.mark.parametrize("host_ram_mib", [64 * 1024])
+async def test_a_server_that_would_not_fit_beside_a_sleeping_one_is_refused_with_the_numbers(
+    session: RemoteSession,
+) -> None:
+    await session.start("r-eagle")
+    await ready(session, "r-eagle")
+    eagle_pid = session.status.pid
+    # r-eagle sleeps; r-base would need its weights in host RAM beside r-eagle's when it sleeps in turn.
+    with pytest.raises(SpecdashError) as err:
+        await session.switch("r-base")
+    message = err.value.message
+    assert message.startswith("memory plan: the resident servers do not fit; ")
+    assert (
+        "host RAM for sleeping weights " in message and "of 64.0 GiB available (at most 90%): does not fit" in message
+    )
+    assert message.endswith("Not started: stop the sleeping ones (r-eagle) with 'specdash down'")
+    (eagle,) = await resident.sleepers(session)  # nothing lost: r-eagle sleeps, ready to wake
+    assert eagle.record.pid == eagle_pid
+    back = await session.switch("r-eagle")
+    assert back.resident and back.identical == back.total == 8, back
