@@ -51,6 +51,9 @@ class Residency:
     """Launch arguments that make a mode speculative (it then has a drafter whose weights must survive)."""
     draft_markers: tuple[str, ...] = ()
     """Launch arguments that name a separate draft model."""
+    refused_lines: tuple[str, ...] = ()
+    """What the engine prints when it refuses the sleep flags at launch on this host (vLLM's CPU build and
+    other platforms without sleep mode): the mode is then restarted as a plain server."""
     holds_fraction: float = 0.03
     """What a sleeping server still holds, as a share of its awake memory, until measured (CUDA context,
     allocator pools, NCCL buffers: about 1.3 GB of 42 GB on the lent H100 with vLLM 0.24.0)."""

@@ -134,6 +134,7 @@ class VLLMRules(EngineRules):
         is_sleeping="/is_sleeping",
         spec_markers=("--speculative-config", "--speculative_config"),
         draft_markers=(),  # the draft model is inside --speculative-config's JSON (`has_draft_model`)
+        refused_lines=("Sleep mode is not supported",),  # ModelConfig: "... on current platform." (CPU, XPU)
     )
     # uvicorn's line; and `Starting vLLM API server 0 on http://...`: the engine is fully initialised by then.
     ready_lines = ("Application startup complete", "Starting vLLM API server")

@@ -40,6 +40,7 @@ from specdash.core.slo import Slo, goodput_curve, max_concurrency_meeting
 from specdash.core.timeline import Timeline
 from specdash.core.tune import tune_refusal
 from specdash.core.verdict import verdict
+from specdash.engines.registry import get as get_engine
 from specdash.engines.registry import make_rules
 from specdash.errors import SpecdashError
 from specdash.remote.events import Connected, ConnectionEvent, ConnectionState, Failed, Lost
@@ -108,6 +109,8 @@ class RemoteSession:
         self._tune_task: asyncio.Task[object] | None = None
         self._tune_name = ""
         self._resident: dict[str, str] = {}  # a resident mode's state for the mode list (`ModeInfo.resident`)
+        self._not_resident: set[str] = set()  # resident modes whose engine refused sleep mode on this host
+        self._plain_restart: asyncio.Task[None] | None = None
         self.last_switch: SwitchOutcome | None = None
         """How the last `switch` went (resident or restart, with its timing and why)."""
         self._closed = asyncio.Event()
@@ -244,6 +247,8 @@ class RemoteSession:
                 origin=Origin.LAUNCHED,
             )
         )
+        if cfg.name in self._not_resident:
+            cfg = replace(cfg, resident=False)  # its engine refused sleep mode here: launched without the flags
         try:
             record = await self.lifecycle.start(cfg)
         except SpecdashError:
@@ -314,7 +319,7 @@ class RemoteSession:
             if (
                 record is not None
                 and live_cfg is not None
-                and live_cfg.resident
+                and self._is_resident(live_cfg.name)
                 and record.mode != mode
                 and not record.adopted
                 and self._status.phase is Phase.READY
@@ -324,7 +329,7 @@ class RemoteSession:
             else:
                 await self.stop()
         why = ""
-        if cfg.resident:
+        if self._is_resident(mode):
             mine = [s for s in await resident.sleepers(self) if s.record.mode == mode]
             if mine and restart:
                 why = "a restart was asked for (--restart)"
@@ -362,7 +367,7 @@ class RemoteSession:
                     "; ".join(memory.lines) + f". Not started: stop the sleeping ones ({names}) with 'specdash down'"
                 )
         await self.start(mode)
-        self._set_resident(mode, "awake" if cfg.resident else "")
+        self._set_resident(mode, "awake" if self._is_resident(mode) else "")
         outcome = SwitchOutcome(
             mode, False, time.monotonic() - began, restart_s=self._restart_s(mode), why_restart=why, notes=tuple(notes)
         )
@@ -795,7 +800,12 @@ class RemoteSession:
     def _modes_event(self) -> ModesChanged:
         status = self._status
         modes = tuple(
-            ModeInfo(m.name, m.engine, m.description, self._resident.get(m.name, "resident") if m.resident else "")
+            ModeInfo(
+                m.name,
+                m.engine,
+                m.description,
+                self._resident.get(m.name, "resident") if self._is_resident(m.name) else "",
+            )
             for m in self.config.modes.values()
             if m.name not in self._hidden_modes or m.name == status.mode
         )
@@ -805,7 +815,42 @@ class RemoteSession:
             modes += (ModeInfo(status.mode, status.engine, f"unmanaged (adopted) {flags}".rstrip()),)
         return ModesChanged(modes, status.mode or None)
 
+    def _is_resident(self, mode: str) -> bool:
+        cfg = self.config.modes.get(mode)
+        return cfg is not None and cfg.resident and mode not in self._not_resident
+
+    def _sleep_refused(self, status: ServerStatus) -> None:
+        """A resident mode whose engine refused the sleep flags at launch (vLLM's CPU build): said, and the
+        mode restarted as a plain server for this session."""
+        cfg = self.config.modes.get(status.mode)
+        residency = get_engine(cfg.engine).residency if cfg is not None else None
+        if cfg is None or residency is None or not self._is_resident(cfg.name) or status.crash is None:
+            return
+        text = [status.crash.reason, *status.crash.excerpt]
+        evidence = next((line for line in text for marker in residency.refused_lines if marker in line), None)
+        if evidence is None:
+            return
+        self._not_resident.add(cfg.name)
+        self._set_resident(cfg.name, "")
+        self._emit(
+            Notice(
+                f"{cfg.name}: {cfg.engine} refuses sleep mode on {self.label} ({evidence.strip()[:160]}): "
+                "restarting it as a plain server (not resident)",
+                "warning",
+                bell=True,
+            )
+        )
+        self._plain_restart = asyncio.create_task(self._restart_plain(cfg.name), name=f"plain-{cfg.name}")
+
+    async def _restart_plain(self, mode: str) -> None:
+        if self._watch_task is not None:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(self._watch_task), 15.0)
+        await self.switch(mode)
+
     def _set_status(self, status: ServerStatus) -> None:
+        if status.phase is Phase.CRASHED and self._status.phase is not Phase.CRASHED:
+            self._sleep_refused(status)
         mode_changed = status.mode != self._status.mode
         self._status = status
         self._emit(status)
