@@ -103,6 +103,8 @@ async def _resident(time_scale: float, db: Path | None) -> int:
             if outcome.accept is not None:
                 check += f", accept length {outcome.accept:.2f}"
             print(f"{target}: {outcome.text} (ready after {duration_text(took)})")
+            if outcome.steps:
+                print(f"  {outcome.steps_text}")
             rows.append((target, how, took, check))
     print(f"\nsimulator, Kimi-K2.5 TP=8 preset at --time-scale {time_scale:g} (startup and copy times scale alike)")
     print(f"{'to':<20} {'how':<16} {'seconds':>8}  check")

@@ -37,6 +37,8 @@ async def start(args: argparse.Namespace, *, switch: bool) -> int:
             outcome = await session.switch(args.mode, restart=bool(getattr(args, "restart", False)))
             print("; ".join((outcome.text, *outcome.notes)))
             if outcome.resident:
+                print(f"  {outcome.steps_text}")
+            if outcome.resident:
                 return 0  # woken and verified: live already
         else:
             await session.start(args.mode)

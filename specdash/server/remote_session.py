@@ -111,6 +111,8 @@ class RemoteSession:
         self._resident: dict[str, str] = {}  # a resident mode's state for the mode list (`ModeInfo.resident`)
         self._not_resident: set[str] = set()  # resident modes whose engine refused sleep mode on this host
         self._plain_restart: asyncio.Task[None] | None = None
+        self.accept_by_run: dict[str, float | None] = {}
+        """A resident server's accept length at its last wake (by run id): its next sleep need not ask again."""
         self.last_switch: SwitchOutcome | None = None
         """How the last `switch` went (resident or restart, with its timing and why)."""
         self._closed = asyncio.Event()
@@ -313,6 +315,11 @@ class RemoteSession:
         cfg = self.config.mode(mode)  # a bad name fails before anything is stopped
         began = time.monotonic()
         notes: list[str] = []
+        steps: list[tuple[str, float]] = []
+
+        def step(name: str) -> None:
+            steps.append((name, time.monotonic() - began - sum(t for _, t in steps)))
+
         if self.server_live() or (self._record is not None and self._record.alive):
             record = self._record or await self.lifecycle.current()
             live_cfg = self.config.modes.get(record.mode) if record is not None else None
@@ -326,18 +333,25 @@ class RemoteSession:
                 and not self.sweep_running()
             ):
                 notes += await self._put_to_sleep(record, live_cfg)
+                step(f"sleep {record.mode}")
             else:
                 await self.stop()
+                step(f"stop {record.mode if record is not None else 'server'}")
         why = ""
         if self._is_resident(mode):
             mine = [s for s in await resident.sleepers(self) if s.record.mode == mode]
+            step("find sleeping")
             if mine and restart:
                 why = "a restart was asked for (--restart)"
             elif mine:
                 try:
-                    identical, total, accept = await resident.wake(
-                        self, mine[0], cfg, lambda state: self._set_resident(mode, state)
-                    )
+
+                    def on_state(state: str) -> None:
+                        step({"waking": "check room", "verifying": "wake"}.get(state, state))
+                        self._set_resident(mode, state)
+
+                    identical, total, accept = await resident.wake(self, mine[0], cfg, on_state)
+                    step("verify")
                     await resident.mark_awake(self, mine[0].record)
                 except NotResident as exc:
                     why = exc.message
@@ -351,6 +365,7 @@ class RemoteSession:
                         accept,
                         self._restart_s(mode),
                         notes=tuple(notes),
+                        steps=tuple(steps),
                     )
                     self._set_resident(mode, "awake")
                     self._watch_run(mine[0].record, note=outcome.text, origin=Origin.ATTACHED)
