@@ -90,7 +90,7 @@ async def _from_host(args: argparse.Namespace, used: int) -> int:
             raise UsageError(f"no start of {args.mode} is recorded on {session.label}: start it once first")
         logs = []
         for where in reversed(dirs):  # oldest first
-            _, text = await run_framed(session.host, f"tail -c {MAX_LOG_BYTES} {shlex.quote(where)}/server.log")
+            _, text = await run_framed(session.host, f"head -c {MAX_LOG_BYTES} {shlex.quote(where)}/server.log")
             logs.append(text)
         commands = []
         for where in reversed(dirs):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shlex
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -19,6 +20,7 @@ from specdash.bench.prompts import PromptSet, load_prompts
 from specdash.bench.store import RunMeta, Store
 from specdash.bench.sweep import LevelProgress, LevelResult, Sweep, SweepConfig, SweepResult
 from specdash.config import Config, HostConfig, ModeConfig
+from specdash.core.advisor import Report as AdviceReport
 from specdash.core.compare import CrossoverKind, compute_crossover
 from specdash.core.eta import estimate
 from specdash.core.events import (
@@ -33,6 +35,7 @@ from specdash.core.events import (
     TuneEntry,
 )
 from specdash.core.greedy import GreedyCheck, compare_outputs
+from specdash.core.levels import DEFAULT_LEVELS
 from specdash.core.models import Origin, Phase
 from specdash.core.resident import SwitchOutcome
 from specdash.core.server_state import RECORD_KINDS, sweep_plan
@@ -50,12 +53,14 @@ from specdash.server import adopt as adoption
 from specdash.server import resident
 from specdash.server.adopt import Adoptable
 from specdash.server.gpu import draft_architectures, gpu_inventory, poll_gpus
-from specdash.server.lifecycle import Lifecycle, RunRecord
+from specdash.server.lifecycle import Lifecycle, RunRecord, run_framed
 from specdash.server.probe_agent import HostRunner, loopback_url
 from specdash.server.resident import NotResident, Sleeper
 from specdash.server.session import Listener
 from specdash.server.watch import ServerWatch
 
+ADVISOR_LOG_BYTES = 16 * 1024 * 1024
+"""The startup advisor reads at most this much of a start's log: its head (a start's lines come first)."""
 READY_TIMEOUT_S = 3600.0
 """An A/B sweep waits this long at most for a restarted server to become ready."""
 CRASH_DRAIN_S = 10.0
@@ -113,6 +118,8 @@ class RemoteSession:
         self._plain_restart: asyncio.Task[None] | None = None
         self.accept_by_run: dict[str, float | None] = {}
         """A resident server's accept length at its last wake (by run id): its next sleep need not ask again."""
+        self._advice: dict[str, AdviceReport] = {}  # the advisor's report on each mode's last start here
+        self._advice_task: asyncio.Task[None] | None = None
         self.last_switch: SwitchOutcome | None = None
         """How the last `switch` went (resident or restart, with its timing and why)."""
         self._closed = asyncio.Event()
@@ -640,6 +647,40 @@ class RemoteSession:
         records = self.store.startups(host=self.label, mode=mode, limit=10, kind=RECORD_KINDS[Origin.LAUNCHED])
         return [dict(r.phases) for r in reversed(records) if r.outcome == "ready"]
 
+    async def advise(self, record: RunRecord) -> AdviceReport:
+        """The startup advisor's report on a run's log (`core.advisor`); `AdvisorError` for a log it refuses."""
+        from specdash.core.advisor import advise
+
+        _, log = await run_framed(self.host, f"head -c {ADVISOR_LOG_BYTES} {shlex.quote(record.log_path)}")
+        return advise(log.splitlines(), max(DEFAULT_LEVELS), record.engine)
+
+    async def _advise_start(self, record: RunRecord) -> None:
+        """After a start this session launched: the advisor's best piece of advice as a notice, and for advice
+        given at the mode's previous start and applied since, the measured saving beside the prediction."""
+        from specdash.core.advisor import AdvisorError, measured_saving
+
+        try:
+            report = await self.advise(record)
+        except (AdvisorError, SpecdashError, SSHError, OSError):
+            return  # advice is a bonus: a log it cannot read says nothing
+        before = self._advice.get(record.mode)
+        self._advice[record.mode] = report
+        for given in before.advice if before is not None else ():
+            token = given.flag.split()[0]
+            if token.startswith("--") and token in record.command:
+                saved = measured_saving(before, report, given) if before is not None else 0.0
+                self._emit(
+                    Notice(f"{record.mode}: {given.title}: saved {saved:.0f} s (predicted {given.saving_s:.0f} s)")
+                )
+        if report.advice:
+            best = report.advice[0]
+            self._emit(
+                Notice(
+                    f"startup advice for {record.mode}: {best.title}: save about {best.saving_s:.0f} s "
+                    f"({best.flag}; {best.caveat}). All of it: specdash advise {self.label} --mode {record.mode}"
+                )
+            )
+
     def _seen_ready(self, timeline: Timeline) -> None:
         """Record what was seen: a startup (phase durations, for the ETA) only when watched from launch."""
         watch, run = self._watch, self._record
@@ -647,6 +688,7 @@ class RemoteSession:
             return
         kind = RECORD_KINDS.get(watch.origin, "attach")
         if watch.origin is Origin.LAUNCHED:
+            self._advice_task = asyncio.create_task(self._advise_start(run), name=f"advise-{run.id}")
             phases = timeline.history_record()
             if phases is None:
                 return
