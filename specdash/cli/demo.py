@@ -90,7 +90,7 @@ async def _resident(time_scale: float, db: Path | None) -> int:
     settled = (Phase.READY, Phase.CRASHED, Phase.EXITED)
     rows: list[tuple[str, str, float, str]] = []
     async with demo_session(time_scale, db=db) as demo, running(demo.session) as session:
-        for target in ("baseline-resident", "eagle3-resident", "baseline-resident", "eagle3-resident"):
+        for target in ("r-baseline", "r-eagle3", "r-baseline", "r-eagle3"):
             began = time.monotonic()
             outcome = await session.switch(target)
             final = await session.wait_status(settled, timeout=900)

@@ -92,8 +92,8 @@ def demo_config(port: int, time_scale: float = TIME_SCALE) -> Config:
     ]
     # Resident modes: their servers sleep between switches instead of stopping (each on a port of its own).
     for name, args, text in (
-        ("baseline-resident", (), "no speculation; sleeps between switches (resident)"),
-        ("eagle3-resident", eagle, "EAGLE-3; sleeps between switches (resident)"),
+        ("r-baseline", (), "no speculation; sleeps between switches (resident)"),
+        ("r-eagle3", eagle, "EAGLE-3; sleeps between switches (resident)"),
     ):
         modes.append(replace(mode(name, args, text), port=free_port(), resident=True))  # launch adds the flags
     # The dashboard's Tune view (T) offers this one; `specdash tune demo --tune eagle3-demo` runs the same.

@@ -109,11 +109,11 @@ class ModeList(OptionList):
             (f"{index + 1} " if index < 9 else "  ", style("mode-list--dim")),
             ("◆ " if name in self.marked else "  ", style("mode-list--marked")),
             (name, style("mode-list--current")) if name == current else name,
-            (f"  {engine}", style("mode-list--dim")),
         ]
-        if resident:  # a resident mode's server: asleep (N GiB held), waking, verifying, awake
+        if resident:  # a resident mode's server, right after the name: asleep (N GiB held), waking, verifying
             busy = resident in ("waking", "verifying", "going to sleep")
-            parts.append((f"  {resident}", style("mode-list--marked" if busy else "mode-list--dim")))
+            parts.append((f" {resident}", style("mode-list--marked" if busy else "mode-list--dim")))
+        parts.append((f"  {engine}", style("mode-list--dim")))
         if marker := mode_marker(self.status, name):
             key = look(self.status).key
             component = {"crashed": "mode-list--crashed", "stopped": "mode-list--dim", "stopping": "mode-list--dim"}
