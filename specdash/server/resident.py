@@ -26,12 +26,13 @@ import httpx
 
 from specdash.bench.greedy import chosen_prompts, greedy_outputs, workload_key
 from specdash.bench.prompts import load_prompts
+from specdash.bench.server_view import level_view, parse_prometheus
 from specdash.config import ModeConfig
 from specdash.core.events import GpuSample
 from specdash.core.greedy import compare_outputs
 from specdash.core.resident import MemoryPlan, ServerNeed, check_accept, mean, plan_memory, released, weights_mib
 from specdash.engines.registry import get
-from specdash.engines.residency import HttpCall, Residency
+from specdash.engines.residency import HttpCall, Residency, is_speculative
 from specdash.engines.text import escape_controls
 from specdash.errors import SpecdashError
 from specdash.server.gpu import QUERY, parse_gpus
@@ -168,10 +169,27 @@ async def _greedy(session: RemoteSession, mode: ModeConfig, base: str) -> tuple[
     settings = session.sweep_defaults.settings_for(mode.engine)
     key, prompts = _workload(session, mode)
     accept: list[float] = []
+    residency = get(mode.engine).residency
+    speculative = residency is not None and is_speculative(residency, mode.args)
+    before = await _metrics(base) if speculative else None
     texts = await greedy_outputs(
         base, prompts, endpoint=settings.endpoint, output_len=VERIFY_TOKENS, model=settings.model, accept=accept
     )
-    return key, texts, mean(accept)
+    if accept or before is None:
+        return key, texts, mean(accept)
+    # No per-request figure (vLLM): the server's counters around the requests, as a sweep level reads them.
+    after = await _metrics(base)
+    return key, texts, level_view(before, after, (), 1.0, None, None).accept_length if after else None
+
+
+async def _metrics(base: str) -> dict[str, float] | None:
+    """The server's Prometheus counters, or None when it has no /metrics."""
+    try:
+        async with httpx.AsyncClient(base_url=base, timeout=10.0) as client:
+            resp = await client.get("/metrics")
+    except httpx.HTTPError:
+        return None
+    return parse_prometheus(resp.text) if resp.is_success else None
 
 
 async def sleep(session: RemoteSession, record: RunRecord, mode: ModeConfig) -> Sleeper:
