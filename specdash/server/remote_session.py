@@ -647,12 +647,13 @@ class RemoteSession:
         records = self.store.startups(host=self.label, mode=mode, limit=10, kind=RECORD_KINDS[Origin.LAUNCHED])
         return [dict(r.phases) for r in reversed(records) if r.outcome == "ready"]
 
-    async def advise(self, record: RunRecord) -> AdviceReport:
-        """The startup advisor's report on a run's log (`core.advisor`); `AdvisorError` for a log it refuses."""
+    async def advise(self, record: RunRecord, used_max: int = max(DEFAULT_LEVELS)) -> AdviceReport:
+        """The startup advisor's report on a run's log (`core.advisor`), for sweeps up to `used_max` concurrent
+        requests; `AdvisorError` for a log it refuses."""
         from specdash.core.advisor import advise
 
         _, log = await run_framed(self.host, f"head -c {ADVISOR_LOG_BYTES} {shlex.quote(record.log_path)}")
-        return advise(log.splitlines(), max(DEFAULT_LEVELS), record.engine)
+        return advise(log.splitlines(), used_max, record.engine)
 
     async def _advise_start(self, record: RunRecord) -> None:
         """After a start this session launched: the advisor's best piece of advice as a notice, and for advice
