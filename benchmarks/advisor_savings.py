@@ -18,6 +18,7 @@ from pathlib import Path
 from specdash.cli.demo_session import demo_session
 from specdash.core.advisor import measured_saving
 from specdash.core.models import Phase
+from specdash.errors import SpecdashError
 from specdash.server.remote_session import RemoteSession, running
 
 
@@ -52,11 +53,11 @@ async def main(time_scale: float, used: int) -> None:
                 row = await one(session, mode, used)
                 if row is not None:
                     rows.append((mode, *row))
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(SpecdashError):
                 await session.stop()
     print(f"\nsimulator (Kimi-K2.5 TP=8 preset) at --time-scale {time_scale:g}, sweeps up to C={used}")
     print(
-        "| mode | advice | start before (s) | predicted saving (s) | measured saving (s) | at scale 1: predicted / measured |"
+        "| mode | advice | start before (s) | predicted saving (s) | measured saving (s) | at scale 1: pred. / meas. |"
     )
     print("|---|---|--:|--:|--:|--:|")
     for mode, flag, predicted, measured, total in rows:
