@@ -107,3 +107,30 @@ def test_a_million_graph_sizes_are_refused() -> None:
 def test_a_log_without_timestamps_is_refused() -> None:
     with pytest.raises(AdvisorError, match="no line of this log has a timestamp"):
         advise(["Load weight end. type=X", "The server is fired up and ready to roll!"], 64, "sglang")
+
+
+def test_the_command_refuses_an_absurd_log_with_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from specdash.cli import main
+
+    log = lines(SGLANG)
+    log.insert(30, "[2025-12-20 09:00:00 TP0] Load weight end. type=X")
+    path = tmp_path / "server.log"
+    path.write_text("\n".join(log))
+    assert main(["advise", "--log", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"specdash: error: advise --log {path}: line 31: its timestamp is ")
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_the_command_prints_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from specdash.cli import main
+
+    assert main(["advise", "--log", str(SGLANG), "--max-concurrency", "4", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["engine"] == "sglang" and data["total_s"] == 95.0
+    assert data["advice"][0]["flag"] == "--cuda-graph-max-bs 4"
+    assert data["applied_since_previous_start"] == []
