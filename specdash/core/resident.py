@@ -135,8 +135,8 @@ _RANK = re.compile(r"\b(TP\d+|Worker_TP\d+|rank=?\d+)\b")
 
 
 def weights_mib(log: str) -> float | None:
-    """The weights' size over all ranks from a start's log (SGLang's `Load weight end ... mem usage=`, vLLM's
-    `Model loading took`), or None when the log does not say."""
+    """The weights' size over all ranks from a start's log (SGLang's `Load weight end ... mem usage=`, once for
+    the target and once for a draft model per rank; vLLM's `Model loading took`), or None when it does not say."""
     per_rank: dict[str, float] = {}
     for line in log.splitlines():
         m = _SGL_WEIGHTS.search(line) or _VLLM_WEIGHTS.search(line)
@@ -144,7 +144,8 @@ def weights_mib(log: str) -> float | None:
             continue
         rank = _RANK.search(line)
         gb = float(m.group(1))
-        per_rank[rank.group(1) if rank else "0"] = gb * 1024  # torch's GB are GiB
+        key = rank.group(1) if rank else "0"
+        per_rank[key] = per_rank.get(key, 0.0) + gb * 1024  # target and draft weights add up; torch's GB are GiB
     return sum(per_rank.values()) if per_rank else None
 
 

@@ -144,6 +144,10 @@ def test_weights_size_from_a_start_log_sums_the_ranks() -> None:
         "avail mem=60.1 GB, mem usage=72.43 GB.\n"
     )
     assert weights_mib(log) == pytest.approx(2 * 72.43 * 1024)
+    draft = (
+        "[2025-12-20 10:00:43 TP0] Load weight end. type=LlamaForCausalLMEagle3, avail mem=14 GB, mem usage=2.10 GB.\n"
+    )
+    assert weights_mib(log + draft) == pytest.approx((2 * 72.43 + 2.10) * 1024)  # the draft's weights count too
     assert weights_mib("nothing here") is None
 
 
