@@ -17,8 +17,8 @@ from pathlib import Path
 
 from specdash.cli.demo_session import demo_session
 from specdash.core.advisor import measured_saving
-from specdash.core.models import Phase
 from specdash.errors import SpecdashError
+from specdash.phases import Phase
 from specdash.server.remote_session import RemoteSession, running
 
 

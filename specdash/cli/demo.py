@@ -83,8 +83,8 @@ async def _resident(time_scale: float, db: Path | None) -> int:
     import time
 
     from specdash.cli.demo_session import demo_session
-    from specdash.core.models import Phase
     from specdash.core.resident import duration_text
+    from specdash.phases import Phase
     from specdash.server.remote_session import running
 
     settled = (Phase.READY, Phase.CRASHED, Phase.EXITED)

@@ -28,9 +28,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from specdash.core.models import Phase
 from specdash.core.timeline import replay_lines
 from specdash.engines.registry import UNKNOWN, detect_engine, make_rules
+from specdash.phases import Phase
 
 MAX_GRAPH_BS = 65_536
 """No engine captures a CUDA graph for more requests than this; a larger size is a damaged log."""

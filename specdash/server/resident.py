@@ -20,26 +20,43 @@ import shlex
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import httpx
 
 from specdash.bench.greedy import chosen_prompts, greedy_outputs, workload_key
 from specdash.bench.prompts import load_prompts
 from specdash.bench.server_view import level_view, parse_prometheus
-from specdash.config import ModeConfig
+from specdash.bench.store import Store
+from specdash.bench.sweep import SweepConfig
+from specdash.config import Config, HostConfig, ModeConfig
 from specdash.core.events import GpuSample
 from specdash.core.greedy import compare_outputs
 from specdash.core.resident import MemoryPlan, ServerNeed, check_accept, mean, plan_memory, released, weights_mib
 from specdash.engines.registry import get
 from specdash.engines.residency import HttpCall, Residency, is_speculative
-from specdash.engines.text import escape_controls
 from specdash.errors import SpecdashError
+from specdash.remote.ssh import SSHHost
+from specdash.safetext import escape_controls
 from specdash.server.gpu import QUERY, parse_gpus
-from specdash.server.lifecycle import RunRecord, run_framed, run_script
+from specdash.server.lifecycle import Lifecycle, RunRecord, run_framed, run_script
 
-if TYPE_CHECKING:
-    from specdash.server.remote_session import RemoteSession
+
+class ResidentSession(Protocol):
+    """What these functions use of the session (`server.remote_session.RemoteSession`, which calls them)."""
+
+    host: SSHHost
+    host_config: HostConfig
+    config: Config
+    lifecycle: Lifecycle
+    store: Store | None
+    sweep_defaults: SweepConfig
+    greedy_prompts: int
+    accept_by_run: dict[str, float | None]
+
+    @property
+    def label(self) -> str: ...
+
 
 SLEEP_TIMEOUT_S = 120.0
 """How long the sleep request may take (a level-1 sleep copies the weights to host RAM)."""
@@ -90,13 +107,13 @@ def _path(call: HttpCall, mode: ModeConfig) -> str:
     return call.path.replace("{level}", str(mode.sleep_level))
 
 
-async def read_gpus(session: RemoteSession) -> tuple[GpuSample, ...] | None:
+async def read_gpus(session: ResidentSession) -> tuple[GpuSample, ...] | None:
     """The host's GPUs from its `nvidia-smi`; None when it has none."""
     result = await session.host.run(f"command -v nvidia-smi >/dev/null 2>&1 && {QUERY}", timeout=15.0)
     return parse_gpus(result.stdout) if result.ok else None
 
 
-async def read_gpu_mib(session: RemoteSession) -> dict[int, float] | None:
+async def read_gpu_mib(session: ResidentSession) -> dict[int, float] | None:
     """Memory used per GPU from the host's `nvidia-smi`; None when it has none."""
     gpus = await read_gpus(session)
     return None if gpus is None else {g.index: g.mem_used_mib for g in gpus}
@@ -156,7 +173,7 @@ async def _wait_healthy(base: str, deadline: float) -> None:
 _UNKNOWN = object()
 
 
-def _workload(session: RemoteSession, mode: ModeConfig) -> tuple[str, list[str]]:
+def _workload(session: ResidentSession, mode: ModeConfig) -> tuple[str, list[str]]:
     """(workload key, prompts) of the wake check: the greedy check's prompts, `VERIFY_TOKENS` each."""
     settings = session.sweep_defaults.settings_for(mode.engine)
     n = session.greedy_prompts or session.config.bench.greedy_prompts or 8
@@ -164,7 +181,7 @@ def _workload(session: RemoteSession, mode: ModeConfig) -> tuple[str, list[str]]
     return workload_key(prompts, settings.endpoint, VERIFY_TOKENS, settings.model), prompts
 
 
-async def _greedy(session: RemoteSession, mode: ModeConfig, base: str) -> tuple[str, list[str], float | None]:
+async def _greedy(session: ResidentSession, mode: ModeConfig, base: str) -> tuple[str, list[str], float | None]:
     """(workload key, greedy outputs, mean accept length) of the mode's server at `base`."""
     settings = session.sweep_defaults.settings_for(mode.engine)
     key, prompts = _workload(session, mode)
@@ -192,7 +209,7 @@ async def _metrics(base: str) -> dict[str, float] | None:
     return parse_prometheus(resp.text) if resp.is_success else None
 
 
-async def sleep(session: RemoteSession, record: RunRecord, mode: ModeConfig) -> Sleeper:
+async def sleep(session: ResidentSession, record: RunRecord, mode: ModeConfig) -> Sleeper:
     """Put the live server of a resident mode to sleep and record it; `NotResident` says why it did not."""
     residency = _residency(mode)
     before = await read_gpu_mib(session)
@@ -271,7 +288,7 @@ def memory_share(mode: ModeConfig) -> float:
     return DEFAULT_MEMORY_SHARE.get(mode.engine, 0.9)
 
 
-async def plan(session: RemoteSession, mode: ModeConfig, asleep: list[Sleeper]) -> MemoryPlan:
+async def plan(session: ResidentSession, mode: ModeConfig, asleep: list[Sleeper]) -> MemoryPlan:
     """Whether `mode`'s server fits beside the sleeping ones: each GPU and the host's RAM, with the numbers
     (`core.resident.plan_memory`); what sleeps is what was measured after its sleep."""
     gpus = await read_gpus(session)
@@ -300,7 +317,7 @@ async def plan(session: RemoteSession, mode: ModeConfig, asleep: list[Sleeper]) 
     return plan_memory([new, *others], total, avail)
 
 
-async def sleepers(session: RemoteSession) -> list[Sleeper]:
+async def sleepers(session: ResidentSession) -> list[Sleeper]:
     """The sleeping servers on the host, alive, as recorded by `sleep`."""
     result = await run_script(session.host, "resident.sh", "list", state_dir=session.host_config.state_dir)
     if not result.ok:
@@ -340,7 +357,7 @@ def _number(value: object) -> float | None:
 
 
 async def wake(
-    session: RemoteSession, sleeper: Sleeper, mode: ModeConfig, on_state: Callable[[str], None]
+    session: ResidentSession, sleeper: Sleeper, mode: ModeConfig, on_state: Callable[[str], None]
 ) -> tuple[int, int, float | None]:
     """Wake a sleeping server and verify it: (identical, total, accept length); `NotResident` says why not."""
     residency = _residency(mode)
@@ -377,7 +394,7 @@ async def wake(
     return check.identical, check.total, accept
 
 
-async def mark_awake(session: RemoteSession, record: RunRecord) -> None:
+async def mark_awake(session: ResidentSession, record: RunRecord) -> None:
     """Make a woken server the host's current run again."""
     result = await run_script(session.host, "resident.sh", "awake", record.id, state_dir=session.host_config.state_dir)
     if not result.ok:

@@ -15,16 +15,17 @@ import pytest
 
 from specdash.bench.store import Store
 from specdash.config import HostConfig
-from specdash.core.models import Phase
 from specdash.core.resident import RELEASED_FLOOR_MIB
 from specdash.errors import SpecdashError
+from specdash.phases import Phase
+from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server import resident
 from specdash.server.remote_session import RemoteSession, running
 from specdash.sim.gpus import COUNT_ENV, DIR_ENV
 from tests.integration.conftest import target
 from tests.integration.remote_sim import SRC, remote_python, sim_config
-from tests.sshd import Sshd, free_port, make_dir
+from tests.sshd import Sshd, make_dir
 from tests.support.eventually import eventually
 
 READY = (Phase.READY, Phase.CRASHED, Phase.EXITED)
