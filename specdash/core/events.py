@@ -78,6 +78,9 @@ class ModeInfo:
     """`sglang` or `vllm`."""
     description: str = ""
     """One line."""
+    resident: str = ""
+    """A resident mode's server: `awake`, `asleep (0.6 GiB held)`, `waking`, `verifying`; `resident` when it has
+    none; empty for a mode that is not resident."""
 
 
 @dataclass(frozen=True)
