@@ -64,8 +64,9 @@ class Session(Protocol):
         """Stop, then start the same mode."""
         ...
 
-    async def switch(self, mode: str) -> None:
-        """Stop the live server (if any), then start `mode`."""
+    async def switch(self, mode: str) -> object:
+        """Make `mode` live: the live server stops (or sleeps, for a resident mode), then `mode` starts (or a
+        sleeping server of it wakes, verified). What it returns (how the switch went) is for the caller."""
         ...
 
     async def sweep(self, modes: Sequence[str], levels: Sequence[int]) -> Mapping[str, SweepResult]:

@@ -422,7 +422,11 @@ class DashboardScreen(Screen[None]):
         if mode is None or self._refused("switch"):
             return
         question = f"Stop {self._server_name()} and start {mode}?{self._sweep_clause()}"
-        self._confirm(question, "Switch", lambda: self._run(f"switch to {mode}", lambda: self.session.switch(mode)))
+
+        async def switch() -> None:
+            await self.session.switch(mode)  # how it went arrives as a notice
+
+        self._confirm(question, "Switch", lambda: self._run(f"switch to {mode}", switch))
 
     def show_tour(self, modes: list[str]) -> None:
         """Autoplay: highlight and mark the modes the tour compares, so the audience sees what runs."""
