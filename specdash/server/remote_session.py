@@ -174,9 +174,9 @@ class RemoteSession:
             self._tune_task = None
 
     def refusal(self, action: str) -> str | None:
-        """Why `action` (a viewer's: `start`, `stop`, `sweep`...) is refused now: a tune started by `tune()`
-        owns the server (`core.tune.tune_refusal`); None when it may run. The tune's own calls are never
-        refused (they run in its task)."""
+        """Why `action` (a viewer's: `start`, `stop`, `sweep`...) is refused now: a tune holding the claim
+        (`claim_for_tune`) owns the server (`core.tune.tune_refusal`); None when it may run. The tune's own
+        calls are never refused (they run in its task)."""
         if not self.tune_running():
             return None
         try:
