@@ -60,8 +60,12 @@ async def greedy_outputs(
                 }
             elif endpoint is Endpoint.CHAT:
                 path = "/v1/chat/completions"
-                body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": output_len,
-                        "temperature": 0}  # fmt: skip
+                body = {
+                    "model": model,
+                    "messages": [{"role": "user", "content": prompt}],
+                    "max_tokens": output_len,
+                    "temperature": 0,
+                }
             else:
                 path = "/v1/completions"
                 body = {"model": model, "prompt": prompt, "max_tokens": output_len, "temperature": 0}

@@ -11,7 +11,7 @@ import contextlib
 import shlex
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import replace
 
 from specdash.bench.greedy import chosen_prompts, greedy_outputs, workload_key
@@ -33,7 +33,6 @@ from specdash.core.events import (
     Notice,
     ServerStatus,
     SessionEvent,
-    TuneEntry,
 )
 from specdash.core.greedy import GreedyCheck, compare_outputs
 from specdash.core.levels import DEFAULT_LEVELS
@@ -153,20 +152,19 @@ class RemoteSession:
         per-setting modes: one per candidate would flood the list)."""
         self._hidden_modes.update(names)
 
-    def tune_entries(self) -> tuple[TuneEntry, ...]:
-        """The config's `[tune.NAME]` entries, each with its size or why it cannot run."""
-        from specdash.server.tune import tune_entries
-
-        return tune_entries(self.config, self.label)
-
     def tune_running(self) -> bool:
-        """True while a tune started by `tune()` runs."""
+        """True while a tune holds the claim (`claim_for_tune`)."""
         return self._tune_task is not None and not self._tune_task.done()
 
-    async def tune(self, name: str) -> None:
-        """Run the `[tune.NAME]` entry (resuming its journal), reporting `TuneProgress`; returns at its end."""
-        from specdash.server.tune import run_entry
+    @contextlib.contextmanager
+    def claim_for_tune(self, name: str) -> Iterator[None]:
+        """While in it, the current task (a tune, `specdash.tune`) owns the server: the viewers' actions are
+        refused with `core.tune.tune_refusal`'s sentence; the task's own calls are not. All the session knows
+        of a tune.
 
+        Raises:
+            SpecdashError: a tune or a sweep runs already.
+        """
         if self.tune_running():
             raise SpecdashError("a tune is already running")
         if self.sweep_running():
@@ -174,13 +172,9 @@ class RemoteSession:
         self._tune_task = asyncio.current_task()
         self._tune_name = name
         try:
-            result = await run_entry(self, name, self._emit)
+            yield
         finally:
             self._tune_task = None
-        if result.aborted:
-            self._emit(Notice(f"tune {name} stopped: {result.aborted}", "warning", bell=True))
-        else:
-            self._emit(Notice(f"tune {name} done", bell=True))
 
     def refusal(self, action: str) -> str | None:
         """Why `action` (a viewer's: `start`, `stop`, `sweep`...) is refused now: a tune started by `tune()`
@@ -199,12 +193,6 @@ class RemoteSession:
         why = self.refusal(action)
         if why is not None:
             raise SpecdashError(why)
-
-    async def cancel_tune(self) -> None:
-        """Stop the running tune; finished levels are kept in its journal."""
-        task = self._tune_task
-        if task is not None and not task.done():
-            task.cancel()
 
     async def run(self) -> None:
         relay = asyncio.create_task(self._relay_connection_events())
@@ -267,7 +255,22 @@ class RemoteSession:
         except SpecdashError:
             self._set_status(ServerStatus(Phase.STOPPED, origin=Origin.NONE))
             raise
+        except asyncio.CancelledError:
+            # A cancelled start leaves nothing running: the launch may have reached the host already.
+            await self._undo_launch(cfg.name)
+            raise
         self._watch_run(record, origin=Origin.LAUNCHED)
+
+    async def _undo_launch(self, mode: str) -> None:
+        """Stop the run of `mode` that a cancelled `start` may have launched (found by the host's record)."""
+        try:
+            record = await self.lifecycle.current()
+            if record is not None and record.alive and record.mode == mode:
+                report = await self.lifecycle.stop(record, self._grace(mode))
+                self._emit(Notice(f"start of {mode} cancelled: {report.summary()}", "warning"))
+        except (SpecdashError, SSHError) as exc:
+            self._emit(Notice(f"start of {mode} cancelled; it may still be starting: {exc}", "warning"))
+        self._set_status(ServerStatus(Phase.STOPPED, mode=mode, origin=Origin.NONE))
 
     async def stop(self) -> None:
         self._check_free("stop")
@@ -456,10 +459,14 @@ class RemoteSession:
         *,
         config: SweepConfig | None = None,
         prompts: PromptSet | None = None,
-    ) -> None:
-        """See `Session.sweep`; `config` and `prompts` override the session's defaults (headless CLI).
+        quiet: bool = False,
+    ) -> dict[str, SweepResult]:
+        """See `Session.sweep`; `config` and `prompts` override the session's defaults (headless CLI); `quiet`:
+        no notice that it measures or is done (a tune, measuring one level per call, says so itself).
 
-        Results per mode are kept in `self.results` (the store has every sample as it arrived).
+        Returns what it measured: the result per mode that finished its levels (also in `self.results`; the
+        store has every sample as it arrived). A crash raises `SpecdashError` (levels before it are in the
+        store and in the results of the call that measured them).
         """
         self._check_free("sweep" if len(modes) < 2 else "ab")
         if self.sweep_running():
@@ -484,7 +491,7 @@ class RemoteSession:
         self._publish_bench(running=True)
         try:
             for mode in modes:
-                await self._ensure_ready(mode)
+                await self._ensure_ready(mode, quiet=quiet)
                 await self._sweep_mode(mode, config, prompts)
                 result = self.results.get(mode)
                 if len(modes) > 1 and self.greedy_prompts and result is not None and result.aborted is None:
@@ -495,7 +502,9 @@ class RemoteSession:
         finally:
             self._sweep_task = None
             self._publish_bench(running=False)
-        self._emit(Notice(f"sweep done: {self._crossover_text() or 'see the table'}", bell=True))
+        if not quiet:
+            self._emit(Notice(f"sweep done: {self._crossover_text() or 'see the table'}", bell=True))
+        return dict(self.results)
 
     async def check_greedy(self, reference: str) -> None:
         """The greedy spot check on the live mode: fetch its outputs for `greedy_prompts` prompts at
@@ -588,8 +597,8 @@ class RemoteSession:
         when it has listed what the crash left in the process group."""
         task = self._watch_task
         if task is not None and not task.done():
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(task), timeout)
+            # `wait` never raises the watch's own end, and a cancel of the caller still reaches it.
+            await asyncio.wait({task}, timeout=timeout)
 
     async def cancel_sweep(self) -> None:
         self._check_free("cancel_sweep")
@@ -599,8 +608,9 @@ class RemoteSession:
         task = self._sweep_task
         if task is not None and not task.done() and task is not asyncio.current_task():
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, SpecdashError):
-                await task
+            # gather returns the task's end (its CancelledError included) but raises a cancel of the caller:
+            # suppressing CancelledError around `await task` would swallow that one too.
+            await asyncio.gather(task, return_exceptions=True)
 
     async def close(self) -> None:
         await self._cancel_sweep()
@@ -638,8 +648,9 @@ class RemoteSession:
         task, self._watch_task, self._watch = self._watch_task, None, None
         if task is not None and not task.done():
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            # Not `suppress(CancelledError)` around `await task`: that would swallow a cancel of the caller
+            # too (a cancelled tune's stop went on to start the next setting).
+            await asyncio.gather(task, return_exceptions=True)
 
     def _emit_watch(self, event: SessionEvent) -> None:
         if isinstance(event, ServerStatus):
@@ -703,12 +714,23 @@ class RemoteSession:
         else:
             self.store.add_startup(self.label, run.mode, {}, None, "ready", run.engine, kind)
 
-    async def _ensure_ready(self, mode: str) -> None:
+    async def _ensure_ready(self, mode: str, *, quiet: bool = False) -> None:
         # The same plan the A/B dialog told the user (`sweep_plan`): a live run of this mode is waited for,
         # never restarted (a restart throws a long load away); anything else is (re)started.
         step = sweep_plan(self._status, [mode])[0]
         if step.action != "measure":
             await self.switch(mode)
+        await self.wait_ready(mode)
+        if not quiet:
+            how = {"measure": "as it runs", "start": "started", "restart": "restarted"}[step.action]
+            self._emit(Notice(f"sweep: measuring {mode}, pid {self._status.pid} ({how})"))
+
+    async def wait_ready(self, mode: str) -> ServerStatus:
+        """Wait (at most `READY_TIMEOUT_S`) until the server started in `mode` is ready.
+
+        Raises:
+            SpecdashError: it crashed, exited or stopped before it was ready.
+        """
         async with asyncio.timeout(READY_TIMEOUT_S):
             while self._status.phase is not Phase.READY:
                 settled = self._watch is None or self._watch.done.is_set()
@@ -718,8 +740,7 @@ class RemoteSession:
                     reason = self._status.crash.reason if self._status.crash else self._status.phase.value
                     raise SpecdashError(f"{mode} did not become ready: {reason}")
                 await self._status_changed()
-        how = {"measure": "as it runs", "start": "started", "restart": "restarted"}[step.action]
-        self._emit(Notice(f"sweep: measuring {mode}, pid {self._status.pid} ({how})"))
+        return self._status
 
     # -- bench ------------------------------------------------------------------------------------------
 
