@@ -7,16 +7,8 @@ from importlib import resources
 from pathlib import Path
 
 from specdash import config, paths
+from specdash.engines.registry import names
 from specdash.errors import UsageError
-
-NAME = "config"
-HELP = "write an example config (init), print its path (path), or validate it (check)"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=["init", "path", "check"])
-    parser.add_argument("--config", type=Path, help="config file (default: $SPECDASH_CONFIG or the XDG path)")
-    parser.add_argument("--force", action="store_true", help="init: overwrite an existing file")
 
 
 def example_text() -> str:
@@ -38,7 +30,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not path.exists():
         raise UsageError(f"no config file at {path} (run 'specdash config init')")
-    from specdash.engines.registry import names
 
     cfg = config.load(path, engines=names())
     print(f"{path}: OK, {len(cfg.hosts)} host(s), {len(cfg.modes)} mode(s): {', '.join(cfg.modes)}")

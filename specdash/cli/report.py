@@ -8,37 +8,18 @@ network. `--png DIR` also writes each chart as a PNG.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from specdash.cli._slo import add_slo_argument, slo_from
+from specdash.bench.run_data import check_workloads, load_runs
+from specdash.bench.store import Store
+from specdash.cli._slo import slo_from
 from specdash.errors import SpecdashError
-
-NAME = "report"
-HELP = "write stored runs as one self-contained HTML report (verdict, tables, charts, provenance)"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare the report flags."""
-    parser.add_argument(
-        "runs", nargs="+", type=int, metavar="RUN", help="run ids, reference first (see 'specdash runs')"
-    )
-    parser.add_argument(
-        "-o", "--output", type=Path, default=Path("report.html"), help="HTML file (default %(default)s)"
-    )
-    parser.add_argument("--png", type=Path, metavar="DIR", help="also write each chart as DIR/NAME.png")
-    add_slo_argument(parser)
-    parser.add_argument("--tpot", choices=["p50", "p90"], default="p50", help="TPOT percentile of the Pareto x axis")
-    parser.add_argument("--force", action="store_true", help="report runs whose workloads differ (marked as such)")
-    parser.add_argument("--db", type=Path, help="store file (default: the data dir's specdash.db)")
+from specdash.report.charts import to_png
+from specdash.report.html import build_report
 
 
 def run(args: argparse.Namespace) -> int:
     """Write the report."""
     slo = slo_from(args.slo)
-    from specdash.bench.run_data import check_workloads, load_runs
-    from specdash.bench.store import Store
-    from specdash.report.charts import to_png
-    from specdash.report.html import build_report
 
     with Store(args.db) as store:
         runs = load_runs(store, args.runs, slo)
