@@ -15,7 +15,6 @@ import importlib
 import io
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 
 from specdash.cli.commands import build_parser
@@ -66,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except SpecdashError as exc:
         if args.debug:
-            traceback.print_exc()
+            _print_traceback(exc)
         print(f"specdash: error: {exc.message}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
@@ -83,16 +82,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         if message is None:
             return _internal(exc, args.debug)
         if args.debug:
-            traceback.print_exc()
+            _print_traceback(exc)
         print(f"specdash: error: {message}", file=sys.stderr)
         return EXIT_RUNTIME
     except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback unless --debug
         return _internal(exc, args.debug)
 
 
+def _print_traceback(exc: BaseException) -> None:
+    # The interpreter's own printer: the `traceback` module costs every command ~20 ms to import.
+    sys.__excepthook__(type(exc), exc, exc.__traceback__)
+
+
 def _internal(exc: BaseException, debug: bool) -> int:
     if debug:
-        traceback.print_exception(exc)
+        _print_traceback(exc)
     else:
         print(
             f"specdash: internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",

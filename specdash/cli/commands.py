@@ -14,16 +14,14 @@ import happens only when that subcommand is parsed.
 from __future__ import annotations
 
 import argparse
-import difflib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from specdash import __version__
 from specdash.cli import options as o
 from specdash.core.levels import DEFAULT_LEVELS, format_levels
-from specdash.errors import EXIT_USAGE
+from specdash.errors import EXIT_USAGE, did_you_mean
 from specdash.limits import (
     GRACE,
     MAX_GREEDY,
@@ -38,19 +36,12 @@ from specdash.limits import (
 )
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(NamedTuple):
     """One subcommand: its name, its help line and the function that declares its arguments."""
 
     name: str
     help: str
     declare: Callable[[argparse.ArgumentParser], None]
-
-
-def suggestion(word: str, known: Sequence[str]) -> str:
-    """`; did you mean 'bench'?` for a word close to one of `known`, else ``."""
-    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 class Parser(argparse.ArgumentParser):
@@ -64,7 +55,7 @@ class Parser(argparse.ArgumentParser):
             known = [str(c) for c in action.choices]
             shown = value if len(str(value)) <= 40 else f"{str(value)[:37]}..."
             raise argparse.ArgumentError(
-                action, f"invalid choice: {shown!r}{suggestion(str(value), known)} (choose from {', '.join(known)})"
+                action, f"invalid choice: {shown!r}{did_you_mean(str(value), known)} (choose from {', '.join(known)})"
             )
 
 

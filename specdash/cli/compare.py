@@ -14,8 +14,8 @@ from dataclasses import replace
 
 from specdash.bench.report import compare_table, level_table, pareto_table, repeats_table
 from specdash.bench.run_data import alarms, check_workloads, load_runs, runs_verdict, series_names
-from specdash.bench.store import Store
 from specdash.cli._slo import slo_from
+from specdash.cli._store import reader_store
 from specdash.core.compare import pool_runs
 
 
@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the comparison."""
 
     slo = slo_from(args.slo)
-    with Store(args.db, create=False) as store:
+    with reader_store(args) as store:
         runs = load_runs(store, args.runs, slo)
     forced = check_workloads(runs, args.force)
     for m in forced:

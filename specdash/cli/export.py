@@ -6,13 +6,13 @@ import argparse
 import sys
 
 from specdash.bench.export import export_csv, export_json
-from specdash.bench.store import Store
+from specdash.cli._store import reader_store
 
 
 def run(args: argparse.Namespace) -> int:
     """Write the export."""
 
-    with Store(args.db, create=False) as store:
+    with reader_store(args) as store:
         text = export_json(store, args.run) if args.json else export_csv(store, args.run, samples=args.samples)
     if args.output is not None:
         args.output.write_text(text, encoding="utf-8")

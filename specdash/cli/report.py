@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 
 from specdash.bench.run_data import check_workloads, load_runs
-from specdash.bench.store import Store
 from specdash.cli._slo import slo_from
+from specdash.cli._store import reader_store
 from specdash.errors import SpecdashError
 from specdash.report.charts import to_png
 from specdash.report.html import build_report
@@ -21,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
     """Write the report."""
     slo = slo_from(args.slo)
 
-    with Store(args.db) as store:
+    with reader_store(args) as store:
         runs = load_runs(store, args.runs, slo)
     forced = check_workloads(runs, args.force)
     report = build_report(runs, slo=slo, tpot_pct=args.tpot, forced=forced)
