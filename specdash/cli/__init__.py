@@ -39,7 +39,12 @@ def file_error(exc: OSError) -> str | None:
     path = os.fsdecode(exc.filename)
     reason = exc.strerror or type(exc).__name__
     if exc.filename2 is not None:
-        return f"{path} -> {os.fsdecode(exc.filename2)}: {reason}"
+        path = f"{path} -> {os.fsdecode(exc.filename2)}"
+    # A directory of ours that cannot be made is often a bad XDG variable: say which one it came from.
+    for name in ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"):
+        value = os.environ.get(name, "")
+        if value and (path == value or path.startswith(value.rstrip("/") + "/")):
+            return f"{path}: {reason} (from ${name}={value})"
     return f"{path}: {reason}"
 
 

@@ -14,6 +14,7 @@ import happens only when that subcommand is parsed.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -49,6 +50,19 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> Any:
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n(see '{self.prog} --help')\n")
+
+    def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
+        # A command line is bytes: what is not UTF-8 arrives as lone surrogates, which no store, JSON or terminal
+        # takes. Refused here, for every text argument at once; a local path (`type=Path`) may be any bytes.
+        if action.type not in o.PATH_TYPES and not isinstance(action, argparse._SubParsersAction):
+            try:
+                arg_string.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                byte = os.fsencode(arg_string[exc.start])[0]
+                raise argparse.ArgumentError(
+                    action, f"{ascii(arg_string)[:60]} is not UTF-8 text (byte 0x{byte:02x} at {exc.start})"
+                ) from None
+        return super()._get_value(action, arg_string)
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         if action.choices is not None and value not in action.choices:
@@ -342,7 +356,7 @@ def _export(p: argparse.ArgumentParser) -> None:
 def _replay(p: argparse.ArgumentParser) -> None:
     from specdash.engines.registry import names
 
-    p.add_argument("logfile", metavar="LOGFILE", help="a saved SGLang or vLLM server log")
+    p.add_argument("logfile", metavar="LOGFILE", type=Path, help="a saved SGLang or vLLM server log")
     o.add_json(p, "print the timeline as JSON")
     p.add_argument(
         "--engine",

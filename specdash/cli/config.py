@@ -7,6 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 from specdash import config, paths
+from specdash.cli._files import write_file
 from specdash.engines.registry import names
 from specdash.errors import UsageError
 
@@ -22,10 +23,12 @@ def run(args: argparse.Namespace) -> int:
         print(path)
         return 0
     if args.action == "init":
+        if path.is_dir():
+            raise UsageError(f"{path} is a directory (give the config file's name with --config)")
         if path.exists() and not args.force:
             raise UsageError(f"{path} already exists (use --force to overwrite it)")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(example_text(), encoding="utf-8")
+        write_file(path, example_text(), "the config")
         print(f"wrote {path}")
         return 0
     if not path.exists():

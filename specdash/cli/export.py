@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from specdash.bench.export import export_csv, export_json
+from specdash.cli._files import write_file
 from specdash.cli._store import reader_store
 
 
@@ -15,7 +16,7 @@ def run(args: argparse.Namespace) -> int:
     with reader_store(args) as store:
         text = export_json(store, args.run) if args.json else export_csv(store, args.run, samples=args.samples)
     if args.output is not None:
-        args.output.write_text(text, encoding="utf-8")
+        write_file(args.output, text, "the export")
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0

@@ -24,6 +24,14 @@ from specdash.limits import (
     int_option,
 )
 
+REQUESTS = int_option(1, MAX_REQUESTS)
+"""`--requests-per-level`."""
+OUTPUT_LEN = int_option(1, MAX_OUTPUT_LEN)
+"""`--output-len`."""
+REPEATS = int_option(1, MAX_REPEATS)
+"""`--repeats`."""
+CONCURRENCY = int_option(1, MAX_LEVEL)
+"""`--max-concurrency`."""
 ENDPOINTS = ("generate", "chat", "completions")
 """What the probe can request (`specdash.bench.sse.Endpoint`'s values)."""
 SLO_HELP = "judge levels against an SLO, e.g. ttft_p90=500ms,tpot_p90=50ms (attainment, goodput, largest C)"
@@ -121,13 +129,13 @@ def add_levels(parser: argparse.ArgumentParser, *, default: str | None, help: st
 def add_amount(parser: argparse.ArgumentParser, *, duration_help: str, requests_help: str) -> None:
     """`--duration SECONDS` or `--requests-per-level N` (one or the other)."""
     amount = parser.add_mutually_exclusive_group()
-    amount.add_argument("--requests-per-level", type=int_option(1, MAX_REQUESTS), help=requests_help)
+    amount.add_argument("--requests-per-level", type=REQUESTS, help=requests_help)
     amount.add_argument("--duration", type=SECONDS, help=duration_help)
 
 
 def add_output_len(parser: argparse.ArgumentParser, *, default: int | None, help: str) -> None:  # noqa: A002
     """`--output-len N`: tokens per response."""
-    parser.add_argument("--output-len", type=int_option(1, MAX_OUTPUT_LEN), default=default, help=help)
+    parser.add_argument("--output-len", type=OUTPUT_LEN, default=default, help=help)
 
 
 def add_prompts(parser: argparse.ArgumentParser) -> None:
@@ -142,7 +150,7 @@ def add_endpoint(parser: argparse.ArgumentParser, help: str) -> None:  # noqa: A
 
 def add_repeats(parser: argparse.ArgumentParser, *, default: int | None, help: str) -> None:  # noqa: A002
     """`--repeats N`, 1 to `MAX_REPEATS`."""
-    parser.add_argument("--repeats", type=int_option(1, MAX_REPEATS), default=default, help=help)
+    parser.add_argument("--repeats", type=REPEATS, default=default, help=help)
 
 
 def add_time_scale(parser: argparse.ArgumentParser, help: str) -> None:  # noqa: A002 - argparse's word
@@ -152,7 +160,7 @@ def add_time_scale(parser: argparse.ArgumentParser, help: str) -> None:  # noqa:
 
 def add_max_concurrency(parser: argparse.ArgumentParser) -> None:
     """`--max-concurrency C`: drop levels above C."""
-    parser.add_argument("--max-concurrency", type=int_option(1, MAX_LEVEL), help="drop levels above this")
+    parser.add_argument("--max-concurrency", type=CONCURRENCY, help="drop levels above this")
 
 
 def add_slo(parser: argparse.ArgumentParser) -> None:
@@ -181,5 +189,7 @@ def add_screenshot_dir(parser: argparse.ArgumentParser) -> None:
     )
 
 
+PATH_TYPES: tuple[object, ...] = (Path, output_file, output_dir)
+"""Argument types that are local paths: any bytes are allowed there (every other argument must be UTF-8)."""
 LEVELS_HELP = f"{LEVELS_GRAMMAR}; 1 to {MAX_LEVEL}"
 """The grammar and range of `--levels`, for help texts."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from specdash.bench.run_data import check_workloads, load_runs
+from specdash.cli._files import write_file
 from specdash.cli._slo import slo_from
 from specdash.cli._store import reader_store
 from specdash.errors import SpecdashError
@@ -25,16 +26,16 @@ def run(args: argparse.Namespace) -> int:
         runs = load_runs(store, args.runs, slo)
     forced = check_workloads(runs, args.force)
     report = build_report(runs, slo=slo, tpot_pct=args.tpot, forced=forced)
-    try:
-        args.output.write_text(report.html, encoding="utf-8")
-        written = [str(args.output)]
-        if args.png is not None:
+    write_file(args.output, report.html, "the report")
+    written = [str(args.output)]
+    if args.png is not None:
+        try:
             args.png.mkdir(parents=True, exist_ok=True)
-            for name, fig in report.figures.items():
-                path = args.png / f"{name}.png"
-                path.write_bytes(to_png(fig))
-                written.append(str(path))
-    except OSError as exc:
-        raise SpecdashError(f"cannot write the report: {exc}") from None
+        except OSError as exc:
+            raise SpecdashError(f"cannot make the --png directory {args.png}: {exc.strerror or exc}") from None
+        for name, fig in report.figures.items():
+            path = args.png / f"{name}.png"
+            write_file(path, to_png(fig), "a chart")
+            written.append(str(path))
     print("wrote " + ", ".join(written))
     return 0
