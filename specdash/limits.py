@@ -135,6 +135,8 @@ def read_regular_file(path: Path, limit: int, what: str) -> bytes:
 
 
 def _number(text: str) -> float:
+    if not text.isascii():  # float() reads other scripts' digits ("１２"); a typo there is not a number we mean
+        raise argparse.ArgumentTypeError(f"expected a number, got {_shown(text)}")
     try:
         value = float(text)
     except ValueError:
