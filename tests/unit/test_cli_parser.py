@@ -103,8 +103,10 @@ def test_every_numeric_option_refuses_absurd_values_with_a_usage_error(value: st
     ]
     assert len(numeric) >= 25
     for cmd, action in numeric:
+        parse = action.type
+        assert callable(parse)
         with pytest.raises(argparse.ArgumentTypeError):
-            action.type(value)  # type: ignore[misc]
+            parse(value)
             pytest.fail(f"{cmd} {action.option_strings} took {value[:20]!r}")
 
 
