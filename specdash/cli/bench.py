@@ -28,6 +28,7 @@ from specdash.bench.sweep import LevelProgress, LevelResult, SweepConfig, run_sw
 from specdash.cli._host import connected, host_config, load_config
 from specdash.cli._live import StatusPrinter
 from specdash.cli._slo import slo_from
+from specdash.cli._terminal import LiveLine, table_width
 from specdash.core.compare import compute_crossover, pool_runs
 from specdash.core.events import BenchTick, BenchUpdate
 from specdash.core.greedy import compare_outputs
@@ -111,19 +112,20 @@ def run(args: argparse.Namespace) -> int:
         ),
     )
     config.effective_levels()
-    live = sys.stderr if args.json else sys.stdout
+    # One updating line per level on a terminal, plain lines in a pipe; with --json, on stderr.
+    live = LiveLine(sys.stderr if args.json else sys.stdout)
 
     def on_progress(p: LevelProgress) -> None:
-        print(progress_line(p.mode, p.concurrency, p.phase, p.t, p.tok_s, p.done, p.total, p.failed, p.inflight),
-              file=live, flush=True)  # fmt: skip
+        live.update(progress_line(p.mode, p.concurrency, p.phase, p.t, p.tok_s, p.done, p.total, p.failed,
+                                  p.inflight))  # fmt: skip
 
     def on_level_done(r: LevelResult) -> None:
         s = r.stats
-        print(f"[{r.mode} C={r.concurrency}] {r.status}: {s.output_tok_s:.1f} tok/s steady, "
-              f"{s.completed} ok, {s.failed} failed", file=live, flush=True)  # fmt: skip
+        live.line(f"[{r.mode} C={r.concurrency}] {r.status}: {s.output_tok_s:.1f} tok/s steady, "
+                  f"{s.completed} ok, {s.failed} failed")  # fmt: skip
 
     def on_warning(text: str) -> None:
-        print(f"warning: {text}", file=live, flush=True)
+        live.line(f"warning: {text}")
 
     install_uvloop()
     if args.host:
@@ -166,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         print()
         endpoint = args.endpoint or "the engine's endpoint"
         print(f"run {result.run_id} ({args.mode}, {prompts.name} prompts, {endpoint}, {args.output_len} tokens)")
-        print(level_table(levels_json))
+        print(level_table(levels_json, width=table_width()))
         print(sweep_verdict({args.mode: result}, slo))
         if result.aborted:
             print(f"sweep stopped: {result.aborted}")
@@ -197,19 +199,18 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
 
     def listen(event: object) -> None:
         if isinstance(event, BenchTick):
-            return  # live lines come from the sweep's own progress callback below
+            printer.live.update(progress_line(event.mode, event.concurrency, event.phase, event.t, event.tok_s,
+                                              event.done, event.total, event.failed, event.inflight))  # fmt: skip
+            return
         if isinstance(event, BenchUpdate):
             for row in event.rows:
                 if row.status == "paused":
-                    print(
-                        f"[{row.mode} C={row.concurrency}] paused: {row.warning}",
-                        file=sys.stderr if args.json else sys.stdout,
-                        flush=True,
-                    )
+                    printer.live.line(f"[{row.mode} C={row.concurrency}] paused: {row.warning}")
                 if row.status in ("done", "failed") and (row.mode, row.concurrency) not in done:
                     done.add((row.mode, row.concurrency))
-                    line = f"[{row.mode} C={row.concurrency}] {row.status}: {row.tok_s or 0:.1f} tok/s steady"
-                    print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
+                    printer.live.line(
+                        f"[{row.mode} C={row.concurrency}] {row.status}: {row.tok_s or 0:.1f} tok/s steady"
+                    )
             return
         printer(event)  # type: ignore[arg-type]
 
@@ -258,7 +259,8 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
         reference = curves[modes[0]] if len(results) >= 2 and modes[0] in curves else None
         for mode, r in results.items():
             print(f"\nrun {r.run_id} ({mode} on {args.host}; {probe_line(r.probe)})")
-            print(level_table([lv.to_json() for lv in r.levels], None if mode == modes[0] else reference))
+            rows = [lv.to_json() for lv in r.levels]
+            print(level_table(rows, None if mode == modes[0] else reference, width=table_width()))
         print()
         print(sweep_verdict({m: results[m] for m in modes if m in results}, config.slo))
         if greedy is not None:

@@ -16,6 +16,7 @@ from specdash.bench.report import compare_table, level_table, pareto_table, repe
 from specdash.bench.run_data import alarms, check_workloads, load_runs, runs_verdict, series_names
 from specdash.cli._slo import slo_from
 from specdash.cli._store import reader_store
+from specdash.cli._terminal import table_width
 from specdash.core.compare import pool_runs
 
 
@@ -53,5 +54,5 @@ def run(args: argparse.Namespace) -> int:
                  "server": dict(lv.server), "slo": lv.slo.to_json() if lv.slo else None}
                 for lv in r.levels
             ]  # fmt: skip
-            print(level_table(rows, None if r is runs[0] else runs[0].curve()))
+            print(level_table(rows, None if r is runs[0] else runs[0].curve(), width=table_width()))
     return 0
