@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from specdash import __version__
-from specdash.engines.text import escape_controls
+from specdash.safetext import escape_controls
 
 if TYPE_CHECKING:  # annotations only: reading stored runs (`specdash runs`) needs no probe, nor asyncio
     from specdash.bench.probe import ProbeSettings

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specdash import config as config_mod
-from specdash.bench.levels import SweepConfig
 from specdash.bench.store import Store
+from specdash.bench.sweep_data import SweepConfig
 from specdash.cli._slo import slo_from
 from specdash.config import Config, HostConfig
 from specdash.engines.registry import names

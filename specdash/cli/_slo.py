@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from specdash.core.slo import Slo, SloError, parse_slo
 from specdash.errors import UsageError
+from specdash.slo import Slo, SloError, parse_slo
 
 
 def slo_from(text: str | None, where: str = "--slo") -> Slo | None:

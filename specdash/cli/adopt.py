@@ -13,10 +13,8 @@ import asyncio
 
 from specdash.cli._host import connected, host_config, load_config
 from specdash.cli._live import StatusPrinter
-from specdash.core.models import Phase
 from specdash.errors import SpecdashError, UsageError
-
-SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
+from specdash.phases import SETTLED, Phase
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,14 +17,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from specdash.bench.greedy import greedy_outputs
-from specdash.bench.levels import url_origin, validate_url
 from specdash.bench.listener import server_command
 from specdash.bench.probe import ProbeSettings, install_uvloop
 from specdash.bench.prompts import load_prompts
-from specdash.bench.report import level_table, progress_line, repeats_table, sweep_verdict
 from specdash.bench.sse import Endpoint
 from specdash.bench.store import RunMeta, Store
-from specdash.bench.sweep import LevelProgress, LevelResult, SweepConfig, run_sweep
+from specdash.bench.sweep import LevelResult, SweepConfig, run_sweep
+from specdash.bench.sweep_data import url_origin, validate_url
+from specdash.bench.text_tables import level_table, progress_line, repeats_table, sweep_verdict
 from specdash.cli._host import connected, host_config, load_config
 from specdash.cli._live import StatusPrinter
 from specdash.cli._slo import slo_from
@@ -33,12 +33,12 @@ from specdash.core.compare import compute_crossover, pool_runs
 from specdash.core.events import BenchTick, BenchUpdate
 from specdash.core.greedy import compare_outputs
 from specdash.core.levels import parse_levels
-from specdash.core.models import Phase
 from specdash.errors import SpecdashError, UsageError
+from specdash.phases import Phase
 
 if TYPE_CHECKING:
-    from specdash.bench.levels import SweepResult
     from specdash.bench.probe import ProbeSettings
+    from specdash.bench.sweep_data import SweepResult
     from specdash.core.greedy import GreedyCheck
     from specdash.server.remote_session import RemoteSession
 
@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     # One updating line per level on a terminal, plain lines in a pipe; with --json, on stderr.
     live = LiveLine(sys.stderr if args.json else sys.stdout)
 
-    def on_progress(p: LevelProgress) -> None:
+    def on_progress(p: BenchTick) -> None:
         live.update(progress_line(p.mode, p.concurrency, p.phase, p.t, p.tok_s, p.done, p.total, p.failed,
                                   p.inflight))  # fmt: skip
 

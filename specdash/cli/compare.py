@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from specdash.bench.report import compare_table, level_table, pareto_table, repeats_table
 from specdash.bench.run_data import alarms, check_workloads, load_runs, runs_verdict, series_names
+from specdash.bench.text_tables import compare_table, level_table, pareto_table, repeats_table
 from specdash.cli._slo import slo_from
 from specdash.cli._store import reader_store
 from specdash.cli._terminal import table_width

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import sys
 import tempfile
 from collections.abc import AsyncIterator
@@ -26,6 +25,7 @@ from specdash.bench.store import Store, demo_path
 from specdash.bench.sweep import SweepConfig
 from specdash.config import Config, HostConfig, ModeConfig, TuneConfig
 from specdash.errors import SpecdashError
+from specdash.ports import free_port
 from specdash.remote.embedded import EmbeddedSSHServer
 from specdash.remote.options import SSHOptions
 from specdash.remote.ssh import SSHHost
@@ -112,13 +112,6 @@ def gpu_host_env(base: Path) -> dict[str, str]:
     install(bin_dir)
     path = os.environ.get("PATH", "/usr/bin:/bin")
     return {"PATH": f"{bin_dir}:{path}", DIR_ENV: str(base / "gpus"), COUNT_ENV: "8"}
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now (the simulator binds it shortly after)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass

@@ -10,9 +10,9 @@ import sys
 from specdash.cli._host import current_run
 from specdash.config import Config
 from specdash.core.events import ServerStatus
-from specdash.core.models import Origin, Phase
-from specdash.core.server_state import stop_question
+from specdash.core.status_text import stop_question
 from specdash.errors import SpecdashError, UsageError
+from specdash.phases import Origin, Phase
 from specdash.server.lifecycle import RunRecord
 from specdash.server.probe_agent import loopback_url, stop_agents
 

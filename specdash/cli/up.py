@@ -8,10 +8,8 @@ import sys
 
 from specdash.cli._host import connected, host_config, load_config
 from specdash.cli._live import StatusPrinter
-from specdash.core.models import Phase
-from specdash.core.server_state import leftovers_text
-
-SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
+from specdash.core.status_text import leftovers_text
+from specdash.phases import SETTLED, Phase
 
 
 def run(args: argparse.Namespace) -> int:
