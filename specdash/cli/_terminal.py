@@ -8,9 +8,10 @@ import sys
 from typing import TextIO
 
 
-def table_width(out: TextIO = sys.stdout) -> int | None:
+def table_width(out: TextIO | None = None) -> int | None:
     """The width a table printed to `out` must fit: `$COLUMNS` when set, else the terminal's; None (every
     column) when `out` is a pipe or a file, where scripts read it."""
+    out = out or sys.stdout  # at call time: a test or a caller may have replaced it since import
     columns = os.environ.get("COLUMNS", "")
     if columns.isdigit() and int(columns) > 0:
         return int(columns)

@@ -20,8 +20,6 @@ from specdash.errors import UsageError
 def run(args: argparse.Namespace) -> int:
     """Print the list."""
 
-    if args.limit < 1:
-        raise UsageError("--limit must be at least 1")
     if args.since is not None:
         try:
             dt.date.fromisoformat(args.since)
