@@ -2,8 +2,10 @@
 
 With HOST, the sweep goes over SSH: each mode in turn is started (or switched to, restarting the server
 through the lifecycle layer) and measured through a port forward; with two or more modes it ends with
-the crossover. With `--url` it measures a server that is already reachable. Either way it prints a live
-line per second and a final table, and every request is written to the local store as it finishes.
+the crossover. With `--url` it measures a server that is already reachable. Either way it shows each level's
+progress (one updating line per level on a terminal, a plain line per second in a pipe) and a final table
+that fits the terminal (`$COLUMNS`; every column in a pipe), and every request is written to the local store
+as it finishes.
 """
 
 from __future__ import annotations
