@@ -67,6 +67,16 @@ def cases(base: Path) -> list[tuple[str, tuple[str, ...], dict[str, str], int, t
         ("sim-tp-400", ("sim", "--model-path", "/m", "--tp", BIG), {}, 2, ("--tp",)),
         ("sim-port-70000", ("sim", "--model-path", "/m", "--port", "70000"), {}, 2, ("--port", "65535")),
         ("sim-seed-5000", ("sim", "--model-path", "/m", "--sim-seed", HUGE), {}, 2, ("--sim-seed",)),
+        # the values tune used to accept that bench refused (issue 29 point 7), and the simulator's bounds
+        ("tune-duration-nan", ("tune", "demo", "--duration", "nan"), {}, 2, ("--duration", "finite")),
+        ("tune-requests-1e20", ("tune", "demo", "--requests-per-level", "1" + "0" * 20), {}, 2, ("--requests",)),
+        ("tune-output-len-1e20", ("tune", "demo", "--output-len", "1" + "0" * 20), {}, 2, ("--output-len",)),
+        ("tune-precision-inf", ("tune", "demo", "--precision", "inf"), {}, 2, ("--precision", "finite")),
+        ("tune-hold-zero", ("tune", "demo", "--hold", "0"), {}, 2, ("--hold", "more than 0")),
+        ("sim-tp-zero", ("sim", "--model-path", "/m", "--tp", "0"), {}, 2, ("--tp", "between 1 and")),
+        ("sim-time-scale-nan", ("sim", "--model-path", "/m", "--sim-time-scale", "nan"), {}, 2, ("--sim-time-scale",)),
+        ("adopt-port-zero", ("adopt", "127.0.0.1:1", "--port", "0"), {}, 2, ("--port", "between 1 and 65535")),
+        ("demo-time-scale-negative", ("demo", "--time-scale", "-1"), {}, 2, ("--time-scale",)),
         # run ids at SQLite's largest rowid and beyond
         ("export-id-2^63", ("export", str(2**63), "--csv", *store), {}, 2, ("RUN", str(2**63))),
         ("export-id-400", ("export", BIG, "--json", *store), {}, 2, ("RUN",)),
