@@ -15,7 +15,7 @@ from specdash.bench.store import Store
 from specdash.bench.sweep_data import SweepConfig
 from specdash.cli._slo import slo_from
 from specdash.config import Config, HostConfig
-from specdash.engines.registry import names
+from specdash.engines.registry import names, resident_refusal
 from specdash.errors import UsageError
 from specdash.remote.options import SSHOptions
 from specdash.remote.ssh import SSHHost
@@ -32,7 +32,7 @@ def load_config(args: argparse.Namespace) -> Config:
     if args.config is not None and not args.config.exists():
         raise UsageError(f"--config {args.config}: no such file")
 
-    return config_mod.load(args.config, engines=names())
+    return config_mod.load(args.config, engines=names(), residency=resident_refusal)
 
 
 def host_config(args: argparse.Namespace, cfg: Config) -> HostConfig:

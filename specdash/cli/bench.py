@@ -118,8 +118,7 @@ def run(args: argparse.Namespace) -> int:
     live = LiveLine(sys.stderr if args.json else sys.stdout)
 
     def on_progress(p: BenchTick) -> None:
-        live.update(progress_line(p.mode, p.concurrency, p.phase, p.t, p.tok_s, p.done, p.total, p.failed,
-                                  p.inflight))  # fmt: skip
+        live.update(progress_line(p))
 
     def on_level_done(r: LevelResult) -> None:
         s = r.stats
@@ -201,8 +200,7 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
 
     def listen(event: object) -> None:
         if isinstance(event, BenchTick):
-            printer.live.update(progress_line(event.mode, event.concurrency, event.phase, event.t, event.tok_s,
-                                              event.done, event.total, event.failed, event.inflight))  # fmt: skip
+            printer.live.update(progress_line(event))
             return
         if isinstance(event, BenchUpdate):
             for row in event.rows:

@@ -133,6 +133,11 @@ def _demo(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="a one-minute tour for presenters: baseline, sweep, EAGLE-3, sweep, crossover (any key stops it)",
     )
+    p.add_argument(
+        "--resident",
+        action="store_true",
+        help="headless: switch between two resident modes (sleep, wake, verify) beside a restart, and print the times",
+    )
     o.add_screenshot_dir(p)
     o.add_store(p, demo=False, default="the demo's own, data dir's demo.db; see 'specdash runs --demo'")
 
@@ -158,7 +163,9 @@ def _down(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--grace", type=GRACE, help="seconds between SIGTERM and SIGKILL, 0 to 3600 (default: the mode's stop_timeout)"
     )
-    p.add_argument("--yes", action="store_true", help="stop an adopted server without asking (it names it)")
+    p.add_argument(
+        "--yes", action="store_true", help="stop an adopted server or sleeping ones without asking (it names them)"
+    )
 
 
 def _status(p: argparse.ArgumentParser) -> None:
@@ -178,6 +185,21 @@ def _switch(p: argparse.ArgumentParser) -> None:
     o.add_host_arguments(p)
     p.add_argument("mode", metavar="MODE", help="a mode from the config")
     o.add_wait(p)
+    p.add_argument("--restart", action="store_true", help="restart MODE even if a server of it sleeps")
+
+
+def _advise(p: argparse.ArgumentParser) -> None:
+    o.add_host_arguments(p, optional=True)
+    p.add_argument("--mode", "-m", help="the mode whose last start on HOST is read")
+    p.add_argument("--log", type=Path, help="a saved server log instead of a host's (HOST not needed)")
+    p.add_argument(
+        "--max-concurrency",
+        type=o.CONCURRENCY,
+        metavar="N",
+        help="the largest concurrency the sweeps and the policy use (default: the largest default level, 100)",
+    )
+    p.add_argument("--engine", choices=("auto", "sglang", "vllm"), default="auto", help="default: detected")
+    o.add_json(p, "machine-readable output")
 
 
 def _bench(p: argparse.ArgumentParser) -> None:
@@ -407,6 +429,11 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "switch", "stop the running server (if any) and start another mode; run history stays on the host", _switch
+    ),
+    Command(
+        "advise",
+        "startup advisor: where a start's time goes and what would cut it, with evidence and predicted savings",
+        _advise,
     ),
     Command("bench", "sweep concurrency levels against a server and measure tok/s, TTFT, TPOT, ITL", _bench),
     Command(

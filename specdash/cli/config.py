@@ -8,7 +8,7 @@ from pathlib import Path
 
 from specdash import config, paths
 from specdash.cli._files import write_file
-from specdash.engines.registry import names
+from specdash.engines.registry import names, resident_refusal
 from specdash.errors import UsageError
 
 
@@ -33,7 +33,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not path.exists():
         raise UsageError(f"no config file at {path} (run 'specdash config init')")
-
-    cfg = config.load(path, engines=names())
+    cfg = config.load(path, engines=names(), residency=resident_refusal)
     print(f"{path}: OK, {len(cfg.hosts)} host(s), {len(cfg.modes)} mode(s): {', '.join(cfg.modes)}")
     return 0

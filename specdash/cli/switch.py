@@ -1,4 +1,6 @@
-"""`specdash switch HOST MODE [--wait]`: stop the live server (if any), then start MODE."""
+"""`specdash switch HOST MODE [--wait] [--restart]`: make MODE live. The live server stops, or sleeps when its
+mode is resident; a sleeping server of MODE is woken and verified (greedy outputs, accept length) instead of
+restarted, and any failure of that falls back to a restart, said in one line with the evidence."""
 
 from __future__ import annotations
 

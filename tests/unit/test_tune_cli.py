@@ -97,10 +97,9 @@ def test_the_probe_endpoint_follows_the_engine() -> None:
 def test_the_dashboard_and_the_cli_build_the_same_plan_from_a_tune_table() -> None:
     """One plan builder: a tune started in the dashboard is the one `specdash tune HOST --tune NAME --resume`
     continues (same journal name and header); an entry that cannot run says why."""
-
     from specdash.cli.commands import build_parser
     from specdash.cli.tune import _check_tune, make_plan
-    from specdash.server.tune import plan_for_entry, tune_entries
+    from specdash.tune.plan import plan_for_entry, tune_entries
 
     cfg = parse(
         MODES + '[tune.night]\nmode = "eagle3"\nspace = "steps=1,3 topk=1,4 draft=4"\nlevels = "1,4"\n'
