@@ -8,15 +8,13 @@ import shlex
 import sys
 
 from specdash.cli._host import current_run
-from specdash.errors import SpecdashError, UsageError
+from specdash.errors import SpecdashError
 from specdash.safetext import escape_controls
 from specdash.server.lifecycle import run_framed
 from specdash.server.logfollow import LogFollower
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.lines < 0:
-        raise UsageError(f"-n must be 0 or more, not {args.lines}")
     try:
         return asyncio.run(_logs(args))
     except BrokenPipeError:  # `specdash logs h | head`
