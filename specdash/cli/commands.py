@@ -428,7 +428,10 @@ COMMANDS: tuple[Command, ...] = (
         "logs", "print the current run's server log; -f follows it (across reconnects, no line lost or repeated)", _logs
     ),
     Command(
-        "switch", "stop the running server (if any) and start another mode; run history stays on the host", _switch
+        "switch",
+        "make another mode live: the running server stops (or sleeps, if resident) and the mode starts "
+        "(or wakes, verified, if it sleeps); run history stays on the host",
+        _switch,
     ),
     Command(
         "advise",
