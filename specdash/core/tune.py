@@ -520,8 +520,13 @@ class VerifyLevel:
 
     def to_json(self) -> dict[str, object]:
         """Plain data."""
-        return {"c": self.concurrency, "tok_s": self.tok_s, "reference": self.reference, "spread": self.spread,
-                "ok": self.ok}  # fmt: skip
+        return {
+            "c": self.concurrency,
+            "tok_s": self.tok_s,
+            "reference": self.reference,
+            "spread": self.spread,
+            "ok": self.ok,
+        }
 
 
 def verify_levels(
