@@ -47,18 +47,22 @@ T0 = time.monotonic() - (time.time() - CALL_START)
 
 MODES: dict[str, list[str]] = {
     "baseline": [],
-    "ngram": ["--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 4,
-                                                  "prompt_lookup_max": 4, "prompt_lookup_min": 2})],
+    "ngram": [
+        "--speculative-config",
+        json.dumps({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}),
+    ],
     "eagle3": ["--speculative-config", "EAGLE3"],  # filled in by _mode_args (the draft's path is on the machine)
-}  # fmt: skip
+}
 CRASHES: dict[str, list[str]] = {
     # argument validation: refused by pydantic before any GPU work
     "bad_max_model_len": ["--max-model-len", "-5"],
-    "ngram_min_above_max": ["--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 4,
-                                                                "prompt_lookup_min": 5, "prompt_lookup_max": 2})],
+    "ngram_min_above_max": [
+        "--speculative-config",
+        json.dumps({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 5, "prompt_lookup_max": 2}),
+    ],
     # KV allocation: the weights fit, the cache does not
     "kv_cache_no_memory": ["--gpu-memory-utilization", "0.02"],
-}  # fmt: skip
+}
 
 
 def left() -> float:
@@ -83,8 +87,12 @@ def http(method: str, path: str, body: dict | None = None, timeout: float = 10.0
 
 def gpu_memory_mib() -> int | None:
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=10).stdout  # fmt: skip
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout
         return int(out.split()[0])
     except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
         return None
@@ -98,14 +106,28 @@ class Sampler:
         self.metrics = (RESULTS / f"{name}.metrics_samples.jsonl").open("a")
         self.stop = threading.Event()
         self.proc = subprocess.Popen(
-            ["nvidia-smi", "--query-gpu=timestamp,memory.used,memory.total,utilization.gpu,power.draw,name",
-             "--format=csv", "-lms", "1000"], stdout=self.smi, stderr=subprocess.DEVNULL)  # fmt: skip
+            [
+                "nvidia-smi",
+                "--query-gpu=timestamp,memory.used,memory.total,utilization.gpu,power.draw,name",
+                "--format=csv",
+                "-lms",
+                "1000",
+            ],
+            stdout=self.smi,
+            stderr=subprocess.DEVNULL,
+        )
         self.thread = threading.Thread(target=self._metrics, daemon=True)
         self.thread.start()
 
     def _metrics(self) -> None:
-        keep = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-                "vllm:generation_tokens_total", "vllm:prompt_tokens_total", "vllm:spec_decode")  # fmt: skip
+        keep = (
+            "vllm:num_requests_running",
+            "vllm:num_requests_waiting",
+            "vllm:kv_cache_usage_perc",
+            "vllm:generation_tokens_total",
+            "vllm:prompt_tokens_total",
+            "vllm:spec_decode",
+        )
         while not self.stop.wait(2.0):
             status, text = http("GET", "/metrics", timeout=2)
             if status != 200:
@@ -135,9 +157,24 @@ def launch(
 ) -> tuple[subprocess.Popen[bytes], float, Path]:
     """Start a server in its own session (setsid) with its log in a file; the launch time is the wall clock."""
     log = RESULTS / f"{name}.log"
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(ROOT / "models/730m"),
-           "--served-model-name", "m730", "--port", str(port), "--host", "127.0.0.1", "--max-model-len", "2048",
-           "--gpu-memory-utilization", "0.5", *extra]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(ROOT / "models/730m"),
+        "--served-model-name",
+        "m730",
+        "--port",
+        str(port),
+        "--host",
+        "127.0.0.1",
+        "--max-model-len",
+        "2048",
+        "--gpu-memory-utilization",
+        "0.5",
+        *extra,
+    ]
     if sleep_mode:
         cmd.append("--enable-sleep-mode")
     env = dict(os.environ, VLLM_SERVER_DEV_MODE="1")
@@ -194,8 +231,11 @@ def stop(proc: subprocess.Popen[bytes], limit: float = 60.0) -> dict[str, object
         time.sleep(0.1)
     else:
         os.killpg(pgid, signal.SIGKILL)
-    return {"exit": rc, "api_server_gone_s": round(api_gone, 2),
-            "group_gone_s": None if group_gone is None else round(group_gone, 2)}  # fmt: skip
+    return {
+        "exit": rc,
+        "api_server_gone_s": round(api_gone, 2),
+        "group_gone_s": None if group_gone is None else round(group_gone, 2),
+    }
 
 
 def wait_exit(proc: subprocess.Popen[bytes], launched: float, limit: float) -> dict[str, object]:
@@ -212,8 +252,12 @@ def wait_exit(proc: subprocess.Popen[bytes], launched: float, limit: float) -> d
     lingered = round(time.time() - t, 2) if survivors else 0.0
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    return {"exit": rc, "seconds": round(took, 2), "group_survivors_at_exit": len(survivors),
-            "survivors_lingered_s": lingered}  # fmt: skip
+    return {
+        "exit": rc,
+        "seconds": round(took, 2),
+        "group_survivors_at_exit": len(survivors),
+        "survivors_lingered_s": lingered,
+    }
 
 
 def metrics_text() -> str:
@@ -223,12 +267,21 @@ def metrics_text() -> str:
 
 def counters(text: str) -> dict[str, float]:
     """The counters a client window is compared with (sums over label sets; histograms' _sum and _count)."""
-    want = ("vllm:generation_tokens_total", "vllm:prompt_tokens_total", "vllm:request_success_total",
-            "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
-            "vllm:spec_decode_num_accepted_tokens_total", "vllm:time_to_first_token_seconds_sum",
-            "vllm:time_to_first_token_seconds_count", "vllm:inter_token_latency_seconds_sum",
-            "vllm:inter_token_latency_seconds_count", "vllm:e2e_request_latency_seconds_sum",
-            "vllm:e2e_request_latency_seconds_count", "vllm:request_generation_tokens_sum")  # fmt: skip
+    want = (
+        "vllm:generation_tokens_total",
+        "vllm:prompt_tokens_total",
+        "vllm:request_success_total",
+        "vllm:spec_decode_num_drafts_total",
+        "vllm:spec_decode_num_draft_tokens_total",
+        "vllm:spec_decode_num_accepted_tokens_total",
+        "vllm:time_to_first_token_seconds_sum",
+        "vllm:time_to_first_token_seconds_count",
+        "vllm:inter_token_latency_seconds_sum",
+        "vllm:inter_token_latency_seconds_count",
+        "vllm:e2e_request_latency_seconds_sum",
+        "vllm:e2e_request_latency_seconds_count",
+        "vllm:request_generation_tokens_sum",
+    )
     out: dict[str, float] = {}
     for line in text.splitlines():
         if line.startswith("#") or not line.strip():
@@ -263,9 +316,25 @@ def loads(mode: str, report: dict[str, object]) -> None:
     if left() < 120:
         say("loads skipped: too little time left in this call")
         return
-    spec = [sys.executable, "-m", "specdash", "bench", "--url", URL, "--levels", ",".join(map(str, LEVELS)),
-            "--prompts", str(prompts), "--output-len", str(OUTPUT_LEN), "--endpoint", "completions",
-            "--db", str(RESULTS / f"{mode}.specdash.sqlite"), "--json"]  # fmt: skip
+    spec = [
+        sys.executable,
+        "-m",
+        "specdash",
+        "bench",
+        "--url",
+        URL,
+        "--levels",
+        ",".join(map(str, LEVELS)),
+        "--prompts",
+        str(prompts),
+        "--output-len",
+        str(OUTPUT_LEN),
+        "--endpoint",
+        "completions",
+        "--db",
+        str(RESULTS / f"{mode}.specdash.sqlite"),
+        "--json",
+    ]
     w = windowed(f"{mode}.specdash_bench", spec, min(240, left() - 60))
     w["client"] = "specdash"
     windows.append(w)
@@ -275,14 +344,50 @@ def loads(mode: str, report: dict[str, object]) -> None:
             say(f"vllm bench serve C={c} skipped: too little time left")
             continue
         n = max(5 * c, 10)
-        cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "vllm",
-               "--base-url", URL, "--endpoint", "/v1/completions", "--model", "m730",
-               "--tokenizer", str(ROOT / "models/730m"), "--dataset-name", "custom", "--dataset-path", str(prompts),
-               "--custom-output-len", str(OUTPUT_LEN), "--skip-chat-template", "--disable-shuffle",
-               "--num-prompts", str(n), "--max-concurrency", str(c), "--request-rate", "inf", "--ignore-eos",
-               "--temperature", "0", "--num-warmups", str(c), "--save-result", "--result-dir", str(RESULTS),
-               "--result-filename", f"{mode}.vllm_bench_c{c}.json", "--percentile-metrics", "ttft,tpot,itl,e2el",
-               "--disable-tqdm"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.cli.main",
+            "bench",
+            "serve",
+            "--backend",
+            "vllm",
+            "--base-url",
+            URL,
+            "--endpoint",
+            "/v1/completions",
+            "--model",
+            "m730",
+            "--tokenizer",
+            str(ROOT / "models/730m"),
+            "--dataset-name",
+            "custom",
+            "--dataset-path",
+            str(prompts),
+            "--custom-output-len",
+            str(OUTPUT_LEN),
+            "--skip-chat-template",
+            "--disable-shuffle",
+            "--num-prompts",
+            str(n),
+            "--max-concurrency",
+            str(c),
+            "--request-rate",
+            "inf",
+            "--ignore-eos",
+            "--temperature",
+            "0",
+            "--num-warmups",
+            str(c),
+            "--save-result",
+            "--result-dir",
+            str(RESULTS),
+            "--result-filename",
+            f"{mode}.vllm_bench_c{c}.json",
+            "--percentile-metrics",
+            "ttft,tpot,itl,e2el",
+            "--disable-tqdm",
+        ]
         w = windowed(f"{mode}.vllm_bench_c{c}", cmd, min(120, left() - 30))
         w["client"] = "vllm bench serve"
         w["concurrency"] = c
@@ -321,8 +426,10 @@ def sleep_wake(report: dict[str, object]) -> None:
     out["greedy_after"] = greedy()
     out["greedy_same"] = out["greedy_before"] == out["greedy_after"]
     report["sleep_wake"] = out
-    say(f"sleep {out['sleep_s']} s, wake {out['wake_s']} s, memory {out['memory_mib_awake']} -> "
-        f"{out['memory_mib_asleep']} -> {out['memory_mib_woken']} MiB, greedy same: {out['greedy_same']}")  # fmt: skip
+    say(
+        f"sleep {out['sleep_s']} s, wake {out['wake_s']} s, memory {out['memory_mib_awake']} -> "
+        f"{out['memory_mib_asleep']} -> {out['memory_mib_woken']} MiB, greedy same: {out['greedy_same']}"
+    )
 
 
 def run_mode(mode: str, do_loads: bool, do_sleep: bool, do_restart: bool) -> None:
@@ -378,14 +485,39 @@ def setup() -> None:
         shutil.move(str(ROOT / "vsite"), str(site))
         missing = wheels_to_install(ROOT / "whl")
         (RESULTS / "installed_wheels.json").write_text(json.dumps(missing, indent=1))
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
-                        "--target", str(site), *missing], check=True)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-index",
+                "--no-deps",
+                "--no-compile",
+                "--target",
+                str(site),
+                *missing,
+            ],
+            check=True,
+        )
         say(f"installed {len(missing)} wheels")
     models = ROOT / "models"
     if not (models / "730m" / "config.json").is_file():
         app = Path(__file__).resolve().parent.parent
-        subprocess.run([sys.executable, str(app / "tests/engine/build_model.py"), "--size", "730m",
-                        "--out", str(models / "730m"), "--eagle3-draft", str(models / "eagle3")], check=True)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                str(app / "tests/engine/build_model.py"),
+                "--size",
+                "730m",
+                "--out",
+                str(models / "730m"),
+                "--eagle3-draft",
+                str(models / "eagle3"),
+            ],
+            check=True,
+        )
     app = Path(__file__).resolve().parent.parent
     shutil.copy(app / "specdash/bench/prompts/chat.jsonl", ROOT / "prompts.jsonl")
 
@@ -418,8 +550,12 @@ def pack(out: Path, tag: str) -> None:
 
 def env_report() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
-    cmds = {"nvidia_smi": ["nvidia-smi"], "python": [sys.executable, "-VV"],
-            "pip_list": [sys.executable, "-m", "pip", "list", "--format=freeze"], "cpus": ["nproc"]}  # fmt: skip
+    cmds = {
+        "nvidia_smi": ["nvidia-smi"],
+        "python": [sys.executable, "-VV"],
+        "pip_list": [sys.executable, "-m", "pip", "list", "--format=freeze"],
+        "cpus": ["nproc"],
+    }
     out = {}
     for key, cmd in cmds.items():
         try:
@@ -431,8 +567,11 @@ def env_report() -> None:
 
 def summary(folder: Path) -> str:
     """The figures of a run (here, over the recorded fixtures): the side-by-side table, starts, sleep and wake."""
-    out = ["| mode | C | specdash tok/s | server over specdash's level | vllm bench serve tok/s | "
-           "server's generated tokens over vllm bench's window |", "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    out = [
+        "| mode | C | specdash tok/s | server over specdash's level | vllm bench serve tok/s | "
+        "server's generated tokens over vllm bench's window |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     starts = ["| mode | launch to /health 200 (s) | SIGTERM to group gone (s) |", "|---|---:|---:|"]
     for mode in MODES:
         report = json.loads((folder / f"{mode}.report.json").read_text())
@@ -450,7 +589,9 @@ def summary(folder: Path) -> str:
             )
         starts.append(f"| {mode} | {report['ready_s']} | {report['stop']['group_gone_s']} |")
         if "restart" in report:
-            starts.append(f"| {mode} restart | {report['restart']['ready_s']} | {report['restart']['stop']['group_gone_s']} |")
+            starts.append(
+                f"| {mode} restart | {report['restart']['ready_s']} | {report['restart']['stop']['group_gone_s']} |"
+            )
     return "\n".join(out + [""] + starts)
 
 

@@ -46,6 +46,9 @@ pins = [f"{i['metadata']['name']}=={i['metadata']['version']}" for i in json.loa
 open(f"{g}/pins.txt", "w").write("\n".join(pins) + "\n")
 PY
 pip download -q --no-deps $PLAT -d $G/whl -r $G/pins.txt
+# Stood in above so that the resolver keeps vLLM's pin (0.1.9) out, but xgrammar 0.2.9 imports it (0.1.11): without
+# it the API server dies importing xgrammar (tests/fixtures/logs/vllm_h100_real/*missing_tvm_ffi*).
+pip download -q --no-deps $PLAT -d $G/whl apache-tvm-ffi==0.1.11
 if [ ! -f $G/payload.tar.xz ]; then
     rm -rf $G/vsite && mkdir $G/vsite && (cd $G/vsite && unzip -q ../dl/vllm-0.24.0-*.whl)
     rm -f $G/vsite/vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so $G/vsite/vllm/vllm-rs \

@@ -1,8 +1,9 @@
 """Model presets: what the simulated model looks like on the GPUs (shards, memory, timings, architecture).
 
 Both run on the seed's GPU, a 96 GB RTX PRO 6000 Blackwell (`sim.gpus`: 97,887 MiB, 94.97 GB free to torch
-before anything loads). The big preset is Kimi K2.5 on eight of them (the calibration host); it is chosen for model paths naming
-kimi/deepseek/k2 or for `--tp` >= 4. Everything else gets the small preset, a Llama-3.1-8B-like model.
+before anything loads). The big preset is Kimi K2.5 on eight of them (the calibration host); it is chosen for
+model paths naming kimi/deepseek/k2 or for `--tp` >= 4. Everything else gets the small preset, a
+Llama-3.1-8B-like model.
 Durations are seconds at `--sim-time-scale 1`. With the big preset a TP=8 EAGLE-3 start takes about
 550 s (weights ~8 s; target graphs 120 s, draft graphs 250 s, draft-extend graphs 120 s, warmup 30 s)
 and a baseline start about 470 s (36 target graph batch sizes at ~11.5 s each).

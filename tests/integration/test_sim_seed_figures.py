@@ -18,8 +18,18 @@ from specdash.bench.sse import Endpoint
 from specdash.bench.sweep import SweepResult, run_sweep
 from tests.integration.test_probe_sim import start_sim, stop_sim
 
-SEED_EAGLE3 = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/d",
-               "--speculative-num-steps", "2", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "16"]  # fmt: skip
+SEED_EAGLE3 = [
+    "--speculative-algorithm",
+    "EAGLE3",
+    "--speculative-draft-model-path",
+    "/d",
+    "--speculative-num-steps",
+    "2",
+    "--speculative-eagle-topk",
+    "4",
+    "--speculative-num-draft-tokens",
+    "16",
+]
 HIGH = 100
 
 
@@ -27,10 +37,15 @@ async def sweep(extra: list[str]) -> SweepResult:
     proc, url = start_sim(extra)
     try:
         config = SweepConfig(
-            mode="seed", levels=(1, HIGH), duration_s=20.0, warmup_requests=None, metrics_poll_s=1.0,
-            settings=ProbeSettings(endpoint=Endpoint.GENERATE, output_len=256, stall_timeout_s=60,
-                                   request_timeout_s=120),
-        )  # fmt: skip
+            mode="seed",
+            levels=(1, HIGH),
+            duration_s=20.0,
+            warmup_requests=None,
+            metrics_poll_s=1.0,
+            settings=ProbeSettings(
+                endpoint=Endpoint.GENERATE, output_len=256, stall_timeout_s=60, request_timeout_s=120
+            ),
+        )
         return await run_sweep(url, config, load_prompts("chat"))
     finally:
         stop_sim(proc)
@@ -45,6 +60,7 @@ async def test_the_seeds_four_figures_at_the_seeds_flags() -> None:
     b1 = base.levels[0].stats.per_request_tok_s.p50
     s1 = spec.levels[0].stats.per_request_tok_s.p50
     b_high, s_high = base.levels[1].stats.output_tok_s, spec.levels[1].stats.output_tok_s
+    assert b1 is not None and s1 is not None
     assert b1 == pytest.approx(70, rel=0.05)
     assert s1 == pytest.approx(82, rel=0.05)
     assert b_high == pytest.approx(773, rel=0.05)

@@ -86,7 +86,8 @@ def test_a_validation_crash_keeps_the_field_and_the_value() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["vllm_h100_0240_crash_max_model_len_negative.log", "vllm_h100_0240_baseline_cold_compile_sleep_wake_sigterm.log"]
+    "name",
+    ["vllm_h100_0240_crash_max_model_len_negative.log", "vllm_h100_0240_baseline_cold_compile_sleep_wake_sigterm.log"],
 )
 def test_durations_count_from_the_launch_when_it_is_known(name: str) -> None:
     want = LABELS[name]["seconds_from_launch"]
