@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from specdash.bench.levels import SweepConfig
 from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import load_prompts
 from specdash.bench.sse import Endpoint
 from specdash.bench.sweep import SweepResult, run_sweep
+from specdash.bench.sweep_data import SweepConfig
 from tests.integration.test_probe_sim import start_sim, stop_sim
 
 SEED_EAGLE3 = [
