@@ -56,6 +56,14 @@ class ServerStatus:
     """After a crash: processes still alive in the run's process group ("PID ARGS"), to clean up."""
     command: tuple[str, ...] = ()
     """The server's command line (shown for an adopted server)."""
+    job_id: str = ""
+    """On a Slurm host: the batch job running the server."""
+    queued: str = ""
+    """While the job pends: Slurm's reason and the queue position (`queued: Resources (1st of 2 ...)`)."""
+    queue_wait_s: float | None = None
+    """How long the job waited in the queue before it ran (kept apart from the startup)."""
+    ranks: tuple[int, int] | None = None
+    """Engine ranks up and in all (`2/2`), for a server over several nodes."""
 
 
 @dataclass(frozen=True)

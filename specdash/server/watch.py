@@ -266,7 +266,7 @@ class ServerWatch:
                 try:
                     await self.host.wait_connected()
                     # The same local port on every call, across reconnects (`SSHHost.forward`): asking is cheap.
-                    local_port = await self.host.forward(self.record.port)
+                    local_port = await self.host.forward(self.record.port, self.record.server_host or "127.0.0.1")
                     status: int | None
                     try:
                         response = await client.get(f"http://127.0.0.1:{local_port}/health")
