@@ -273,8 +273,8 @@ class SlurmLifecycle:
             elif current >= 0:
                 sections[current].append(line)
         squeue_text = "\n".join(sections.get(0, []))
-        if "error" in squeue_text.lower() and "Invalid job id" not in squeue_text:
-            squeue_text = ""  # squeue's own error (the job purged): scontrol below decides
+        if "slurm_load_jobs error" in squeue_text or "Invalid job id" in squeue_text:
+            squeue_text = ""  # squeue's own word for a job it does not know (purged): scontrol below decides
         state = parse_squeue(squeue_text, job_id, self.config.name)
         detail = parse_scontrol("\n".join(sections.get(1, [])), job_id, self.config.name)
         if state is None:

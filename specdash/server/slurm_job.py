@@ -233,7 +233,9 @@ def shell_path(path: str) -> str:
 
 def sbatch_lines(slurm: SlurmConfig, job_name: str) -> list[str]:
     """The `#SBATCH` header (one task per node: each runs one engine rank)."""
-    lines = [f"--job-name={job_name}", f"--nodes={slurm.nodes}", "--ntasks-per-node=1"]
+    # --no-requeue: a node failure ends the job as NODE_FAIL (reported), instead of Slurm quietly queueing it
+    # again for a second load from scratch (an extra `--requeue` in `sbatch` turns that back on).
+    lines = [f"--job-name={job_name}", f"--nodes={slurm.nodes}", "--ntasks-per-node=1", "--no-requeue"]
     if slurm.partition:
         lines.append(f"--partition={slurm.partition}")
     if slurm.account:

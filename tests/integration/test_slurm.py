@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from specdash import config
+from specdash.bench.probe import ProbeSettings
+from specdash.bench.sweep import SweepConfig
 from specdash.config import Config, HostConfig, SlurmConfig
 from specdash.core.events import LogBatch, Notice, ServerStatus
 from specdash.core.models import Phase
@@ -146,7 +148,8 @@ async def test_a_two_node_job_starts_serves_a_sweep_and_stops_by_scancel(
     assert "TP1]" in text  # rank 1's own SGLang lines, from node n2
     assert cluster.job_state(job) == "RUNNING"
     # The head node's port through the login node: a real sweep of two levels.
-    await s.sweep([], [1, 2])
+    settings = ProbeSettings(output_len=24)
+    await s.sweep([], [1, 2], config=SweepConfig(requests_per_level=3, warmup_requests=1, processes=0, settings=settings))
     result = s.results["baseline"]
     assert [lv.status for lv in result.levels] == ["done", "done"], result
     await s.stop()
@@ -158,7 +161,7 @@ async def test_queued_behind_another_job_then_running(
     session: tuple[RemoteSession, Recorder], cluster: SlurmCluster
 ) -> None:
     s, seen = session
-    blocker = cluster.run("sbatch", "--parsable", "--nodes=2", "--wrap", "sleep 300").stdout.strip()
+    blocker = cluster.run("sbatch", "--parsable", "--nodes=2", "--exclusive", "--wrap", "sleep 300").stdout.strip()
     await eventually(lambda: cluster.job_state(blocker), until=lambda st: st == "RUNNING", timeout=30, what="blocker")
     await s.start("baseline")
     queued = await eventually(
@@ -198,7 +201,7 @@ async def test_a_rank_dying_is_a_crash_naming_the_rank(
     await s.start("hang")  # both ranks stop (alive, silent) while loading weights
     await eventually(lambda: s.status, until=lambda st: st.ranks and st.ranks[0] >= 2, timeout=60, what="2 ranks")
     # Rank 1's engine (on n2) dies: kill the sim whose command says --node-rank 1.
-    pids = subprocess.run(["pgrep", "-u", TEST_USER, "-f", "--node-rank 1"], capture_output=True, text=True)
+    pids = subprocess.run(["pgrep", "-u", TEST_USER, "-f", "--", "--node-rank 1 "], capture_output=True, text=True)
     victims = [int(p) for p in pids.stdout.split()]
     assert victims, "rank 1's process"
     for pid in victims:
