@@ -10,10 +10,11 @@ partition allows, a partition that does not exist (sbatch refuses), and a job id
 from __future__ import annotations
 
 import contextlib
-import subprocess
+import os
+import signal
 import sysconfig
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,12 +28,13 @@ from specdash.core.events import LogBatch, Notice, ServerStatus
 from specdash.core.models import Phase
 from specdash.engines.registry import names
 from specdash.errors import SpecdashError
+from specdash.remote.events import Connected, Lost
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession, running
-from tests.integration.conftest import target
+from tests.integration.conftest import target, trust
 from tests.integration.remote_sim import SRC, remote_python
 from tests.recorder import Recorder
-from tests.sshd import TEST_USER, Sshd, free_port
+from tests.sshd import Sshd, free_port
 from tests.support.eventually import eventually
 from tests.support.slurm import SlurmCluster, skip_reason
 
@@ -149,7 +151,9 @@ async def test_a_two_node_job_starts_serves_a_sweep_and_stops_by_scancel(
     assert cluster.job_state(job) == "RUNNING"
     # The head node's port through the login node: a real sweep of two levels.
     settings = ProbeSettings(output_len=24)
-    await s.sweep([], [1, 2], config=SweepConfig(requests_per_level=3, warmup_requests=1, processes=0, settings=settings))
+    await s.sweep(
+        [], [1, 2], config=SweepConfig(requests_per_level=3, warmup_requests=1, processes=0, settings=settings)
+    )
     result = s.results["baseline"]
     assert [lv.status for lv in result.levels] == ["done", "done"], result
     await s.stop()
@@ -194,18 +198,34 @@ async def test_attach_after_reconnect_to_the_recorded_job(
     assert cluster.job_state(job) in ("CANCELLED", "COMPLETED")
 
 
+def rank_pids(port: int, rank: int) -> list[int]:
+    """The engine processes of one rank of this test's job (its port and node rank in their command line)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        words = [w.decode(errors="replace") for w in argv]
+        if "sim" in words and f"{port}" in words and "--node-rank" in words:
+            if words[words.index("--node-rank") + 1] == str(rank):
+                found.append(int(proc.name))
+    return found
+
+
 async def test_a_rank_dying_is_a_crash_naming_the_rank(
-    session: tuple[RemoteSession, Recorder], cluster: SlurmCluster
+    session: tuple[RemoteSession, Recorder], cluster: SlurmCluster, port: int
 ) -> None:
     s, seen = session
     await s.start("hang")  # both ranks stop (alive, silent) while loading weights
     await eventually(lambda: s.status, until=lambda st: st.ranks and st.ranks[0] >= 2, timeout=60, what="2 ranks")
-    # Rank 1's engine (on n2) dies: kill the sim whose command says --node-rank 1.
-    pids = subprocess.run(["pgrep", "-u", TEST_USER, "-f", "--", "--node-rank 1 "], capture_output=True, text=True)
-    victims = [int(p) for p in pids.stdout.split()]
+    # Rank 1's engine (on n2) dies: the simulator of this test's port whose command says --node-rank 1.
+    victims = rank_pids(port, 1)
     assert victims, "rank 1's process"
     for pid in victims:
-        subprocess.run(["kill", "-9", str(pid)], check=False)
+        os.kill(pid, signal.SIGKILL)
     status = await s.wait_status([Phase.CRASHED], timeout=60)
     assert status.crash is not None
     assert "rank 1" in status.crash.reason or "rank 1" in status.note, (status, log_text(seen)[-1500:])
@@ -273,3 +293,37 @@ async def test_adopting_a_job_that_is_not_ours_is_refused_and_nothing_is_signall
     with pytest.raises(SpecdashError, match="no job 999999 on login"):
         await s.adopt_job("999999")
     assert cluster.job_state(roots) in ("RUNNING", "PENDING")
+
+
+async def test_the_time_limit_ends_the_job_as_timeout(
+    sshd: Sshd, ssh_options: SSHOptions, login: HostConfig, cfg: Config, cluster: SlurmCluster
+) -> None:
+    """Slurm counts limits in minutes: the shortest one is 1 minute, checked about every 30 s (~90 s test)."""
+    assert login.slurm is not None
+    short = replace(login, slurm=replace(login.slurm, time_limit="1"))
+    async with running(RemoteSession(SSHHost(target(sshd), ssh_options), short, cfg)) as s:
+        await s.start("baseline")
+        assert (await s.wait_status(SETTLED, timeout=120)).phase is Phase.READY
+        status = await s.wait_status([Phase.CRASHED], timeout=150)
+        assert status.crash is not None and "time limit (TIMEOUT)" in status.crash.reason, status
+
+
+async def test_the_login_nodes_connection_cut_and_restored_keeps_the_job_watched(
+    make_sshd: Callable[..., Sshd], ssh_options: SSHOptions, login: HostConfig, cfg: Config, cluster: SlurmCluster
+) -> None:
+    server = make_sshd("login-cut")
+    assert ssh_options.known_hosts is not None
+    trust(Path(ssh_options.known_hosts), server)
+    seen = Recorder()
+    host_cfg = replace(login, address=target(server))
+    async with running(RemoteSession(SSHHost(target(server), ssh_options), host_cfg, cfg), seen) as s:
+        await s.start("baseline")
+        assert (await s.wait_status(SETTLED, timeout=120)).phase is Phase.READY
+        job = s.status.job_id
+        server.signal_sessions(signal.SIGKILL)  # the connection drops; the listener stays
+        await seen.wait_for(lambda ev: any(isinstance(e, Lost) for e in ev), timeout=30)
+        await seen.wait_for(lambda ev: sum(isinstance(e, Connected) for e in ev) >= 2, timeout=60)
+        assert cluster.job_state(job) == "RUNNING"  # the job never depended on the connection
+        assert s.status.phase is Phase.READY and s.status.job_id == job
+        await s.stop()
+        assert cluster.job_state(job) in ("CANCELLED", "COMPLETED")

@@ -149,7 +149,9 @@ class SlurmCluster:
 
     def run(self, *argv: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
         """A Slurm command against this cluster (as root)."""
-        return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env={**os.environ, **self.env})
+        return subprocess.run(
+            list(argv), capture_output=True, text=True, timeout=timeout, env={**os.environ, **self.env}
+        )
 
     def sinfo_ok(self) -> bool:
         return self.run("sinfo", "-h").returncode == 0
@@ -163,9 +165,7 @@ class SlurmCluster:
         for node, state in self.node_states().items():
             if state.startswith("down") or state.startswith("drain"):
                 self.run("scontrol", "update", f"NodeName={node}", "State=RESUME")
-        self._wait(
-            lambda: set(self.node_states().values()) == {"idle"}, timeout, f"nodes idle ({self.node_states()})"
-        )
+        self._wait(lambda: set(self.node_states().values()) == {"idle"}, timeout, f"nodes idle ({self.node_states()})")
 
     def job_state(self, job_id: str) -> str:
         out = self.run("scontrol", "-o", "show", "job", job_id).stdout
