@@ -207,6 +207,8 @@ class Config:
     """Binding id -> key(s), applied with `App.set_keymap`."""
     tunes: Mapping[str, TuneConfig] = field(default_factory=dict)
     """Speculation tunes by name (`[tune.NAME]`)."""
+    fleets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Host lists by name (`[fleet.NAME] hosts = [...]`): `specdash connect NAME` opens them all in the fleet view."""
 
     def mode(self, name: str) -> ModeConfig:
         """The mode called `name`, or a UsageError that lists the known ones."""
@@ -311,7 +313,7 @@ _SLURM_KEYS = {"partition", "nodes", "gpus_per_node", "time_limit", "account", "
 _SLURM_TIME = re.compile(r"\d+-\d+(:\d{1,2}){0,2}|\d+(:\d{1,2}){0,2}|UNLIMITED|INFINITE", re.I)
 _SLURM_WORD = re.compile(r"[A-Za-z0-9_.+-]*")
 _MODE_KEYS = {"extends", "engine", "model", "port", "args", "env", "launcher", "description", "stop_timeout", "stuck"}
-_TOP_KEYS = {"hosts", "modes", "ui", "bench", "keymap", "tune"}
+_TOP_KEYS = {"hosts", "modes", "ui", "bench", "keymap", "tune", "fleet"}
 
 
 def load(path: Path | None = None, *, engines: Collection[str]) -> Config:
@@ -372,7 +374,18 @@ def parse(text: str, path: Path, *, engines: Collection[str]) -> Config:
     link_wait = bench_table.number("link_wait", 600.0, low=1.0, high=7 * 86400.0)
     bench = BenchConfig(on_link_loss, link_wait, probe, slo, int(greedy))
     tunes = {name: _tune(_Table(path, f"tune.{name}", t), name, modes) for name, t in _subtables(path, data, "tune")}
-    return Config(path=path, hosts=hosts, modes=modes, ui=ui, bench=bench, keymap=_keymap(path, data), tunes=tunes)
+    fleets = {name: _fleet(_Table(path, f"fleet.{name}", t)) for name, t in _subtables(path, data, "fleet")}
+    return Config(
+        path=path, hosts=hosts, modes=modes, ui=ui, bench=bench, keymap=_keymap(path, data), tunes=tunes, fleets=fleets
+    )
+
+
+def _fleet(t: _Table) -> tuple[str, ...]:
+    t.check_keys({"hosts"})
+    hosts = t.strings("hosts")
+    if not hosts or any(not h.strip() for h in hosts):
+        raise t.error("hosts", 'must list at least one host, e.g. ["gpu-a", "gpu-b"]')
+    return hosts
 
 
 def _tune(t: _Table, name: str, modes: Mapping[str, ModeConfig]) -> TuneConfig:

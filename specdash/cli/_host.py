@@ -15,6 +15,7 @@ from specdash.errors import UsageError
 from specdash.server.session import Listener
 
 if TYPE_CHECKING:
+    from specdash.bench.store import Store
     from specdash.server.lifecycle import RunRecord
     from specdash.server.remote_session import RemoteSession
 
@@ -59,10 +60,11 @@ def host_config(args: argparse.Namespace, cfg: Config) -> HostConfig:
     return base
 
 
-def open_session(args: argparse.Namespace, cfg: Config, hc: HostConfig) -> RemoteSession:
-    """A `RemoteSession` for the host (not connected yet; `run()` connects)."""
+def open_session(args: argparse.Namespace, cfg: Config, hc: HostConfig, store: Store | None = None) -> RemoteSession:
+    """A `RemoteSession` for the host (not connected yet; `run()` connects); `store`: one shared by several
+    sessions (the fleet), else the default store opened for this one."""
     from specdash.bench.levels import SweepConfig
-    from specdash.bench.store import Store
+    from specdash.bench.store import Store as OneStore
     from specdash.remote.options import SSHOptions
     from specdash.remote.ssh import SSHHost
     from specdash.server.remote_session import RemoteSession
@@ -85,7 +87,11 @@ def open_session(args: argparse.Namespace, cfg: Config, hc: HostConfig) -> Remot
         slo=slo_from(cfg.bench.slo, f"{cfg.path or 'config'}: [bench] slo"),  # the dashboard's sweeps too
     )
     return RemoteSession(
-        SSHHost(hc.address, options), hc, cfg, store=Store(getattr(args, "db", None)), sweep_defaults=sweep_defaults
+        SSHHost(hc.address, options),
+        hc,
+        cfg,
+        store=store or OneStore(getattr(args, "db", None)),
+        sweep_defaults=sweep_defaults,
     )
 
 

@@ -6,19 +6,30 @@ import argparse
 
 from specdash.cli._dashboard import add_screenshot_argument
 from specdash.cli._host import add_host_arguments, host_config, load_config, open_session
+from specdash.config import Config
+from specdash.errors import UsageError
 
 NAME = "connect"
-HELP = "open the dashboard for HOST: attach to its live server, or start/switch modes from the keyboard"
+HELP = (
+    "open the dashboard for HOST: attach to its live server, or start/switch modes from the keyboard; "
+    "several hosts (or a [fleet.NAME]) open the fleet view"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_host_arguments(parser)
+    parser.add_argument(
+        "more_hosts", nargs="*", metavar="HOST", help="more hosts: one fleet view, one row and one connection each"
+    )
     parser.add_argument("--mode", "-m", help="start this mode on connect if no server is running")
     add_screenshot_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = load_config(args)
+    names = [*cfg.fleets.get(args.host, (args.host,)), *args.more_hosts]
+    if len(names) > 1:
+        return run_fleet(args, cfg, names)
     if args.mode:
         cfg.mode(args.mode)  # a usage error before the screen opens
     session = open_session(args, cfg, host_config(args, cfg))
@@ -33,3 +44,32 @@ def run(args: argparse.Namespace) -> int:
     # After the screen is gone: the terminal is ours again, and this is the last thing the user sees.
     print(summary or f"No server of ours is running on {session.label}.")
     return app.return_code or 0
+
+
+def run_fleet(args: argparse.Namespace, cfg: Config, names: list[str]) -> int:
+    """`connect a b c` or `connect FLEET`: one fleet view, each host its own session and connection."""
+    if args.mode:
+        raise UsageError("--mode starts a server on one host: open that host alone, or start it from its dashboard")
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise UsageError(f"host {twice[0]!r} is named twice in the fleet")
+    from specdash.bench.store import Store
+
+    store = Store(getattr(args, "db", None))
+    sessions = []
+    for name in names:
+        session = open_session(args, cfg, host_config(replace_host(args, name), cfg), store=store)
+        session.greedy_prompts = cfg.bench.greedy_prompts
+        sessions.append(session)
+    from specdash.ui.fleet import FleetApp
+
+    app = FleetApp(sessions, config_ui=cfg.ui, screenshot_dir=args.screenshot_dir)
+    app.run()
+    summary = app.exit_summary()
+    print(summary or f"No server of ours is running on {', '.join(names)}.")
+    return app.return_code or 0
+
+
+def replace_host(args: argparse.Namespace, name: str) -> argparse.Namespace:
+    """`args` with HOST set to `name` (the fleet's hosts share every other flag)."""
+    return argparse.Namespace(**{**vars(args), "host": name})

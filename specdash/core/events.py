@@ -276,7 +276,30 @@ class TuneProgress:
     """The command line that continues this tune."""
 
 
+@dataclass(frozen=True)
+class ServerLoad:
+    """What the server's own periodic lines say about its load (at most one a second): the fleet row's numbers."""
+
+    tok_s: float | None = None
+    """Generation throughput the engine reports (tokens/s)."""
+    running: int | None = None
+    """Requests running."""
+    accept_len: float | None = None
+    """Speculative acceptance length (tokens per verify step), when the engine reports one."""
+    at: float = 0.0
+    """When (the session's clock)."""
+
+
 SessionEvent = (
-    ServerStatus | LogBatch | ModesChanged | GpuStats | BenchTick | BenchUpdate | GreedyUpdate | Notice | TuneProgress
+    ServerStatus
+    | LogBatch
+    | ModesChanged
+    | GpuStats
+    | BenchTick
+    | BenchUpdate
+    | GreedyUpdate
+    | Notice
+    | TuneProgress
+    | ServerLoad
 )
 """Everything a session emits besides connection events."""

@@ -124,8 +124,10 @@ class VLLMRules(EngineRules):
     # name (reference/environment.md 9.1).
     launch_module = "vllm.entrypoints.openai.api_server"
     model_flag = "--model"
-    multinode_flags = ("--nnodes", "{nnodes}", "--node-rank", "{rank}", "--master-addr", "{head}")
-    multinode_flags += ("--master-port", "{port}")
+    multinode_flags: ClassVar[tuple[str, ...]] = (
+        *("--nnodes", "{nnodes}", "--node-rank", "{rank}"),
+        *("--master-addr", "{head}", "--master-port", "{port}"),
+    )
     multinode_worker_flags = ("--headless",)
     launch_env: ClassVar[Mapping[str, str]] = {"VLLM_HOST_IP": "127.0.0.1"}  # internal sockets on loopback
     # uvicorn's line; and `Starting vLLM API server 0 on http://...`: the engine is fully initialised by then.

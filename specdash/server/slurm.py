@@ -69,6 +69,8 @@ POLL_QUEUED_S = 2.0
 """How often the job's state is read while it pends (one SSH command each)."""
 POLL_RUNNING_S = 3.0
 """...and while it runs (the log says more, sooner; this catches the job's end)."""
+_SLURM_OWN = ("srun:", "slurmstepd:", "specdash:")
+"""Lines of the job's output that no engine rank printed (srun's and slurmstepd's own, the job script's)."""
 STOP_CONFIRM_S = 60.0
 """After `scancel`, how long (beyond the mode's grace) the job may take to leave the live states."""
 
@@ -390,12 +392,22 @@ class SlurmWatch(ServerWatch):
         self._ranks: dict[int, StartupTracker] = {}
         self._rank_errors: list[str] = []
         self._stuck_told = False
+        self._last_rank: int | None = None
 
     async def _follow_log(self) -> None:
         await self._running.wait()
         async for lines in self.follower.batches():
             now = self.clock()
-            labelled = [split_label(line) for line in lines]
+            labelled = []
+            for line in lines:
+                rank, text = split_label(line)
+                if rank is None and self._last_rank is not None and not line.startswith(_SLURM_OWN):
+                    # srun labels what follows a newline; a tqdm bar's redraws after a carriage return come
+                    # unlabelled within that line: they are the same rank's.
+                    rank = self._last_rank
+                elif rank is not None:
+                    self._last_rank = rank
+                labelled.append((rank, text))
             self._rank_errors += rank_failures([text for rank, text in labelled if rank is None])
             events, classified = self.tracker.feed_lines([text for _, text in labelled], now)
             shown = []
@@ -493,7 +505,7 @@ class SlurmWatch(ServerWatch):
         status = super().status()
         ranks = self.record.nodes or len(self._ranks) or 1
         slowest = self._slowest()
-        extra: dict[str, object] = {"job_id": self.record.job_id, "queue_wait_s": self.queued_s}
+        extra: dict[str, object] = {"job_id": self.record.job_id, "queue_wait_s": self.queued_s, "pid": None}
         if self.job is not None and self.job.queued:
             extra["queued"] = self.state.note
         if status.phase is Phase.READY:

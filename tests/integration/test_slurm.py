@@ -14,7 +14,7 @@ import os
 import signal
 import sysconfig
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,30 +36,9 @@ from tests.integration.remote_sim import SRC, remote_python
 from tests.recorder import Recorder
 from tests.sshd import Sshd, free_port
 from tests.support.eventually import eventually
-from tests.support.slurm import SlurmCluster, skip_reason
+from tests.support.slurm import SlurmCluster
 
 SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
-
-
-@pytest.fixture(scope="session")
-def slurm_cluster() -> Iterator[SlurmCluster]:
-    reason = skip_reason()
-    if reason:
-        pytest.skip(reason)
-    cluster = SlurmCluster().start()
-    yield cluster
-    cluster.stop()
-
-
-@pytest.fixture
-def cluster(slurm_cluster: SlurmCluster) -> Iterator[SlurmCluster]:
-    """The session's cluster with both nodes idle and an empty queue, before and after each test."""
-    slurm_cluster.wait_idle()
-    yield slurm_cluster
-    for node in ("n1", "n2"):
-        slurm_cluster.start_node(node)
-    slurm_cluster.cancel_all()
-    slurm_cluster.wait_idle()
 
 
 def slurm_config(tmp: Path, *, port: int, extra: str = "", args: str = "") -> Config:

@@ -1,0 +1,105 @@
+"""The fleet view over real sessions: a plain host serving the simulator, an idle host, a Slurm login node with
+a two-node job, and a host nobody answers on. One row each; the dead host fails its own row only; enter opens
+a host's dashboard, `]` cycles hosts, backspace goes back.
+
+With SPECDASH_SHOTS=DIR the test also saves the fleet as SVG at 80x24, 100x30 and 160x45 (for review).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+from textual.widgets import DataTable
+
+from specdash.config import HostConfig, SlurmConfig
+from specdash.remote.ssh import SSHHost, SSHOptions
+from specdash.server.remote_session import RemoteSession
+from specdash.ui.fleet import FleetApp, FleetScreen
+from specdash.ui.screens.dashboard import DashboardScreen
+from tests.integration.conftest import target
+from tests.integration.test_slurm import slurm_config
+from tests.sshd import Sshd, free_port
+from tests.support.eventually import eventually
+from tests.support.slurm import SlurmCluster
+
+
+def row_text(app: FleetApp, i: int) -> str:
+    table = app.fleet.query_one(DataTable)
+    return " | ".join(str(c) for c in table.get_row_at(i))
+
+
+async def test_the_fleet_shows_one_row_per_host_and_opens_each_dashboard(
+    sshd: Sshd, ssh_options: SSHOptions, slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    slurm_cluster.wait_idle()
+    port, job_port = free_port(), free_port()
+    cfg = slurm_config(tmp_path, port=port)
+    base = f"~/.specdash-tests/fleet-{uuid.uuid4().hex[:10]}"
+    plain = HostConfig(name="gpu-a", address=target(sshd), state_dir=f"{base}/a")
+    idle = HostConfig(name="gpu-b", address=target(sshd), state_dir=f"{base}/b")
+    login = HostConfig(
+        name="cluster",
+        address=target(sshd),
+        state_dir=f"{base}/c",
+        env=slurm_cluster.env,
+        slurm=SlurmConfig(partition="gpu", nodes=2, output_dir=f"{base}/jobs", dist_port=free_port()),
+    )
+    dead_port = free_port()  # nothing listens there
+    dead = HostConfig(name="gone", address=f"specdash-test@127.0.0.1:{dead_port}", state_dir=f"{base}/d")
+    quick = replace(ssh_options, connect_timeout=2.0)
+    sessions = [
+        RemoteSession(SSHHost(hc.address, quick), hc, cfg if hc is not login else job_cfg(cfg, job_port))
+        for hc in (plain, idle, login, dead)
+    ]
+    app = FleetApp(sessions, tick=1.0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert isinstance(app.screen, FleetScreen)
+        assert app.fleet.query_one(DataTable).row_count == 4
+        # The dead host fails its own row; the others connect regardless.
+        await eventually(lambda: row_text(app, 3), until=lambda t: "failed" in t, timeout=30, what="dead row")
+        await eventually(lambda: [h.row.link for h in app.hosts[:3]], until=lambda v: v == ["connected"] * 3,
+                         timeout=30, what="three connected")  # fmt: skip
+        await sessions[0].start("baseline")
+        await sessions[2].start("baseline")
+        await eventually(lambda: row_text(app, 0), until=lambda t: "| ready |" in t, timeout=120, what="gpu-a ready")
+        await eventually(lambda: row_text(app, 2), until=lambda t: "ready | 2/2" in t, timeout=120, what="job ready")
+        assert "gpu-b" in row_text(app, 1) and "failed" not in row_text(app, 1)
+        shots = os.environ.get("SPECDASH_SHOTS")
+        if shots:
+            for size in ((80, 24), (100, 30), (160, 45)):
+                await pilot.resize_terminal(*size)
+                await pilot.pause()
+                app.fleet.redraw(force=True)
+                await pilot.pause()
+                app.save_screenshot(f"fleet-{size[0]}x{size[1]}.svg", path=shots)
+            await pilot.resize_terminal(100, 30)
+        # enter opens the highlighted host's dashboard; ] cycles; backspace goes back.
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, DashboardScreen) and app.screen.session is sessions[0]
+        await pilot.press("right_square_bracket")
+        await pilot.pause()
+        assert isinstance(app.screen, DashboardScreen) and app.screen.session is sessions[1]
+        await pilot.press("backspace")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        if shots:
+            app.fleet.query_one(DataTable).move_cursor(row=2)
+            await pilot.press("enter")
+            await pilot.pause(0.5)
+            app.save_screenshot("fleet-job-dashboard-100x30.svg", path=shots)
+            await pilot.press("backspace")
+        for s in (sessions[0], sessions[2]):
+            await s.stop()
+        await pilot.press("q")
+
+
+def job_cfg(cfg: object, port: int) -> object:
+    """The same modes (the job's port differs from the plain host's: both serve on this machine)."""
+    from specdash.config import Config
+
+    assert isinstance(cfg, Config)
+    return replace(cfg, modes={n: replace(m, port=port) for n, m in cfg.modes.items()})
