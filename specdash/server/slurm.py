@@ -37,7 +37,7 @@ from specdash.config import HostConfig, ModeConfig, SlurmConfig
 from specdash.core.events import Notice, ServerStatus, SessionEvent
 from specdash.core.models import CrashInfo, Phase, Progress
 from specdash.core.startup import StartupTracker
-from specdash.core.startup_events import Crashed, StartupEvent
+from specdash.core.startup_events import ClassifiedLine, Crashed, StartupEvent
 from specdash.core.stuck import StuckPolicy, stuck_limits
 from specdash.core.timeline import Timeline
 from specdash.engines.text import escape_controls
@@ -398,7 +398,7 @@ class SlurmWatch(ServerWatch):
         await self._running.wait()
         async for lines in self.follower.batches():
             now = self.clock()
-            labelled = []
+            labelled: list[tuple[int | None, str]] = []
             for line in lines:
                 rank, text = split_label(line)
                 if rank is None and self._last_rank is not None and not line.startswith(_SLURM_OWN):
@@ -410,13 +410,13 @@ class SlurmWatch(ServerWatch):
                 labelled.append((rank, text))
             self._rank_errors += rank_failures([text for rank, text in labelled if rank is None])
             events, classified = self.tracker.feed_lines([text for _, text in labelled], now)
-            shown = []
-            for (rank, _), line in zip(labelled, classified, strict=False):
+            shown: list[ClassifiedLine] = []
+            for (rank, _), item in zip(labelled, classified, strict=False):
                 if rank is None:
-                    shown.append(line)
+                    shown.append(item)
                     continue
-                bar = f"{rank}:{line.bar}" if line.bar else None
-                shown.append(replace(line, text=f"{rank}: {line.text}", bar=bar))
+                bar = f"{rank}:{item.bar}" if item.bar else None
+                shown.append(replace(item, text=f"{rank}: {item.text}", bar=bar))
             if self.tracker.phase.is_startup:
                 for rank, text in labelled:
                     if rank is not None:
@@ -425,7 +425,7 @@ class SlurmWatch(ServerWatch):
                             tracker = self._ranks[rank] = StartupTracker(self.record.engine, started_at=now)
                         tracker.feed_line(text, now)
             self._pending_lines.extend(shown)
-            self._pending_chars += sum(len(line.text) for line in shown)
+            self._pending_chars += sum(len(item.text) for item in shown)
             self._handle(events)
             self._log_advanced.set()
             await asyncio.sleep(0)

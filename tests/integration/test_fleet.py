@@ -14,7 +14,7 @@ from pathlib import Path
 
 from textual.widgets import DataTable
 
-from specdash.config import HostConfig, SlurmConfig
+from specdash.config import Config, HostConfig, SlurmConfig
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession
 from specdash.ui.fleet import FleetApp, FleetScreen
@@ -97,9 +97,6 @@ async def test_the_fleet_shows_one_row_per_host_and_opens_each_dashboard(
         await pilot.press("q")
 
 
-def job_cfg(cfg: object, port: int) -> object:
+def job_cfg(cfg: Config, port: int) -> Config:
     """The same modes (the job's port differs from the plain host's: both serve on this machine)."""
-    from specdash.config import Config
-
-    assert isinstance(cfg, Config)
     return replace(cfg, modes={n: replace(m, port=port) for n, m in cfg.modes.items()})
