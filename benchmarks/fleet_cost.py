@@ -83,7 +83,7 @@ async def measure(server: Sshd, options: SSHOptions, n: int, seconds: float, tmp
             HostConfig(name=f"h{i}", address=address, state_dir=f"{base}/{i}"),
             cfg,
             store=store,
-        )  # fmt: skip
+        )
         for i in range(n)
     ]
     app = FleetApp(sessions, tick=1.0)
@@ -154,13 +154,15 @@ async def main(hosts: list[int], seconds: float) -> None:
             rows.append(await measure(server, options, n, seconds, Path(tmp)))
             print(rows[-1], flush=True)
     print(f"\nload average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, {os.cpu_count()} cores")
-    print("| hosts | RSS MiB (per host) | CPU % (per host) | TCP conns | SSH channels mean / max | "
-          "loop lag p99 / max ms | key to frame p50 / max ms |")  # fmt: skip
+    print(
+        "| hosts | RSS MiB (per host) | CPU % (per host) | TCP conns | SSH channels mean / max | "
+        "loop lag p99 / max ms | key to frame p50 / max ms |"
+    )
     print("|--:|--:|--:|--:|--:|--:|--:|")
     for r in rows:
-        n = r["hosts"]
+        k = r["hosts"]
         print(
-            f"| {n:.0f} | {r['rss_mib']:.1f} ({r['rss_mib'] / n:.2f}) | {r['cpu_pct']:.2f} ({r['cpu_pct'] / n:.3f}) | "
+            f"| {k:.0f} | {r['rss_mib']:.1f} ({r['rss_mib'] / k:.2f}) | {r['cpu_pct']:.2f} ({r['cpu_pct'] / k:.3f}) | "
             f"{r['tcp']:.0f} | {r['channels_mean']:.2f} / {r['channels_max']:.0f} | "
             f"{r['lag_p99_ms']:.1f} / {r['lag_max_ms']:.1f} | {r['key_p50_ms']:.1f} / {r['key_max_ms']:.1f} |"
         )

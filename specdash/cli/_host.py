@@ -63,8 +63,8 @@ def host_config(args: argparse.Namespace, cfg: Config) -> HostConfig:
 def open_session(args: argparse.Namespace, cfg: Config, hc: HostConfig, store: Store | None = None) -> RemoteSession:
     """A `RemoteSession` for the host (not connected yet; `run()` connects); `store`: one shared by several
     sessions (the fleet), else the default store opened for this one."""
-    from specdash.bench.levels import SweepConfig
     from specdash.bench.store import Store as OneStore
+    from specdash.bench.sweep_data import SweepConfig
     from specdash.remote.options import SSHOptions
     from specdash.remote.ssh import SSHHost
     from specdash.server.remote_session import RemoteSession

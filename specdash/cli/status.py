@@ -10,8 +10,8 @@ import time
 
 from specdash.cli._host import add_host_arguments, current_run
 from specdash.cli._live import fmt_seconds
-from specdash.core.models import Phase
 from specdash.core.timeline import replay_text
+from specdash.phases import Phase
 from specdash.server.lifecycle import run_framed
 
 NAME = "status"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specdash.core.events import GpuStats, Notice, ServerLoad, ServerStatus
-from specdash.core.models import Phase
+from specdash.phases import Phase
 
 ACCEPT_COLLAPSE = 1.2
 """A speculative mode whose acceptance length falls below this (tokens per step) gains almost nothing."""

@@ -35,17 +35,17 @@ from typing import Any
 
 from specdash.config import HostConfig, ModeConfig, SlurmConfig
 from specdash.core.events import Notice, ServerStatus, SessionEvent
-from specdash.core.models import CrashInfo, Phase, Progress
 from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import ClassifiedLine, Crashed, StartupEvent
 from specdash.core.stuck import StuckPolicy, stuck_limits
 from specdash.core.timeline import Timeline
-from specdash.engines.text import escape_controls
 from specdash.errors import SpecdashError
+from specdash.phases import CrashInfo, Phase, Progress
 from specdash.redact import redact_argv
 from specdash.remote.host import Host
 from specdash.remote.ssh import SSHHost
 from specdash.remote.ssherror import SSHError
+from specdash.safetext import escape_controls
 from specdash.server.launch import launch_env
 from specdash.server.lifecycle import RunRecord, StopReport
 from specdash.server.logfollow import RETRY_S

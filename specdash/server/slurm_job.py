@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from specdash.config import HostConfig, ModeConfig, SlurmConfig
 from specdash.engines.registry import get
-from specdash.engines.text import escape_controls
 from specdash.errors import SpecdashError
+from specdash.safetext import escape_controls
 
 SQUEUE_FORMAT = "%i|%T|%r|%N|%u|%M|%P"
 """squeue's fields, in this order: job id, state, reason, node list, user, time used, partition."""

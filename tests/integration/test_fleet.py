@@ -15,13 +15,14 @@ from pathlib import Path
 from textual.widgets import DataTable
 
 from specdash.config import Config, HostConfig, SlurmConfig
+from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession
 from specdash.ui.fleet import FleetApp, FleetScreen
 from specdash.ui.screens.dashboard import DashboardScreen
 from tests.integration.conftest import target
 from tests.integration.test_slurm import slurm_config
-from tests.sshd import Sshd, free_port
+from tests.sshd import Sshd
 from tests.support.eventually import eventually
 from tests.support.slurm import SlurmCluster
 
@@ -60,8 +61,12 @@ async def test_the_fleet_shows_one_row_per_host_and_opens_each_dashboard(
         assert app.fleet.query_one(DataTable).row_count == 4
         # The dead host fails its own row; the others connect regardless.
         await eventually(lambda: row_text(app, 3), until=lambda t: "failed" in t, timeout=30, what="dead row")
-        await eventually(lambda: [h.row.link for h in app.hosts[:3]], until=lambda v: v == ["connected"] * 3,
-                         timeout=30, what="three connected")  # fmt: skip
+        await eventually(
+            lambda: [h.row.link for h in app.hosts[:3]],
+            until=lambda v: v == ["connected"] * 3,
+            timeout=30,
+            what="three connected",
+        )
         await sessions[0].start("baseline")
         await sessions[2].start("baseline")
         await eventually(lambda: row_text(app, 0), until=lambda t: "| ready |" in t, timeout=120, what="gpu-a ready")

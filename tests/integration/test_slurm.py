@@ -25,16 +25,17 @@ from specdash.bench.probe import ProbeSettings
 from specdash.bench.sweep import SweepConfig
 from specdash.config import Config, HostConfig, SlurmConfig
 from specdash.core.events import LogBatch, Notice, ServerStatus
-from specdash.core.models import Phase
 from specdash.engines.registry import names
 from specdash.errors import SpecdashError
+from specdash.phases import Phase
+from specdash.ports import free_port
 from specdash.remote.events import Connected, Lost
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import target, trust
 from tests.integration.remote_sim import SRC, remote_python
 from tests.recorder import Recorder
-from tests.sshd import Sshd, free_port
+from tests.sshd import Sshd
 from tests.support.eventually import eventually
 from tests.support.slurm import SlurmCluster
 

@@ -20,7 +20,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.sshd import free_port, make_dir
+from specdash.ports import free_port
+from tests.sshd import make_dir
 
 DAEMONS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd")
 NODES = ("n1", "n2")
@@ -121,10 +122,16 @@ class SlurmCluster:
         self._spawn(
             "munged",
             [
-                "/usr/sbin/munged", "-F", "--force", f"--socket={d}/munge.sock", f"--key-file={d}/munge.key",
-                f"--pid-file={d}/munged.pid", f"--seed-file={d}/munged.seed", f"--log-file={d}/log/munged.log",
+                "/usr/sbin/munged",
+                "-F",
+                "--force",
+                f"--socket={d}/munge.sock",
+                f"--key-file={d}/munge.key",
+                f"--pid-file={d}/munged.pid",
+                f"--seed-file={d}/munged.seed",
+                f"--log-file={d}/log/munged.log",
             ],
-        )  # fmt: skip
+        )
         self._wait(lambda: (d / "munge.sock").exists(), timeout, "the munge socket")
         self._spawn("slurmctld", ["/usr/sbin/slurmctld", "-D", "-i", "-f", str(self.conf)])
         self._wait(lambda: self.sinfo_ok(), timeout, "slurmctld answering")

@@ -71,8 +71,20 @@ def test_sglang_ranks_get_nnodes_node_rank_and_the_head_as_dist_init_addr() -> N
     command = rank_command(SGLANG, HOST, 2, 29500)
     head, worker = rank_argv(command, 0), rank_argv(command, 1)
     assert head[:5] == ["python3", "-m", "sglang.launch_server", "--model-path", "/m/kimi k2"]
-    assert head[5:] == ["--host", "10.0.0.1", "--port", "30000", "--tp", "16", "--nnodes", "2", "--node-rank", "0",
-                        "--dist-init-addr", "10.0.0.1:29500"]  # fmt: skip
+    assert head[5:] == [
+        "--host",
+        "10.0.0.1",
+        "--port",
+        "30000",
+        "--tp",
+        "16",
+        "--nnodes",
+        "2",
+        "--node-rank",
+        "0",
+        "--dist-init-addr",
+        "10.0.0.1:29500",
+    ]
     assert worker[-6:] == ["--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "10.0.0.1:29500"]
 
 
