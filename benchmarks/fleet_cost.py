@@ -113,13 +113,15 @@ async def measure(server: Sshd, options: SSHOptions, n: int, seconds: float, tmp
         cpu0, wall0 = time.process_time(), time.perf_counter()
         probes = [asyncio.create_task(lag_probe()), asyncio.create_task(channel_probe())]
         keys: list[float] = []
+        going = 1
         table = app.fleet.query_one("#fleet-table")
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             await asyncio.sleep(1.0)
             row = table.cursor_row  # type: ignore[attr-defined]
             t = time.perf_counter()
-            key = "down" if row < n - 1 else "home"  # down the rows, then back to the top
+            going = -1 if row == n - 1 else 1 if row == 0 else going  # down the rows, then back up
+            key = "down" if going > 0 else "up"
             app.post_message(events.Key(key, None))
             while table.cursor_row == row and n > 1:  # type: ignore[attr-defined]  # noqa: ASYNC110 - timing a frame
                 await asyncio.sleep(0.001)
