@@ -131,11 +131,16 @@ async def test_a_two_node_job_starts_serves_a_sweep_and_stops_by_scancel(
     assert cluster.job_state(job) == "RUNNING"
     # The head node's port through the login node: a real sweep of two levels.
     settings = ProbeSettings(output_len=24)
-    await s.sweep(
-        [], [1, 2], config=SweepConfig(requests_per_level=3, warmup_requests=1, processes=0, settings=settings)
-    )
+    quick = SweepConfig(requests_per_level=3, warmup_requests=1, processes=0, settings=settings)
+    await s.sweep([], [1, 2], config=quick)
     result = s.results["baseline"]
     assert [lv.status for lv in result.levels] == ["done", "done"], result
+    # An A/B: the second mode is a restart, i.e. a new job (its queue wait apart from its startup).
+    await s.sweep(["baseline", "eagle3"], [1], config=quick)
+    assert [lv.status for lv in s.results["eagle3"].levels] == ["done"]
+    assert s.status.mode == "eagle3" and s.status.job_id != job and s.status.queue_wait_s is not None
+    assert cluster.job_state(job) in ("CANCELLED", "COMPLETED")
+    job = s.status.job_id
     await s.stop()
     assert s.status.phase is Phase.STOPPED
     assert cluster.job_state(job) in ("CANCELLED", "COMPLETED"), cluster.job_state(job)
