@@ -12,9 +12,12 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Input
 
+from specdash.bench.probe import ProbeSettings
+from specdash.bench.sweep_data import SweepConfig
 from specdash.config import Config, HostConfig, SlurmConfig
+from specdash.phases import Phase
 from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession
@@ -55,6 +58,9 @@ async def test_the_fleet_shows_one_row_per_host_and_opens_each_dashboard(
         RemoteSession(SSHHost(hc.address, quick), hc, cfg if hc is not login else job_cfg(cfg, job_port))
         for hc in (plain, idle, login, dead)
     ]
+    sessions[2].sweep_defaults = SweepConfig(
+        requests_per_level=3, warmup_requests=1, processes=0, settings=ProbeSettings(output_len=24)
+    )
     app = FleetApp(sessions, tick=1.0)
     async with app.run_test(size=(100, 30)) as pilot:
         assert isinstance(app.screen, FleetScreen)
@@ -68,7 +74,25 @@ async def test_the_fleet_shows_one_row_per_host_and_opens_each_dashboard(
             what="three connected",
         )
         await sessions[0].start("baseline")
-        await sessions[2].start("baseline")
+        # The two-node job from the cluster's dashboard, by keys: highlight mode 1, start it.
+        app.fleet.query_one(DataTable).move_cursor(row=2)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, DashboardScreen) and app.screen.session is sessions[2]
+        await pilot.press("1", "s")
+        await eventually(lambda: row_text(app, 2), until=lambda t: "ready | 2/2" in t, timeout=120, what="job ready")
+        # Swept from the dashboard: `b`, one level.
+        await pilot.press("b")
+        await pilot.pause()
+        app.screen.query_one(Input).value = "1"
+        await pilot.press("enter")
+        await eventually(lambda: sessions[2].results.get("baseline"), timeout=120, what="the job's sweep")
+        assert [lv.status for lv in sessions[2].results["baseline"].levels] == ["done"]
+        await eventually(lambda: sessions[2].sweep_running(), until=lambda r: not r, timeout=30, what="sweep end")
+        await pilot.press("backspace")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        app.fleet.query_one(DataTable).move_cursor(row=0)
         await eventually(lambda: row_text(app, 0), until=lambda t: "| ready |" in t, timeout=120, what="gpu-a ready")
         await eventually(lambda: row_text(app, 2), until=lambda t: "ready | 2/2" in t, timeout=120, what="job ready")
         assert "gpu-b" in row_text(app, 1) and "failed" not in row_text(app, 1)
@@ -97,8 +121,16 @@ async def test_the_fleet_shows_one_row_per_host_and_opens_each_dashboard(
             await pilot.pause(0.5)
             app.save_screenshot("fleet-job-dashboard-100x30.svg", path=shots)
             await pilot.press("backspace")
-        for s in (sessions[0], sessions[2]):
-            await s.stop()
+        # The job stopped from its dashboard: `x`, confirmed; scancel, confirmed by the job's end.
+        job = sessions[2].status.job_id
+        app.open_host(2)
+        await pilot.pause()
+        await pilot.press("x")
+        await pilot.pause()
+        await pilot.press("y")
+        await sessions[2].wait_status([Phase.STOPPED], timeout=60)
+        assert slurm_cluster.job_state(job) in ("CANCELLED", "COMPLETED")
+        await sessions[0].stop()
         await pilot.press("q")
 
 

@@ -22,7 +22,7 @@ import pytest
 
 from specdash import config
 from specdash.bench.probe import ProbeSettings
-from specdash.bench.sweep import SweepConfig
+from specdash.bench.sweep_data import SweepConfig
 from specdash.config import Config, HostConfig, SlurmConfig
 from specdash.core.events import LogBatch, Notice, ServerStatus
 from specdash.engines.registry import names
@@ -150,7 +150,9 @@ async def test_queued_behind_another_job_then_running(
     session: tuple[RemoteSession, Recorder], cluster: SlurmCluster
 ) -> None:
     s, seen = session
-    blocker = cluster.run("sbatch", "--parsable", "--nodes=2", "--exclusive", "--wrap", "sleep 300").stdout.strip()
+    blocker = cluster.run(
+        "sbatch", "--parsable", "--output=/dev/null", "--nodes=2", "--exclusive", "--wrap", "sleep 300"
+    ).stdout.strip()
     await eventually(lambda: cluster.job_state(blocker), until=lambda st: st == "RUNNING", timeout=30, what="blocker")
     await s.start("baseline")
     queued = await eventually(
@@ -272,7 +274,7 @@ async def test_adopting_a_job_that_is_not_ours_is_refused_and_nothing_is_signall
     session: tuple[RemoteSession, Recorder], cluster: SlurmCluster
 ) -> None:
     s, _ = session
-    roots = cluster.run("sbatch", "--parsable", "--nodes=1", "--wrap", "sleep 300").stdout.strip()
+    roots = cluster.run("sbatch", "--parsable", "--output=/dev/null", "--nodes=1", "--wrap", "sleep 300").stdout.strip()
     with pytest.raises(SpecdashError, match=f"job {roots} on login belongs to root"):
         await s.adopt_job(roots)
     with pytest.raises(SpecdashError, match="no job 999999 on login"):
