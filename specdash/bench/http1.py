@@ -42,8 +42,21 @@ runs this module on the host's 3.9)."""
 class _Response:
     """Parses one response as its bytes arrive and feeds the body to a `StreamAccount`."""
 
-    __slots__ = ("account", "done", "head", "status", "mode", "remaining", "cbuf", "crlf", "trailer",
-                 "keep_alive", "err_body", "got_bytes", "on_body")  # fmt: skip
+    __slots__ = (
+        "account",
+        "done",
+        "head",
+        "status",
+        "mode",
+        "remaining",
+        "cbuf",
+        "crlf",
+        "trailer",
+        "keep_alive",
+        "err_body",
+        "got_bytes",
+        "on_body",
+    )
 
     def __init__(self, account: StreamAccount, done: Callable[[Outcome, bool], None]) -> None:
         self.account = account

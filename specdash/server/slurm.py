@@ -47,7 +47,7 @@ from specdash.remote.ssh import SSHHost
 from specdash.remote.ssherror import SSHError
 from specdash.safetext import escape_controls
 from specdash.server.launch import launch_env
-from specdash.server.lifecycle import RunRecord, StopReport
+from specdash.server.lifecycle import Lifecycle, RunRecord, StopReport
 from specdash.server.logfollow import RETRY_S
 from specdash.server.slurm_job import (
     SQUEUE_FORMAT,
@@ -63,7 +63,7 @@ from specdash.server.slurm_job import (
     rank_failures,
     shell_path,
 )
-from specdash.server.watch import ServerWatch
+from specdash.server.watch import LOG_FLUSH_CHARS, ServerWatch
 
 POLL_QUEUED_S = 2.0
 """How often the job's state is read while it pends (one SSH command each)."""
@@ -135,12 +135,11 @@ echo "$TAG adopted"
 )
 
 
-class SlurmLifecycle:
-    """Batch jobs on one Slurm login node, with `Lifecycle`'s methods."""
+class SlurmLifecycle(Lifecycle):
+    """Batch jobs on one Slurm login node: `Lifecycle`'s methods, each overridden for a job."""
 
     def __init__(self, host: Host, host_config: HostConfig) -> None:
-        self.host = host
-        self.config = host_config
+        super().__init__(host, host_config)
         self.slurm: SlurmConfig = host_config.slurm or SlurmConfig()
         self._env = [f"{k}={v}" for k, v in host_config.env.items()]
 
@@ -428,7 +427,9 @@ class SlurmWatch(ServerWatch):
             self._pending_chars += sum(len(item.text) for item in shown)
             self._handle(events)
             self._log_advanced.set()
-            await asyncio.sleep(0)
+            if self._pending_chars > LOG_FLUSH_CHARS:
+                self._flush()
+            await asyncio.sleep(0)  # a turn for everything else after each piece, as `ServerWatch` does
 
     async def _liveness(self) -> None:
         poll = POLL_QUEUED_S

@@ -107,7 +107,7 @@ async def session(
 
 
 def log_text(seen: Recorder) -> str:
-    return "\n".join(line for e in seen.events if isinstance(e, LogBatch) for line in e.lines)
+    return "\n".join(line.text for e in seen.events if isinstance(e, LogBatch) for line in e.lines)
 
 
 def statuses(seen: Recorder) -> list[ServerStatus]:
