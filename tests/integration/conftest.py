@@ -131,4 +131,5 @@ def cluster(slurm_cluster: SlurmCluster) -> Iterator[SlurmCluster]:
     for node in ("n1", "n2"):
         slurm_cluster.start_node(node)
     slurm_cluster.cancel_all()
+    slurm_cluster.reap_strays()  # a killed node's steps outlive its job
     slurm_cluster.wait_idle()

@@ -183,6 +183,28 @@ class SlurmCluster:
         self.run("scancel", "--partition", self.partition)
         self._wait(lambda: not self.run("squeue", "-h").stdout.strip(), timeout, "an empty queue")
 
+    def reap_strays(self) -> list[int]:
+        """SIGKILL what this cluster's jobs left behind: a node whose slurmd was killed keeps its slurmstepd and
+        the step's processes after slurmctld declared it down (no slurmd is there to end them). They are found by
+        this cluster's own `SLURM_CONF` path in their environment (a path no other process has), never by name."""
+        mine = f"SLURM_CONF={self.conf}".encode()
+        daemons = {p.pid for p in self.procs.values()}
+        killed = []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit() or int(proc.name) in daemons or int(proc.name) == os.getpid():
+                continue
+            try:
+                environ = (proc / "environ").read_bytes()
+            except OSError:
+                continue
+            if mine in environ.split(b"\0"):
+                try:
+                    os.kill(int(proc.name), signal.SIGKILL)
+                    killed.append(int(proc.name))
+                except ProcessLookupError:
+                    pass
+        return killed
+
     def log(self, name: str) -> str:
         path = self.dir / "log" / name
         return path.read_text(errors="replace")[-3000:] if path.exists() else ""
@@ -207,6 +229,7 @@ class SlurmCluster:
                 self.cancel_all(30.0)
             except (TimeoutError, RuntimeError, subprocess.TimeoutExpired):
                 pass
+        self.reap_strays()
         for name in (*NODES, "slurmctld", "munged"):
             proc = self.procs.get(name)
             if proc is None or proc.poll() is not None:
