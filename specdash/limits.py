@@ -17,6 +17,8 @@ the limit, never the process. Numeric options are checked against these ranges a
 | a time option (timeouts, durations) | `MAX_SECONDS` |
 | a stop's grace (`--grace`, `stop_timeout`) | `MAX_GRACE_S` |
 | the local `ssh.log` | `LOG_MAX_BYTES` x (`LOG_BACKUPS` + 1) |
+| one log line (replay, status, logs -f) | `MAX_LOG_LINE_CHARS`, longer lines are cut into pieces |
+| the log tail `logs -n` and `status` read | `LOG_TAIL_BYTES` (the last bytes of the log), `-n` at most `MAX_LOG_LINES` |
 """
 
 from __future__ import annotations
@@ -54,6 +56,13 @@ LOG_MAX_BYTES = 5 * 1024 * 1024
 """`ssh.log` is rotated at this size."""
 LOG_BACKUPS = 3
 """Rotated `ssh.log` files kept."""
+MAX_LOG_LINE_CHARS = 64 * 1024
+"""A server log line longer than this is cut into pieces of this size (a file of NULs has no line breaks)."""
+LOG_TAIL_BYTES = 4 * 1024 * 1024
+"""`logs -n N` and `status` read at most the last this many bytes of a server log (a log truncated in place
+by another program can start with a hole of NULs the size of what it held)."""
+MAX_LOG_LINES = 1_000_000
+"""The largest `logs -n`."""
 
 
 def max_chunks(output_len: int) -> int:

@@ -40,6 +40,12 @@ def run(args: argparse.Namespace) -> int:
 
 async def _down(args: argparse.Namespace) -> int:
     async with current_run(args) as (session, cfg, record):
+        if record is not None and record.damaged:
+            raise SpecdashError(
+                f"the run record {record.id} on {session.label} is damaged (empty or half-written): nothing was "
+                f"signalled, since which processes are its own cannot be verified; stop its server by hand "
+                f"(look at port {record.port or 'of its mode'}) and remove the record under the host's state_dir"
+            )
         if record is None or not record.alive:
             # Nothing to stop is what `down` wants: cleanup scripts call it unconditionally.
             print(f"Nothing to stop: no server started by specdash is running on {session.label}.")

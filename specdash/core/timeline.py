@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import BinaryIO
 
-from specdash.core.lines import LineSplitter, split_lines
+from specdash.core.lines import LineSplitter
 from specdash.core.models import Phase, Progress
 from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import (
@@ -237,7 +237,8 @@ class Timeline:
 
 def replay_text(text: str, engine: str = "auto") -> Timeline:
     """Run a whole saved log (as text) through a fresh tracker and return its timeline (see `replay_lines`)."""
-    return replay_lines(iter(split_lines(text)), engine)
+    splitter = LineSplitter()  # lines cut at its bound, as a file's are: a 4 MB line of NULs is no one line
+    return replay_lines(iter([*splitter.feed(text), *splitter.flush()]), engine)
 
 
 def replay_file(stream: BinaryIO, engine: str = "auto") -> Timeline:
