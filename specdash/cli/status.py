@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
 async def _status(args: argparse.Namespace) -> int:
     async with current_run(args) as (session, _cfg, record):
         log = ""
-        if record is not None:
+        if record is not None and not record.damaged:
             # The log's last bytes say where the startup got to (a long-running server's log can be much larger).
             _, log = await run_framed(session.host, f"tail -c {LOG_TAIL_BYTES} {shlex.quote(record.log_path)}")
     if record is None:
