@@ -18,7 +18,9 @@ the limit, never the process. Numeric options are checked against these ranges a
 | a stop's grace (`--grace`, `stop_timeout`) | `MAX_GRACE_S` |
 | the local `ssh.log` | `LOG_MAX_BYTES` x (`LOG_BACKUPS` + 1) |
 | one log line (replay, status, logs -f) | `MAX_LOG_LINE_CHARS`, longer lines are cut into pieces |
-| the log tail `logs -n` and `status` read | `LOG_TAIL_BYTES` (the last bytes of the log), `-n` at most `MAX_LOG_LINES` |
+| the log tail `logs -n` and `status` read | `LOG_TAIL_BYTES` (the log's last bytes); `-n` at most `MAX_LOG_LINES` |
+| interim (1xx) responses before a request's final one | `MAX_INTERIM_RESPONSES` |
+| a control-plane read (`/server_info`, `/metrics`, `/health`) | its timeout for the WHOLE answer, not per read |
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ MAX_CONTROL_BODY_BYTES = 16 * 1024 * 1024
 """A control-plane response body larger than this fails that poll (SGLang's `/server_info` is ~10 KiB)."""
 MAX_SSE_EVENT_BYTES = 4 * 1024 * 1024
 """One SSE event larger than this fails the request (the final `/generate` chunk carries the whole text)."""
+MAX_INTERIM_RESPONSES = 16
+"""Interim responses (`100 Continue`, `103 Early Hints`) skipped before a request's final response; more fail
+the request as malformed (RFC 9110 15.2 allows any number; a server sending them forever is broken)."""
 MAX_CHUNK_LINE_BYTES = 4096
 """A chunk-size line (hex size, extensions) longer than this fails the request."""
 MAX_TOKEN_COUNT = 10**9

@@ -44,12 +44,19 @@ def _printf_script(lines: list[str]) -> str:
     return f"printf '{body}'; trap '' TERM; while :; do sleep 1; done"
 
 
+def _env(box: Box) -> dict[str, str]:
+    env = cli_env(box.home, box.config)
+    if os.environ.get("SPECDASH_SRC_UNDER_TEST"):  # an older checkout, as `run_cli` does
+        env["PYTHONPATH"] = os.environ["SPECDASH_SRC_UNDER_TEST"]
+    return env
+
+
 def _cli(box: Box, *argv: str, timeout: float = 120) -> tuple[int, bytes, str]:
     """The CLI's exit code, raw stdout bytes and stderr text."""
     done = subprocess.run(
         [sys.executable, "-m", "specdash", *argv],
         capture_output=True,
-        env=cli_env(box.home, box.config),
+        env=_env(box),
         cwd=box.home,
         timeout=timeout,
         stdin=subprocess.DEVNULL,
@@ -89,7 +96,7 @@ def test_logs_escape_what_the_server_wrote_and_raw_gives_the_bytes(hostile_box: 
             [sys.executable, "-m", "specdash", "logs", "box", "-f", "-n", "20"],
             stdout=out_file,
             stderr=subprocess.DEVNULL,
-            env=cli_env(box.home, box.config),
+            env=_env(box),
             cwd=box.home,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
