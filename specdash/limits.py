@@ -9,6 +9,7 @@ the limit, never the process. Numeric options are checked against these ranges a
 | config file | `MAX_CONFIG_BYTES`, regular files only |
 | a mode's `extends` chain | `MAX_EXTENDS_DEPTH` modes |
 | prompts file | `MAX_PROMPTS_BYTES`, regular files only |
+| a known_hosts file | `MAX_KNOWN_HOSTS_BYTES`, regular files only |
 | a control-plane body (`/server_info`, `/metrics`, `/v1/models`, `/version`) | `MAX_CONTROL_BODY_BYTES` |
 | one SSE event | `MAX_SSE_EVENT_BYTES` |
 | one chunk-size line of a chunked body | `MAX_CHUNK_LINE_BYTES` |
@@ -39,6 +40,8 @@ MAX_CONFIG_BYTES = 1024 * 1024
 """A config file larger than this is refused (a real one is a few KiB)."""
 MAX_EXTENDS_DEPTH = 32
 """The deepest `extends` chain of modes (a real one is 1 to 3 deep)."""
+MAX_KNOWN_HOSTS_BYTES = 64 * 1024 * 1024
+"""A known_hosts file larger than this is refused (100,000 hosts take about 10 MiB)."""
 MAX_PROMPTS_BYTES = 64 * 1024 * 1024
 """A `--prompts` JSONL file larger than this is refused."""
 MAX_CONTROL_BODY_BYTES = 16 * 1024 * 1024
