@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -212,3 +213,41 @@ def test_record_writes_are_atomic() -> None:
             for name in ("/pid", "/current"):
                 if re.search(rf'>\s*"[^"]*{name}"', line):
                     raise AssertionError(f"{script.name}: non-atomic write of {name}: {line.strip()}")
+
+
+@pytest.mark.parametrize("how", ["to-own-dir", "to-other-users-dir", "to-root-dir", "dangling", "link-not-ours"])
+def test_state_dir_symlink(how: str, tmp_path: Path, sshd: Sshd, ssh_keys: Keys) -> None:  # noqa: F811
+    """A state dir that is a symlink (cluster homes often are): accepted when the link is the user's and its
+    final target passes the same checks (the user's, not writable by others); refused when it leads elsewhere
+    (issue 29 point 9)."""
+    box = Box(tmp_path, sshd, ssh_keys)
+    uid, gid = _uid()
+    base = box.state.parent
+    base.mkdir(parents=True, exist_ok=True)
+    os.chown(base, uid, gid)
+    target = base / f"target-{how}"
+    target.mkdir(mode=0o700)
+    if how in ("to-own-dir", "link-not-ours"):
+        os.chown(target, uid, gid)
+    elif how == "to-other-users-dir":
+        os.chown(target, 65534, 65534)  # nobody
+    elif how == "dangling":
+        target.rmdir()
+    box.state.symlink_to(target)
+    if how != "link-not-ours":
+        os.lchown(box.state, uid, gid)
+    try:
+        up = box.cli("up", "box", "--mode", "sleeper")
+        if how == "to-own-dir":
+            assert up.code == 0, up.stderr
+            assert box.pids() and (target / "current").is_file()
+            status = box.cli("status", "box")
+            assert status.code == 0 and "sleeper" in status.stdout, status.stderr
+            assert box.cli("down", "box").code == 0
+        else:
+            assert_clean_failure(up, 1, "refusing the state directory", "symlink")
+            assert box.pids() == []
+    finally:
+        box.cleanup()
+        box.state.unlink(missing_ok=True)
+        shutil.rmtree(target, ignore_errors=True)
