@@ -8,6 +8,7 @@ It runs on its own thread and loop, so the CLI under test is a separate process,
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,7 +25,7 @@ REQUEST_BEHAVIOURS = (
     "continue_100",  # a `100 Continue` before the response (issue 29.2: was a stall on every request)
     "early_hints_103",  # two `103 Early Hints` (with Link headers) before the response
     "interim_flood",  # interim responses without end: fails as malformed, bounded
-    "formula_error",  # HTTP 500 whose body is a spreadsheet formula (issue 29.8)
+    "formula_error",  # an in-stream error whose message is a spreadsheet formula (issue 29.8)
 )
 CONTROL_BEHAVIOURS = (
     "info_huge",  # /server_info streams 200 MB
@@ -124,8 +125,8 @@ class HostileServer:
         if path != "/generate":
             w.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
             return True
-        if b in ("http500", "escape_error", "formula_error"):
-            body = {"escape_error": ESCAPES, "formula_error": FORMULA}.get(b, "internal error").encode()
+        if b in ("http500", "escape_error"):
+            body = (ESCAPES if b == "escape_error" else "internal error").encode()
             w.write(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
             await w.drain()
             return True
@@ -138,7 +139,10 @@ class HostileServer:
                 w.write(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n")
         await w.drain()
         w.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-        if b == "huge_count":
+        if b == "formula_error":  # an in-stream error event: its message becomes the sample's whole detail
+            error = json.dumps({"error": {"message": FORMULA}}).encode()
+            w.write(_chunk(b"data: " + error + b"\n\n") + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        elif b == "huge_count":
             w.write(_event(1) + _event(10**20))
         elif b == "digits_count":
             w.write(_event(1) + _chunk(b'data: {"meta_info":{"completion_tokens":' + b"7" * 5000 + b"}}\n\n"))
