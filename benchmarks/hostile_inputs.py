@@ -72,7 +72,7 @@ def main() -> None:
     if args.src:
         return
     from specdash.core.timeline import replay_text
-    from specdash.engines.text import escape_controls
+    from specdash.safetext import escape_controls
 
     for name, text in (
         ("escape_controls, 5 MB of BEL", "\x07" * 5_000_000),

@@ -66,7 +66,8 @@ async def background_sweep(concurrency: int, seconds: float, emit: Callable[[Ben
     from specdash.bench.probe import ProbeSettings
     from specdash.bench.prompts import load_prompts
     from specdash.bench.sweep import SweepConfig, run_sweep
-    from tests.support.sim_harness import SimProcess, free_port
+    from specdash.ports import free_port
+    from tests.support.sim_harness import SimProcess
 
     port = free_port()
     args = ["--model-path", "/models/kimi", "--tp", "2", "--port", str(port), "--sim-time-scale", "0.002"]

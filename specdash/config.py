@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specdash.core.models import STARTUP_ORDER, Phase
 from specdash.errors import UsageError
 from specdash.limits import MAX_CONFIG_BYTES, MAX_EXTENDS_DEPTH, MAX_GRACE_S, read_regular_file
+from specdash.phases import STARTUP_ORDER, Phase
+from specdash.slo import SloError, parse_slo
 from specdash.target import parse_target
 
 # The stuck-phase rules a mode may set; `core.stuck` applies them (its docstring states the rules).
@@ -318,8 +319,6 @@ def parse(text: str, path: Path, *, engines: Collection[str]) -> Config:
         raise bench_table.error("probe", f"must be one of {', '.join(PROBE_PLACES)}, not {probe!r}")
     slo = bench_table.string("slo", "") or ""
     if slo:
-        from specdash.core.slo import SloError, parse_slo
-
         try:
             parse_slo(slo)
         except SloError as exc:

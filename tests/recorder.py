@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 
 from specdash.core.events import LogBatch, ServerStatus
-from specdash.core.models import Phase
+from specdash.phases import Phase
 
 
 class Recorder:

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import httpx
 
 from specdash.bench.sse import Endpoint
-from specdash.engines.text import escape_controls
 from specdash.errors import SpecdashError
+from specdash.safetext import escape_controls
 
 
 def chosen_prompts(prompts: Sequence[str], n: int) -> list[str]:

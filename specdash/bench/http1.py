@@ -26,8 +26,8 @@ from urllib.parse import urlsplit
 
 from specdash.bench.samples import Failure
 from specdash.bench.sse import StreamAccount
-from specdash.engines.text import escape_controls
 from specdash.limits import MAX_CHUNK_LINE_BYTES, MAX_INTERIM_RESPONSES
+from specdash.safetext import escape_controls
 
 perf_ns = time.perf_counter_ns
 _MAX_HEAD = 64 * 1024

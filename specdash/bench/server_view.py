@@ -31,8 +31,8 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from specdash.bench.gauges import read_gauges
-from specdash.engines.text import escape_controls, escape_controls_in
 from specdash.limits import MAX_CONTROL_BODY_BYTES
+from specdash.safetext import escape_controls, escape_controls_in
 
 DISAGREE_FRACTION = 0.10
 """Client and server throughput differing by more than this fraction produce a warning."""

@@ -27,8 +27,8 @@ from typing import Any
 
 from specdash.bench.compat import StrEnum
 from specdash.bench.samples import Failure
-from specdash.engines.text import escape_controls
 from specdash.limits import MAX_SSE_EVENT_BYTES, MAX_TOKEN_COUNT, max_chunks
+from specdash.safetext import escape_controls
 
 _KEY = b'"completion_tokens":'
 _KEY_LEN = len(_KEY)

@@ -42,18 +42,6 @@ from typing import Any
 
 from specdash.bench.headroom import Load, evidence, judge
 from specdash.bench.hostprobe import AgentUnavailable, HostProbe
-from specdash.bench.levels import (
-    DEFAULT_LEVELS,
-    MAX_LEVEL,
-    MAX_LEVEL_ATTEMPTS,
-    LevelProgress,
-    LevelResult,
-    SweepConfig,
-    SweepResult,
-    url_origin,
-    validate_levels,
-    validate_url,
-)
 from specdash.bench.probe import Headroom, LevelOutcome, LevelPlan, Probe, ProbeSettings
 from specdash.bench.prompts import PromptSet
 from specdash.bench.provenance import build as build_provenance
@@ -63,18 +51,29 @@ from specdash.bench.sse import Endpoint
 from specdash.bench.store import RunMeta, Store
 from specdash.bench.summary import outcomes as slo_outcomes
 from specdash.bench.summary import summarize
+from specdash.bench.sweep_data import (
+    DEFAULT_LEVELS,
+    MAX_LEVEL,
+    MAX_LEVEL_ATTEMPTS,
+    LevelResult,
+    SweepConfig,
+    SweepResult,
+    url_origin,
+    validate_levels,
+    validate_url,
+)
 from specdash.bench.workers import LevelSink, ProbePool, processes_for, split_level
 from specdash.core.acceptance import is_speculative
+from specdash.core.events import BenchTick
 from specdash.core.guards import sweep_guards
 from specdash.core.series import RateWindow
-from specdash.core.slo import evaluate_level
 from specdash.engines.registry import identify
 from specdash.redact import redact_url
+from specdash.slo import evaluate_level
 
 __all__ = [
     "DEFAULT_LEVELS",
     "MAX_LEVEL",
-    "LevelProgress",
     "LevelResult",
     "Sweep",
     "SweepConfig",
@@ -90,7 +89,7 @@ PARENT_TICK_HOST_S = 0.25
 """The same with the probe on the host: the link is off the measurement's path, so this lag can only say that
 the UI lagged, and 20 wake-ups a second were a tenth of specdash's own CPU there."""
 
-ProgressCallback = Callable[[LevelProgress], Awaitable[None] | None]
+ProgressCallback = Callable[[BenchTick], Awaitable[None] | None]
 LevelCallback = Callable[[LevelResult], Awaitable[None] | None]
 
 
@@ -305,7 +304,7 @@ class Sweep:
         cfg = self.config
         if cfg.on_link_loss == "stop":
             return f"link lost: {reason}"
-        await _call(self.on_progress, LevelProgress(mode, c, 0.0, 0.0, 0, None, phase="paused"))
+        await _call(self.on_progress, BenchTick(mode, c, 0.0, 0.0, 0, None, phase="paused"))
         back = asyncio.ensure_future(self._link_back.wait())
         stopped = asyncio.ensure_future(self._stopped.wait())
         try:
@@ -570,7 +569,7 @@ class Sweep:
             return None
         runner = self._runner
         assert runner is not None
-        await _call(self.on_progress, LevelProgress(mode, c, 0.0, 0.0, 0, n_warm, phase="warmup"))
+        await _call(self.on_progress, BenchTick(mode, c, 0.0, 0.0, 0, n_warm, phase="warmup"))
         warm = _WarmUp()
         plans = self._plans(
             min(c, n_warm),
@@ -708,7 +707,7 @@ class _LevelRun:
             await asyncio.sleep(sweep.config.progress_interval_s)
             now = min(self._last_tick.values()) if self._last_tick else time.perf_counter_ns()
             failed = sum(1 for s in self.samples if not s.ok)
-            progress = LevelProgress(
+            progress = BenchTick(
                 self.mode,
                 self.c,
                 (now - self._t0) / 1e9,

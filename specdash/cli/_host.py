@@ -61,8 +61,8 @@ def host_config(args: argparse.Namespace, cfg: Config) -> HostConfig:
 
 def open_session(args: argparse.Namespace, cfg: Config, hc: HostConfig) -> RemoteSession:
     """A `RemoteSession` for the host (not connected yet; `run()` connects)."""
-    from specdash.bench.levels import SweepConfig
     from specdash.bench.store import Store
+    from specdash.bench.sweep_data import SweepConfig
     from specdash.remote.options import SSHOptions
     from specdash.remote.ssh import SSHHost
     from specdash.server.remote_session import RemoteSession

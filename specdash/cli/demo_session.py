@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import sys
 import tempfile
 from collections.abc import AsyncIterator
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from specdash.config import Config, HostConfig, ModeConfig, TuneConfig
 from specdash.errors import SpecdashError
+from specdash.ports import free_port
 
 if TYPE_CHECKING:
     from specdash.server.remote_session import RemoteSession
@@ -104,13 +104,6 @@ def gpu_host_env(base: Path) -> dict[str, str]:
     install(bin_dir)
     path = os.environ.get("PATH", "/usr/bin:/bin")
     return {"PATH": f"{bin_dir}:{path}", DIR_ENV: str(base / "gpus"), COUNT_ENV: "8"}
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now (the simulator binds it shortly after)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass

@@ -10,10 +10,10 @@ import sys
 from specdash.cli._host import add_host_arguments, current_run
 from specdash.config import Config
 from specdash.core.events import ServerStatus
-from specdash.core.models import Origin, Phase
-from specdash.core.server_state import stop_question
+from specdash.core.status_text import stop_question
 from specdash.errors import SpecdashError, UsageError
 from specdash.limits import MAX_GRACE_S, number_option
+from specdash.phases import Origin, Phase
 from specdash.server.lifecycle import RunRecord
 from specdash.server.probe_agent import loopback_url, stop_agents
 

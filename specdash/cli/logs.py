@@ -14,9 +14,9 @@ import sys
 
 from specdash.cli._host import add_host_arguments, current_run
 from specdash.core.lines import split_lines
-from specdash.engines.text import escape_controls
 from specdash.errors import SpecdashError
 from specdash.limits import LOG_TAIL_BYTES, MAX_LOG_LINES, int_option
+from specdash.safetext import escape_controls
 from specdash.server.lifecycle import run_framed
 from specdash.server.logfollow import LogFollower
 

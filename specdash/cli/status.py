@@ -10,9 +10,9 @@ import time
 
 from specdash.cli._host import add_host_arguments, current_run
 from specdash.cli._live import fmt_seconds
-from specdash.core.models import Phase
 from specdash.core.timeline import replay_text
 from specdash.limits import LOG_TAIL_BYTES
+from specdash.phases import Phase
 from specdash.server.lifecycle import run_framed
 
 NAME = "status"

@@ -8,13 +8,11 @@ import sys
 
 from specdash.cli._host import add_host_arguments, connected, host_config, load_config
 from specdash.cli._live import StatusPrinter
-from specdash.core.models import Phase
-from specdash.core.server_state import leftovers_text
+from specdash.core.status_text import leftovers_text
+from specdash.phases import SETTLED, Phase
 
 NAME = "up"
 HELP = "start a server in a mode (refused if one runs or the port is busy); --wait follows it to ready"
-
-SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

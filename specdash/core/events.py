@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from specdash.core.greedy import GreedyCheck
-from specdash.core.models import CrashInfo, Origin, Phase, Progress
-from specdash.core.slo import LevelSlo
 from specdash.core.startup_events import ClassifiedLine
+from specdash.phases import CrashInfo, Origin, Phase, Progress
+from specdash.slo import LevelSlo
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ class LevelRow:
 class BenchTick:
     """The live state of the running level (about 4 per second): the one object from the sweep to the chart.
 
-    The sweep makes it (`specdash.bench.sweep`, as `LevelProgress`), the session passes it on as it is, the
+    The sweep makes it (`specdash.bench.sweep`), the session passes it on as it is, the
     dashboard draws it and the headless CLI prints it.
     """
 

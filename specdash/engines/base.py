@@ -20,7 +20,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from specdash.core.models import STARTUP_ORDER, Phase
 from specdash.engines.evidence import generic_observations
 from specdash.engines.observations import (
     CrashKind,
@@ -37,6 +36,7 @@ from specdash.engines.observations import (
     VersionHint,
 )
 from specdash.engines.text import trim_traceback, unwrap_tagged
+from specdash.phases import STARTUP_ORDER, Phase
 
 __all__ = [
     "CrashKind",

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import re
 
-from specdash.core.models import Phase, Progress
 from specdash.engines.observations import (
     CrashKind,
     CrashSignal,
@@ -38,6 +37,7 @@ from specdash.engines.observations import (
     StopHint,
 )
 from specdash.engines.text import TRACEBACK, bar_counts, bar_label, exception_line, trim_traceback
+from specdash.phases import Phase, Progress
 
 # `File "/x/y.py", line 12, in f` (also `File "<frozen runpy>", line 198, in _run_module_as_main`).
 _FRAME = re.compile(r'\s*File "[^"]+", line \d+(?:, in \S+)?')

@@ -15,7 +15,6 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from specdash.core.models import Phase, Progress
 from specdash.engines.base import (
     CrashKind,
     EngineRules,
@@ -31,6 +30,7 @@ from specdash.engines.base import (
 )
 from specdash.engines.metrics import BatchStats, ServerLimits, to_float, to_fraction, to_int
 from specdash.engines.text import bar_counts, epoch_seconds
+from specdash.phases import Phase, Progress
 
 # `[2025-10-31 02:15:42 TP1] `, `[04:40:55 TP0] `, `[2025-07-02 07:41:58.123 DP0 TP0 EP0] ` (engines.md 5.8).
 _PREFIX = re.compile(r"\[(?:(\d{4})-(\d\d)-(\d\d) )?(\d\d):(\d\d):(\d\d)(?:\.(\d+))?((?: [A-Z][A-Z_]*\d+)*)\] ?")

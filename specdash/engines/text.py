@@ -1,5 +1,5 @@
-"""Line cleaning and small parsers that both engines need, and the one home for making untrusted text safe for
-the terminal (`escape_controls`: server bodies, log lines, host replies).
+"""Line cleaning and small parsers that both engines need (making untrusted text safe for the terminal is
+`specdash.safetext`).
 
 Everything here is called once per log line, so each function checks a cheap substring before it runs a
 regular expression: most lines have no colour, no container prefix and no progress bar.
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import calendar
 import re
-from typing import Any
+
+from specdash.safetext import escape_controls
 
 # Real escape sequences (CSI and OSC), the literal caret form `^[[0;36m` that pasted logs carry (vllm#33756:
 # the terminal's rendering of ESC was copied as two characters), and SGR codes whose ESC was lost in a paste
@@ -112,76 +113,6 @@ def strip_ansi(line: str) -> str:
     if "m" in line and "[" in line:
         return _BARE_SGR.sub("", line)
     return line
-
-
-_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
-"""Every C0 control but the tab, DEL, every C1 control (`\\x9b` is a one-byte CSI), and the Unicode line
-separators and bidirectional overrides (which reorder what is shown around them)."""
-_ESCAPES = {
-    code: (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-    for code in range(0x2070)
-    if _CONTROLS.match(chr(code))
-}
-"""What each character of `_CONTROLS` is shown as: one C-speed `str.translate` does a whole text, linear in its
-length whatever it holds (a regex substitution with a Python callback per match took 12.5 s for 5 MB of BEL)."""
-
-
-def escape_controls(text: str) -> str:
-    """`text` with control characters (ESC, CSI, BEL, NUL, CR, LF...) shown as `\\x1b`-style escapes.
-
-    The one home for "make untrusted text safe for the terminal": applied where text that a server or a host
-    chose enters our data (HTTP bodies and errors, `/server_info` and `/v1/models`, log lines after their
-    colour codes are stripped, `nvidia-smi` output, script replies, the lines `logs` prints), so every view and
-    export shows it as read instead of letting an escape sequence act (move the cursor, retitle the window,
-    write the clipboard with OSC 52, ring the bell, reorder the line with a bidi override).
-    A tab is kept (views expand it); a newline is escaped (a field is one line); a run of `_LONG_RUN` or more
-    of one control character is shown once with its count (`[\\x00 x 65536]`). Linear and C-speed.
-    """
-    if text.isprintable():  # a C-speed check for the common case
-        return text
-    first = _CONTROL_RUN.search(text)
-    if first is None:
-        return text
-    if first.end() - first.start() >= _LONG_RUN:  # a hole of NULs, a flood of BELs: a run at a time
-        return _CONTROL_RUN.sub(_escaped_run, text)
-    return text.translate(_ESCAPES)
-
-
-_CONTROL_RUN = re.compile(f"(?:{_CONTROLS.pattern})+")
-_LONG_RUN = 64
-"""A text whose first control run is this long is escaped run by run; otherwise character by character
-(`str.translate`): both linear, each the faster where it is used."""
-
-
-def _escaped_run(m: re.Match[str]) -> str:
-    run = m.group()
-    if len(run) >= _LONG_RUN and run.count(run[0]) == len(run):
-        # A run of one control character (the NULs of a log truncated in place, a flood of BELs) is shown
-        # once with its count: what a reader can use, and what follows (parsing, the views) stays short.
-        return f"[{_ESCAPES[ord(run[0])]} x {len(run)}]"
-    return run.translate(_ESCAPES)
-
-
-def escape_controls_in(value: Any) -> Any:
-    """`value` (parsed JSON: dicts, lists, strings, numbers) with `escape_controls` applied to every string in it,
-    keys included. Iterative, so JSON nested deeper than the recursion limit is no crash here."""
-    if not isinstance(value, (dict, list)):
-        return escape_controls(value) if isinstance(value, str) else value
-    out: Any = {} if isinstance(value, dict) else []
-    stack: list[tuple[Any, Any]] = [(value, out)]
-    while stack:
-        src, dst = stack.pop()
-        for key, item in src.items() if isinstance(src, dict) else enumerate(src):
-            if isinstance(item, (dict, list)):
-                new: Any = {} if isinstance(item, dict) else []
-                stack.append((item, new))
-            else:
-                new = escape_controls(item) if isinstance(item, str) else item
-            if isinstance(dst, dict):
-                dst[escape_controls(key) if isinstance(key, str) else key] = new
-            else:
-                dst.append(new)
-    return out
 
 
 def pre_clean(raw: str) -> str:

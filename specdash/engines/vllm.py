@@ -14,7 +14,6 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from specdash.core.models import Phase, Progress
 from specdash.engines.base import (
     CrashKind,
     EngineRules,
@@ -37,6 +36,7 @@ from specdash.engines.metrics import (
     to_int,
 )
 from specdash.engines.text import bar_counts, epoch_seconds
+from specdash.phases import Phase, Progress
 
 VLLM_STARTUP_ORDER: tuple[Phase, ...] = (
     Phase.LAUNCHING,

@@ -17,10 +17,10 @@ from typing import Literal
 
 import asyncssh
 
-from specdash.engines.text import escape_controls
 from specdash.errors import UsageError
 from specdash.limits import MAX_KNOWN_HOSTS_BYTES, read_regular_file
 from specdash.remote.ssherror import SSHError, SSHErrorKind
+from specdash.safetext import escape_controls
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from matplotlib.figure import Figure
 from specdash import __version__
 from specdash.bench.run_data import RunData, alarms, runs_verdict, series_names, workload_mismatches
 from specdash.core.compare import CrossoverKind, compute_crossover
-from specdash.core.slo import Slo
 from specdash.core.verdict import speedups
 from specdash.report import charts
+from specdash.slo import Slo
 
 CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 70rem;

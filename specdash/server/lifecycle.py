@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from specdash.config import HostConfig, ModeConfig
-from specdash.engines.text import escape_controls
 from specdash.errors import SpecdashError
 from specdash.redact import redact_argv
 from specdash.remote.host import Host, RunResult
+from specdash.safetext import escape_controls
 from specdash.server.launch import launch_argv, launch_env
 
 

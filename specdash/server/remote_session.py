@@ -10,18 +10,19 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from dataclasses import replace
 
 from specdash.bench.greedy import chosen_prompts, greedy_outputs, workload_key
 from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import PromptSet, load_prompts
 from specdash.bench.store import RunMeta, Store
-from specdash.bench.sweep import LevelProgress, LevelResult, Sweep, SweepConfig, SweepResult
+from specdash.bench.sweep import LevelResult, Sweep, SweepConfig, SweepResult
 from specdash.config import Config, HostConfig
 from specdash.core.compare import CrossoverKind, compute_crossover
 from specdash.core.eta import estimate
 from specdash.core.events import (
+    BenchTick,
     BenchUpdate,
     GreedyUpdate,
     LevelRow,
@@ -33,14 +34,13 @@ from specdash.core.events import (
     TuneEntry,
 )
 from specdash.core.greedy import GreedyCheck, compare_outputs
-from specdash.core.models import Origin, Phase
-from specdash.core.server_state import RECORD_KINDS, sweep_plan
-from specdash.core.slo import Slo, goodput_curve, max_concurrency_meeting
+from specdash.core.status_text import RECORD_KINDS, sweep_plan
 from specdash.core.timeline import Timeline
 from specdash.core.tune import tune_refusal
 from specdash.core.verdict import verdict
 from specdash.engines.registry import make_rules
 from specdash.errors import SpecdashError
+from specdash.phases import Origin, Phase
 from specdash.remote.events import Connected, ConnectionEvent, ConnectionState, Failed, Lost
 from specdash.remote.ssh import SSHHost
 from specdash.remote.ssherror import SSHError
@@ -51,6 +51,7 @@ from specdash.server.lifecycle import Lifecycle, RunRecord
 from specdash.server.probe_agent import HostRunner, loopback_url
 from specdash.server.session import Listener
 from specdash.server.watch import ServerWatch
+from specdash.slo import Slo, goodput_curve, max_concurrency_meeting
 
 READY_TIMEOUT_S = 3600.0
 """An A/B sweep waits this long at most for a restarted server to become ready."""
@@ -427,7 +428,7 @@ class RemoteSession:
         """The latest server status."""
         return self._status
 
-    async def wait_status(self, phases: Sequence[Phase], timeout: float | None = None) -> ServerStatus:
+    async def wait_status(self, phases: Collection[Phase], timeout: float | None = None) -> ServerStatus:
         """Wait until the server is in one of `phases` (returns at once if it is)."""
         async with asyncio.timeout(timeout):
             while self._status.phase not in phases:
@@ -563,7 +564,7 @@ class RemoteSession:
         }
         meta = RunMeta(host=self.label, mode=mode, engine=engine, provenance=provenance)
 
-        def progress(p: LevelProgress) -> None:
+        def progress(p: BenchTick) -> None:
             key = (mode, p.concurrency)
             if p.phase == "paused":  # rare: published at once, so the table says why nothing moves
                 self._rows[key] = replace(self._rows[key], status="paused", warning="link lost: waiting for it")

@@ -45,10 +45,10 @@ from specdash.bench.sweep import SweepConfig
 from specdash.config import Config, ModeConfig, TuneConfig
 from specdash.core import tune as core
 from specdash.core.events import BenchUpdate, ServerStatus, TuneEntry, TunePhase, TuneProgress
-from specdash.core.models import Phase
 from specdash.core.spec_export import vllm_mode_args
 from specdash.engines.spec_settings import SGLANG_DRAFT_FLAGS, SpecSetting, sglang_flags, strip_flags
 from specdash.errors import SpecdashError, UsageError
+from specdash.phases import Phase
 from specdash.remote.events import ConnectionState
 from specdash.server.remote_session import RemoteSession
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from specdash.ports import free_port
 from tests.hostile.cli import assert_clean_failure, run_cli
-from tests.sshd import free_port
 
 KEY_LINE = b"127.0.0.1 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n"
 

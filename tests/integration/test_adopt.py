@@ -22,7 +22,8 @@ from specdash.bench.store import Store
 from specdash.bench.sweep import SweepConfig
 from specdash.config import Config, HostConfig
 from specdash.core.events import LogBatch
-from specdash.core.models import Origin, Phase
+from specdash.phases import SETTLED, Origin, Phase
+from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.launch import launch_argv, launch_env
 from specdash.server.lifecycle import PortBusy
@@ -30,9 +31,7 @@ from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import remote_alive, target
 from tests.integration.remote_sim import sim_config
 from tests.recorder import Recorder
-from tests.sshd import Keys, Sshd, free_port
-
-SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
+from tests.sshd import Keys, Sshd
 
 
 @pytest.fixture

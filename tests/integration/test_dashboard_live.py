@@ -20,7 +20,7 @@ from textual.widgets import DataTable, Label
 from specdash.cli.demo_session import demo_session
 from specdash.config import Config, HostConfig
 from specdash.core.events import GreedyUpdate
-from specdash.core.models import Phase
+from specdash.phases import Phase
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession
 from specdash.ui.app import SpecdashApp, make_app
@@ -159,12 +159,12 @@ async def test_greedy_key_over_the_real_stack_finds_a_lossy_verify_step(
     """The greedy check and the SLO against the simulator over the real sshd: an A/B stores baseline's outputs as the
     reference and shows the mode with the `spec-diverge` fault as a finding with its first difference; key `o`
     on eagle3 then matches baseline's stored outputs without restarting baseline; every output is stored."""
-    from specdash.bench.levels import SweepConfig
     from specdash.bench.probe import ProbeSettings
     from specdash.bench.store import Store
-    from specdash.core.slo import parse_slo
+    from specdash.bench.sweep_data import SweepConfig
+    from specdash.ports import free_port
+    from specdash.slo import parse_slo
     from tests.integration.remote_sim import sim_config
-    from tests.sshd import free_port
 
     diverge = '[modes.diverge]\nextends = "eagle3"\nargs = ["--sim-fault", "spec-diverge=5"]\n'
     cfg = sim_config(tmp_path, port=free_port(), time_scale=FAST, extra_modes=diverge)

@@ -17,7 +17,7 @@ from textual.widgets import Label, Static
 from specdash.cli.demo_session import demo_session
 from specdash.config import TuneConfig
 from specdash.core.events import ModesChanged, TuneProgress
-from specdash.core.models import Phase
+from specdash.phases import Phase
 from specdash.server.remote_session import RemoteSession
 from specdash.server.tune import Journal
 from specdash.ui.app import SpecdashApp, make_app

@@ -9,9 +9,9 @@ import asyncio
 from collections.abc import Iterable, Sequence
 
 from specdash.core.events import ModeInfo, ModesChanged, ServerStatus, SessionEvent, TuneEntry
-from specdash.core.models import Phase
 from specdash.core.tune import tune_refusal
 from specdash.errors import SpecdashError
+from specdash.phases import Phase
 from specdash.remote.events import ConnectionEvent
 from specdash.server.adopt import Adoptable
 from specdash.server.session import Listener

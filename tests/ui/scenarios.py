@@ -15,11 +15,11 @@ from specdash.core.events import (
     ModesChanged,
     ServerStatus,
 )
-from specdash.core.models import CrashInfo, Phase, Progress
-from specdash.core.slo import LevelSlo, TargetResult, goodput_curve, max_concurrency_meeting, parse_slo
 from specdash.core.verdict import verdict
 from specdash.errors import SpecdashError
+from specdash.phases import CrashInfo, Phase, Progress
 from specdash.remote.events import Connected, Lost, Reconnecting
+from specdash.slo import LevelSlo, TargetResult, goodput_curve, max_concurrency_meeting, parse_slo
 from tests.ui.fake_session import Event
 
 NOW = 1_700_000_000.0

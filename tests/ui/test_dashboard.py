@@ -7,7 +7,7 @@ from textual.binding import Binding
 from textual.widgets import Label, OptionList
 
 from specdash.core.events import LogBatch, Notice, ServerStatus
-from specdash.core.models import Phase
+from specdash.phases import Phase
 from specdash.remote.events import Connected, Failed, Lost, Reconnecting
 from specdash.remote.ssherror import SSHError, SSHErrorKind
 from specdash.ui.app import APP_BINDINGS, SpecdashApp
@@ -436,7 +436,7 @@ async def test_a_busy_port_held_by_a_hand_started_server_offers_adoption(build: 
 
 
 async def test_mode_list_marker_follows_the_server_state(build: AppFactory) -> None:
-    from specdash.core.models import CrashInfo
+    from specdash.phases import CrashInfo
     from specdash.ui.widgets.modes import ModeList
 
     app, session = build(sc.ready_with_bench()[:4])
@@ -455,7 +455,7 @@ async def test_mode_list_marker_follows_the_server_state(build: AppFactory) -> N
 
 
 async def test_after_a_crash_x_offers_to_clean_up_what_is_left_in_the_group(build: AppFactory) -> None:
-    from specdash.core.models import CrashInfo
+    from specdash.phases import CrashInfo
 
     app, session = build(sc.stopped())
     async with app.run_test(size=SIZE) as pilot:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import re
 
 from specdash.core.events import LogBatch, Notice, ServerStatus
-from specdash.core.models import Phase
 from specdash.core.startup import StartupTracker
 from specdash.engines.registry import make_rules
-from specdash.engines.text import escape_controls, escape_controls_in
+from specdash.phases import Phase
 from specdash.remote.events import Connected
+from specdash.safetext import escape_controls, escape_controls_in
 from specdash.server.lifecycle import _replies
 from tests.ui import scenarios as sc
 from tests.ui.conftest import AppFactory

@@ -21,9 +21,9 @@ from textual.widgets import DataTable, Footer, OptionList, Tab, Tabs
 
 from specdash.core.events import BenchUpdate, ServerStatus
 from specdash.core.levels import DEFAULT_LEVELS
-from specdash.core.models import Phase
-from specdash.core.server_state import is_live, server_name, stop_question, sweep_question
+from specdash.core.status_text import is_live, server_name, stop_question, sweep_question
 from specdash.errors import SpecdashError
+from specdash.phases import Phase
 from specdash.remote.events import Connected
 from specdash.server.adopt import Adoptable
 from specdash.server.lifecycle import PortBusy

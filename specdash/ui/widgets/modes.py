@@ -9,8 +9,8 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from specdash.core.events import ModesChanged, ServerStatus
-from specdash.core.models import Origin, Phase
-from specdash.core.server_state import look, mode_marker
+from specdash.core.status_text import look, mode_marker
+from specdash.phases import Origin, Phase
 
 
 class ModeList(OptionList):

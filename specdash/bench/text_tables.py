@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from specdash.core.compare import Spread, compute_crossover
 from specdash.core.pareto import ParetoPoint, frontier
-from specdash.core.slo import Slo, goodput_curve, max_concurrency_meeting
 from specdash.core.verdict import crossover_sentence, verdict
+from specdash.slo import Slo, goodput_curve, max_concurrency_meeting
 
 if TYPE_CHECKING:
-    from specdash.bench.levels import SweepResult
+    from specdash.bench.sweep_data import SweepResult
 
 
 def _f(v: Any, fmt: str = ".1f") -> str:
