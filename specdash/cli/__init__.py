@@ -19,6 +19,7 @@ from types import ModuleType
 
 from specdash import __version__
 from specdash.errors import EXIT_RUNTIME, EXIT_SIGPIPE, EXIT_USAGE, SpecdashError
+from specdash.safetext import escape_controls
 
 # Order is the order shown in --help.
 COMMANDS: tuple[str, ...] = (
@@ -46,7 +47,13 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but usage errors exit 2 with one line and no usage dump spilled over the terminal."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n(see '{self.prog} --help')\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {shown(message)}\n(see '{self.prog} --help')\n")
+
+
+def shown(message: str) -> str:
+    """An error message as printed: whatever a server, a host or a file put in it cannot act on the terminal
+    (`escape_controls`, line by line: a message's own line breaks are kept). The last stop of every error."""
+    return "\n".join(escape_controls(line) for line in message.split("\n"))
 
 
 def _modules() -> list[ModuleType]:
@@ -81,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SpecdashError as exc:
         if args.debug:
             traceback.print_exc()
-        print(f"specdash: error: {exc.message}", file=sys.stderr)
+        print(f"specdash: error: {shown(exc.message)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("specdash: interrupted", file=sys.stderr)
@@ -97,7 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         else:
             print(
-                f"specdash: internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+                f"specdash: internal error: {type(exc).__name__}: {shown(str(exc))} "
+                "(run with --debug for the traceback)",
                 file=sys.stderr,
             )
         return EXIT_RUNTIME

@@ -8,6 +8,7 @@ replayed; a config with a byte-order mark is read.
 from __future__ import annotations
 
 import codecs
+import re
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from specdash.ports import free_port
 from tests.hostile.cli import assert_clean_failure, run_cli
 
+_ACTING = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 KEY_LINE = b"127.0.0.1 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n"
 
 DAMAGED = {
@@ -64,3 +66,29 @@ def test_config_with_a_bom(tmp_path: Path) -> None:
     done = run_cli(("config", "check", "--config", str(config)), tmp_path / "home")
     assert "TOML syntax error" not in done.stderr, done.stderr
     assert done.code == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("replay", "/nonexistent/\x1b]0;pwned\x07log"),  # a path in an error
+        ("logs", "box\x1b[2J", "-n", "\x9b31mx"),  # a value in argparse's error
+        ("status", "\u202eevil@127.0.0.1:1"),  # a host string in an error
+    ],
+)
+def test_errors_quote_text_escaped(argv: tuple[str, ...], tmp_path: Path) -> None:
+    """Every error line passes through one escape (`cli.shown`): what a file name, a value or a host string held
+    is shown, never acts on the terminal (issue 29 point 1)."""
+    done = run_cli(argv, tmp_path / "home")
+    assert done.code in (1, 2), done.stderr
+    assert not _ACTING.search(done.stderr.replace("\n", "")), repr(done.stderr)
+    assert "Traceback" not in done.stderr
+
+
+def test_replay_shows_a_file_name_escaped(tmp_path: Path) -> None:
+    log = tmp_path / "server\x1b]0;pwned\x07.log"
+    log.write_text("[2026-03-22 13:55:40] The server is fired up and ready to roll!\n")
+    for argv in (("replay", str(log)), ("replay", "--json", str(log))):
+        done = run_cli(argv, tmp_path / "home")
+        assert done.code == 0, done.stderr
+        assert "\x1b" not in done.stdout and "x1b]0;pwned" in done.stdout, done.stdout
