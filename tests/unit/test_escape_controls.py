@@ -63,6 +63,7 @@ def test_log_lines_lose_colour_and_show_other_controls() -> None:
         "ab\x07\x1b" * 1_250_000,  # short runs, mixed
         "\u202e\x9b" * 2_500_000,  # bidi overrides and C1, non-ASCII
     ],
+    ids=["nul-hole", "bel-flood", "short-mixed-runs", "bidi-c1"],  # not the 5 MB values as test ids
 )
 def test_escaping_is_linear_and_bounded(flood: str) -> None:
     """Every character is escaped, whatever the mix (issue 29 point 1); a long run of one control character is
