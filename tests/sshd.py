@@ -222,7 +222,8 @@ class Sshd:
                     f"MaxSessions {self.max_sessions}",
                     "MaxStartups 100:30:200",
                     f"LogLevel {self.log_level}",
-                    *(f'SetEnv "{k}={v}"' for k, v in self.set_env.items()),
+                    # One line: sshd takes the first SetEnv line only (a second one would be ignored).
+                    *([" ".join(["SetEnv", *(f'"{k}={v}"' for k, v in self.set_env.items())])] if self.set_env else []),
                     "",
                 ]
             )

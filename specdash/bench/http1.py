@@ -50,8 +50,22 @@ def _interim(head: bytes) -> bool:
 class _Response:
     """Parses one response as its bytes arrive and feeds the body to a `StreamAccount`."""
 
-    __slots__ = ("account", "done", "head", "status", "mode", "remaining", "cbuf", "crlf", "trailer",
-                 "keep_alive", "err_body", "got_bytes", "on_body", "interim")  # fmt: skip
+    __slots__ = (
+        "account",
+        "done",
+        "head",
+        "status",
+        "mode",
+        "remaining",
+        "cbuf",
+        "crlf",
+        "trailer",
+        "keep_alive",
+        "err_body",
+        "got_bytes",
+        "on_body",
+        "interim",
+    )
 
     def __init__(self, account: StreamAccount, done: Callable[[Outcome, bool], None]) -> None:
         self.account = account

@@ -86,8 +86,12 @@ class RunData:
         if w:
             return dict(w)
         m = self.record.meta
-        return {"prompt_set": m.prompt_set, "prompt_hash": m.prompt_hash, "endpoint": m.endpoint,
-                "output_len": m.output_len}  # fmt: skip
+        return {
+            "prompt_set": m.prompt_set,
+            "prompt_hash": m.prompt_hash,
+            "endpoint": m.endpoint,
+            "output_len": m.output_len,
+        }
 
     @property
     def gpus(self) -> int:

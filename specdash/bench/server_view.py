@@ -285,7 +285,7 @@ class ServerClient:
 
     async def server_info(self) -> dict[str, Any] | None:
         """SGLang `/server_info` (or the older `/get_server_info`), or None; every string in it (keys too) with its
-        control characters escaped (`core.lines.escape_controls`): views, the store and exports get it from here."""
+        control characters escaped (`safetext.escape_controls`): views, the store and exports get it from here."""
         for path in ("/server_info", "/get_server_info"):
             got = await self._get(path)
             if got is not None and got[0] == 200:

@@ -441,7 +441,7 @@ class Sweep:
                 "engine_version": version,
                 "slo": cfg["slo"],
                 "guards": self.guards,
-            },  # fmt: skip
+            },
         )
         meta = dataclasses.replace(
             meta,
@@ -496,7 +496,17 @@ class Sweep:
             self._level_fatal = True
             return self._finish(self._failed_result(mode, c, f"warm-up failed: {warm_failure}", level_id))
         before = await server.metrics()
-        run = _LevelRun(self, mode, c, cfg.requests_for(c), run_id, level_id)
+        runner = self._runner
+        assert runner is not None
+        total, abort_after = cfg.requests_for(c), max(3, c)
+        plans = self._plans(
+            c,
+            total,
+            duration_s=cfg.duration_s,
+            max_seconds=self._max_seconds(),
+            abort_after_connection_failures=abort_after,
+        )
+        run = _LevelRun(runner, plans, abort_after, cfg, self.store, self.on_progress, mode, c, total, run_id, level_id)
         outcomes, parent = await run.run(server, poll=before is not None)
         if run.failed(outcomes):
             await self._check_link_after_failure(losses)
@@ -618,12 +628,30 @@ class Sweep:
 
 
 class _LevelRun:
-    """The measured part of one level (a `LevelSink`): its samples, live rate, metric polls, progress."""
+    """The measured part of one level (a `LevelSink`): its samples, live rate, metric polls, progress.
+
+    It gets what it uses from its `Sweep` (the runner, the level's plans, the store, the progress callback)
+    instead of reaching into the sweep's private state."""
 
     def __init__(
-        self, sweep: Sweep, mode: str, c: int, total: int | None, run_id: int | None, level_id: int | None
+        self,
+        runner: ProbePool | _InProcess | HostProbe,
+        plans: list[LevelPlan],
+        abort_after: int,
+        config: SweepConfig,
+        store: Store | None,
+        on_progress: ProgressCallback | None,
+        mode: str,
+        c: int,
+        total: int | None,
+        run_id: int | None,
+        level_id: int | None,
     ) -> None:
-        self.sweep = sweep
+        self.runner = runner
+        self.plans = plans
+        self.config = config
+        self.store = store
+        self.on_progress = on_progress
         self.mode = mode
         self.c = c
         self.total = total
@@ -631,7 +659,7 @@ class _LevelRun:
         self.level_id = level_id
         self.samples: list[RequestSample] = []
         self.polls: list[dict[str, float]] = []
-        self.abort_after = max(3, c)
+        self.abort_after = abort_after
         self._rate = RateWindow(1.0)
         self._last_tick: dict[int, int] = {}
         self._inflight: dict[int, int] = {}
@@ -640,9 +668,7 @@ class _LevelRun:
 
     async def run(self, server: ServerClient, *, poll: bool) -> tuple[list[LevelOutcome | None], Headroom | None]:
         """Run the level's plans; returns each probe's outcome and the sweep process's own headroom."""
-        sweep, cfg = self.sweep, self.sweep.config
-        runner = sweep._runner
-        assert runner is not None
+        runner, cfg = self.runner, self.config
         helpers = [asyncio.create_task(self._report())]
         on_host = None if isinstance(runner, (_InProcess, ProbePool)) else runner
         if on_host is not None:
@@ -650,20 +676,13 @@ class _LevelRun:
             on_host.metrics_poll_s = cfg.metrics_poll_s if poll else 0.0
         elif poll:
             helpers.append(asyncio.create_task(self._poll(server)))
-        plans = sweep._plans(
-            self.c,
-            self.total,
-            duration_s=cfg.duration_s,
-            max_seconds=sweep._max_seconds(),
-            abort_after_connection_failures=self.abort_after,
-        )
         local = isinstance(runner, (_InProcess, ProbePool))
         parent = None if isinstance(runner, _InProcess) else _ParentLoad(PARENT_TICK_S if local else PARENT_TICK_HOST_S)
         if parent is not None:
             parent.start()
         self._t0 = time.perf_counter_ns()
         try:
-            outcomes = await runner.run_level(plans, self)
+            outcomes = await runner.run_level(self.plans, self)
         finally:
             if on_host is not None:
                 on_host.metrics_poll_s = 0.0  # the warm-ups poll nothing
@@ -690,21 +709,20 @@ class _LevelRun:
 
     def sample(self, worker: int, s: RequestSample) -> None:
         """`LevelSink`: a finished request, stored at once (the store's writer thread commits it)."""
-        store = self.sweep.store
+        store = self.store
         self.samples.append(s)
         if store is not None and self.level_id is not None and self.run_id is not None:
             store.add_sample(self.run_id, self.level_id, s)
         if s.error in CONNECTION_FAILURES:
             self._conn_fail_streak += 1
-            if self._conn_fail_streak >= self.abort_after and self.sweep._runner is not None:
-                self.sweep._runner.abort(f"server unreachable ({s.error}: {s.detail[:120]})")
+            if self._conn_fail_streak >= self.abort_after:
+                self.runner.abort(f"server unreachable ({s.error}: {s.detail[:120]})")
         elif s.ok:
             self._conn_fail_streak = 0
 
     async def _report(self) -> None:
-        sweep = self.sweep
         while True:
-            await asyncio.sleep(sweep.config.progress_interval_s)
+            await asyncio.sleep(self.config.progress_interval_s)
             now = min(self._last_tick.values()) if self._last_tick else time.perf_counter_ns()
             failed = sum(1 for s in self.samples if not s.ok)
             progress = BenchTick(
@@ -718,11 +736,11 @@ class _LevelRun:
                 failed=failed,
                 inflight=sum(self._inflight.values()),
             )
-            await _call(sweep.on_progress, progress)
+            await _call(self.on_progress, progress)
 
     async def _poll(self, server: ServerClient) -> None:
         while True:
-            await asyncio.sleep(self.sweep.config.metrics_poll_s)
+            await asyncio.sleep(self.config.metrics_poll_s)
             m = await server.gauges()
             if m is None:
                 return

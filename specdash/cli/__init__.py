@@ -31,6 +31,7 @@ COMMANDS: tuple[str, ...] = (
     "status",
     "logs",
     "switch",
+    "advise",
     "bench",
     "runs",
     "compare",

@@ -195,8 +195,7 @@ def run(args: argparse.Namespace) -> int:
     live = sys.stderr if args.json else sys.stdout
 
     def on_progress(p: BenchTick) -> None:
-        print(progress_line(p.mode, p.concurrency, p.phase, p.t, p.tok_s, p.done, p.total, p.failed, p.inflight),
-              file=live, flush=True)  # fmt: skip
+        print(progress_line(p), file=live, flush=True)
 
     def on_level_done(r: LevelResult) -> None:
         s = r.stats

@@ -29,7 +29,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _status(args: argparse.Namespace) -> int:
-    async with current_run(args) as (session, _cfg, record):
+    async with current_run(args) as (session, cfg, record):
+        sleeping = await session.sleeping() if any(m.resident for m in cfg.modes.values()) else []
         log = ""
         if record is not None and not record.damaged:
             # The log's last bytes say where the startup got to (a long-running server's log can be much larger).
@@ -64,6 +65,16 @@ async def _status(args: argparse.Namespace) -> int:
             "log": record.log_path,
             "reason": timeline.reason or None,
         }
+    info["sleeping"] = [
+        {
+            "mode": s.record.mode,
+            "pid": s.record.pid,
+            "port": s.record.port,
+            "run": s.record.id,
+            "held_gib": round(s.held_gib, 2),
+        }
+        for s in sleeping
+    ]
     if args.json:
         print(json.dumps(info, indent=2))
     else:
@@ -75,4 +86,7 @@ async def _status(args: argparse.Namespace) -> int:
             if info.get("reason"):
                 parts.append(f"reason: {info['reason']}")
         print(", ".join(parts))
+        for s in sleeping:
+            where = f"pid {s.record.pid}, port {s.record.port}"
+            print(f"  asleep: {s.record.mode}, {where}, {s.held_gib:.1f} GiB held on its busiest GPU")
     return 0

@@ -31,7 +31,15 @@ async def start(args: argparse.Namespace, *, switch: bool) -> int:
     cfg.mode(args.mode)  # an unknown mode is a usage error before anything connects
     printer = StatusPrinter(host=args.host)
     async with connected(args, cfg, host_config(args, cfg), printer) as session:
-        await (session.switch(args.mode) if switch else session.start(args.mode))
+        if switch:
+            outcome = await session.switch(args.mode, restart=bool(getattr(args, "restart", False)))
+            print("; ".join((outcome.text, *outcome.notes)))
+            if outcome.resident:
+                print(f"  {outcome.steps_text}")
+            if outcome.resident:
+                return 0  # woken and verified: live already
+        else:
+            await session.start(args.mode)
         if not args.wait:
             pid = session.status.pid
             print(f"started {args.mode} on {session.label} (pid {pid}); follow it: specdash logs {args.host} -f")

@@ -89,10 +89,39 @@ _TEARDOWN = (
 # Whether a line can mean anything here (most lines cannot): every branch below needs one of these words.
 # Plain substring tests: for a set of words this size they are several times faster than one alternation.
 _ANCHORS = (
-    "%", "batch", "throughput", "metrics", " HTTP/", "dead", "Traceback", 'File "', "Error", "Exception",
-    "Interrupt", "Exit", "Failed", "Fault", "fault", "ssert", "atal", "SIG", "signal ", "dump", "termin", "fail",
-    "died", "xited", "bort", "in use", "hut", "inished", "racefully", "shutdown", "startup complete", "Uvicorn",
-)  # fmt: skip
+    "%",
+    "batch",
+    "throughput",
+    "metrics",
+    " HTTP/",
+    "dead",
+    "Traceback",
+    'File "',
+    "Error",
+    "Exception",
+    "Interrupt",
+    "Exit",
+    "Failed",
+    "Fault",
+    "fault",
+    "ssert",
+    "atal",
+    "SIG",
+    "signal ",
+    "dump",
+    "termin",
+    "fail",
+    "died",
+    "xited",
+    "bort",
+    "in use",
+    "hut",
+    "inished",
+    "racefully",
+    "shutdown",
+    "startup complete",
+    "Uvicorn",
+)
 _DEATH_WORDS = ("ssert", "atal", "fault", "SIG", "dump", "termin", "xception", "fail", "died", "dead", "xited", "bort")
 
 

@@ -215,7 +215,7 @@ class ServerWatch:
     def _flush(self) -> None:
         if self._pending_lines:
             batch, self._pending_lines, self._pending_chars = tuple(self._pending_lines), [], 0
-            self.emit(LogBatch(tuple(line.text for line in batch), classified=batch))
+            self.emit(LogBatch(batch))
 
     async def _liveness(self) -> None:
         while True:

@@ -103,7 +103,7 @@ class Recorder:
         return out
 
     def log_lines(self, since: int = 0) -> list[str]:
-        return [line for e in self.events[since:] if isinstance(e, LogBatch) for line in e.lines]
+        return [line.text for e in self.events[since:] if isinstance(e, LogBatch) for line in e.lines]
 
 
 @dataclass

@@ -108,7 +108,7 @@ async def test_a_server_started_by_hand_is_adopted_watched_benched_and_stopped(
         assert (ready.origin, ready.pid, ready.mode) == (Origin.ADOPTED, pid, "baseline")
         # Followed from the start of the file: the first line the simulator wrote is there.
         first_line = (await session.host.run(f"head -n 1 {log}")).stdout.strip()
-        lines = [line for batch in seen.of(LogBatch) for line in batch.lines]  # type: ignore[attr-defined]
+        lines = [line.text for batch in seen.of(LogBatch) for line in batch.lines]  # type: ignore[attr-defined]
         assert first_line and lines and lines[0] == first_line
 
         settings = ProbeSettings(endpoint=Endpoint.GENERATE, output_len=16, stall_timeout_s=20, request_timeout_s=60)

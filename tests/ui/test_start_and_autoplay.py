@@ -57,12 +57,13 @@ async def test_any_key_stops_the_tour_and_does_nothing_else() -> None:
     app, session = app_for([sc.MODES], autoplay=True)
     started = asyncio.Event()
 
-    async def endless_sweep(modes: object, levels: object) -> None:
+    async def endless_sweep(modes: object, levels: object) -> dict[str, object]:
         session.calls.append(("sweep", ()))
         started.set()
         await asyncio.Event().wait()
+        return {}
 
-    session.sweep = endless_sweep  # type: ignore[method-assign]
+    session.sweep = endless_sweep  # type: ignore[method-assign,assignment]
     async with app.run_test(size=SIZE) as pilot:
         session.emit(Connected(sc.HOST, 1), sc.STOPPED)
         await asyncio.wait_for(started.wait(), 5)

@@ -90,7 +90,7 @@ class ModeList(OptionList):
             # Start on the running mode, so `m` and `b` act on what is on screen.
             keep = self.names.index(current) if current in self.names else 0
         options = [
-            Option(self._prompt(i, info.name, info.engine, info.description, current))
+            Option(self._prompt(i, info.name, info.engine, info.description, current, info.resident))
             for i, info in enumerate(self.modes.modes)
         ]
         self.clear_options()
@@ -98,7 +98,9 @@ class ModeList(OptionList):
         if options:
             self.highlighted = min(keep or 0, len(options) - 1)
 
-    def _prompt(self, index: int, name: str, engine: str, description: str, current: str | None) -> Content:
+    def _prompt(
+        self, index: int, name: str, engine: str, description: str, current: str | None, resident: str = ""
+    ) -> Content:
         def style(component: str) -> VisualStyle:
             # Partial: only the component's own colour, so the highlight's background shows through.
             return self.get_visual_style(component, partial=True)
@@ -107,8 +109,11 @@ class ModeList(OptionList):
             (f"{index + 1} " if index < 9 else "  ", style("mode-list--dim")),
             ("◆ " if name in self.marked else "  ", style("mode-list--marked")),
             (name, style("mode-list--current")) if name == current else name,
-            (f"  {engine}", style("mode-list--dim")),
         ]
+        if resident:  # a resident mode's server, right after the name: asleep (N GiB held), waking, verifying
+            busy = resident in ("waking", "verifying", "going to sleep")
+            parts.append((f" {resident}", style("mode-list--marked" if busy else "mode-list--dim")))
+        parts.append((f"  {engine}", style("mode-list--dim")))
         if marker := mode_marker(self.status, name):
             key = look(self.status).key
             component = {"crashed": "mode-list--crashed", "stopped": "mode-list--dim", "stopping": "mode-list--dim"}
