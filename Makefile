@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # apt-get needs root; use sudo when we are not root.
 SUDO  := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test check install system-deps test-engine clean
+.PHONY: demo test check install system-deps test-engine clean newest
 
 $(STAMP): pyproject.toml requirements.lock
 	python3 -m venv $(VENV)
@@ -36,7 +36,16 @@ check: install
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 
-test: install system-deps check
+# specdash as a plain `pip install` gets it: the newest versions pyproject's ranges allow (not the lock file),
+# in a venv of its own; every command must print nothing on stderr (tests/install/newest.py). Reused between
+# runs, so only what moved on the index is downloaded.
+NEWEST := .venv-newest
+newest: install
+	[ -x $(NEWEST)/bin/python ] || python3 -m venv $(NEWEST)
+	$(NEWEST)/bin/python -m pip install -q --upgrade --upgrade-strategy eager .
+	$(PY) tests/install/newest.py $(NEWEST)
+
+test: install system-deps check newest
 	env -u NO_COLOR -u TEXTUAL $(PY) -m pytest -q -m "not engine"
 
 # The real-engine tests: installs the vLLM CPU build and builds a local random-weight model into .engine/
@@ -52,4 +61,4 @@ demo: install
 	$(VENV)/bin/specdash demo --autoplay
 
 clean:
-	rm -rf $(VENV) dist build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(NEWEST) dist build .pytest_cache .mypy_cache .ruff_cache

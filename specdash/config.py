@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specdash.errors import UsageError
+from specdash.errors import UsageError, did_you_mean
 from specdash.limits import MAX_CONFIG_BYTES, MAX_EXTENDS_DEPTH, MAX_GRACE_S, read_regular_file
 from specdash.phases import STARTUP_ORDER, Phase
 from specdash.slo import SloError, parse_slo
@@ -185,14 +185,22 @@ class Config:
     """Binding id -> key(s), applied with `App.set_keymap`."""
     tunes: Mapping[str, TuneConfig] = field(default_factory=dict)
     """Speculation tunes by name (`[tune.NAME]`)."""
+    found: bool = True
+    """False when no file was at `path` (an empty config; messages then say how to write one)."""
 
     def mode(self, name: str) -> ModeConfig:
         """The mode called `name`, or a UsageError that lists the known ones."""
         try:
             return self.modes[name]
         except KeyError:
+            if not self.found:
+                raise UsageError(
+                    f"unknown mode {name!r}: there is no config file at {self.path} "
+                    "(run `specdash config init` to write an example, then add your modes)"
+                ) from None
             known = ", ".join(sorted(self.modes)) or "none"
-            raise UsageError(f"unknown mode {name!r} in {self._where()} (known modes: {known})") from None
+            hint = did_you_mean(name, self.modes)
+            raise UsageError(f"unknown mode {name!r} in {self._where()}{hint} (known modes: {known})") from None
 
     def _where(self) -> str:
         return str(self.path) if self.path else "the built-in config"
@@ -311,7 +319,7 @@ def load(path: Path | None = None, *, engines: Collection[str], residency: Resid
         # utf-8-sig: a byte-order mark (Windows editors write one) is no TOML syntax error at line 1.
         text = read_regular_file(path, MAX_CONFIG_BYTES, "config").decode("utf-8-sig")
     except FileNotFoundError:
-        return Config(path=path, hosts={}, modes={})
+        return Config(path=path, hosts={}, modes={}, found=False)
     except UnicodeDecodeError as exc:
         raise UsageError(f"cannot read config {path}: {exc}") from None
     return parse(text, path, engines=engines, residency=residency)

@@ -11,23 +11,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from specdash.cli._host import add_host_arguments, connected, host_config, load_config
+from specdash.cli._host import connected, host_config, load_config
 from specdash.cli._live import StatusPrinter
 from specdash.errors import SpecdashError, UsageError
 from specdash.phases import SETTLED, Phase
-
-NAME = "adopt"
-HELP = "adopt a server started by hand (found by --port or --pid): watch it, bench it, stop it with specdash"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_host_arguments(parser)
-    which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--port", type=int, help="the port the server listens on")
-    which.add_argument("--pid", type=int, help="the server's process id on the host")
-    parser.add_argument("--log", default="", help="its log file on the host, when its output goes to no file")
-    parser.add_argument("--dry-run", action="store_true", help="say what would be adopted, change nothing")
-    parser.add_argument("--wait", action="store_true", help="follow it until ready (exit 0) or crashed (exit 1)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,17 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from specdash.cli._dashboard import add_screenshot_argument
-from specdash.cli._host import add_host_arguments, host_config, load_config, open_session
-
-NAME = "connect"
-HELP = "open the dashboard for HOST: attach to its live server, or start/switch modes from the keyboard"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_host_arguments(parser)
-    parser.add_argument("--mode", "-m", help="start this mode on connect if no server is running")
-    add_screenshot_argument(parser)
+from specdash.cli._host import host_config, load_config, open_session
+from specdash.ui.app import make_app
 
 
 def run(args: argparse.Namespace) -> int:
@@ -23,7 +14,6 @@ def run(args: argparse.Namespace) -> int:
         cfg.mode(args.mode)  # a usage error before the screen opens
     session = open_session(args, cfg, host_config(args, cfg))
     session.greedy_prompts = cfg.bench.greedy_prompts  # the dashboard's greedy check (key and after an A/B)
-    from specdash.ui.app import make_app
 
     app = make_app(
         session, config_ui=cfg.ui, keymap=cfg.keymap, start_mode=args.mode, screenshot_dir=args.screenshot_dir

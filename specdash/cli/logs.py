@@ -12,34 +12,13 @@ import asyncio
 import shlex
 import sys
 
-from specdash.cli._host import add_host_arguments, current_run
+from specdash.cli._host import current_run
 from specdash.core.lines import split_lines
 from specdash.errors import SpecdashError
-from specdash.limits import LOG_TAIL_BYTES, MAX_LOG_LINES, int_option
+from specdash.limits import LOG_TAIL_BYTES
 from specdash.safetext import escape_controls
 from specdash.server.lifecycle import run_framed
 from specdash.server.logfollow import LogFollower
-
-NAME = "logs"
-HELP = "print the current run's server log; -f follows it (across reconnects, no line lost or repeated)"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_host_arguments(parser)
-    parser.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
-    parser.add_argument(
-        "-n",
-        "--lines",
-        type=int_option(0, MAX_LOG_LINES),
-        default=50,
-        help=f"how many last lines first (default 50, at most {MAX_LOG_LINES}; read from the log's last "
-        f"{LOG_TAIL_BYTES // (1024 * 1024)} MiB)",
-    )
-    parser.add_argument(
-        "--raw",
-        action="store_true",
-        help="print the log's bytes as they are (control characters and escape sequences included)",
-    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -128,6 +128,11 @@ class EngineRules(ABC):
                 )
         return line
 
+    def log_clock(self, epoch: float) -> float:
+        """A wall-clock time (seconds since 1970) on this engine's log clock, whose naive timestamps are read as
+        UTC: the same number here; vLLM's year-less clock overrides it."""
+        return epoch
+
     @abstractmethod
     def split_prefix(self, text: str, tag: str) -> LogLine:
         """Split the engine's own prefix (timestamp, rank, level, source file) off an unwrapped line."""

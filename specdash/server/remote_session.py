@@ -61,6 +61,9 @@ from specdash.slo import Slo, goodput_curve, max_concurrency_meeting
 
 ADVISOR_LOG_BYTES = 16 * 1024 * 1024
 """The startup advisor reads at most this much of a start's log: its head (a start's lines come first)."""
+ATTACH_CATCH_UP_S = 20.0
+"""A switch away from a resident mode's server it just attached to waits this long for the watch to read its
+log up to ready (a server not ready by then is stopped, not put to sleep)."""
 READY_TIMEOUT_S = 3600.0
 """An A/B sweep waits this long at most for a restarted server to become ready."""
 CRASH_DRAIN_S = 10.0
@@ -174,9 +177,9 @@ class RemoteSession:
             self._tune_task = None
 
     def refusal(self, action: str) -> str | None:
-        """Why `action` (a viewer's: `start`, `stop`, `sweep`...) is refused now: a tune started by `tune()`
-        owns the server (`core.tune.tune_refusal`); None when it may run. The tune's own calls are never
-        refused (they run in its task)."""
+        """Why `action` (a viewer's: `start`, `stop`, `sweep`...) is refused now: a tune holding the claim
+        (`claim_for_tune`) owns the server (`core.tune.tune_refusal`); None when it may run. The tune's own
+        calls are never refused (they run in its task)."""
         if not self.tune_running():
             return None
         try:
@@ -337,6 +340,10 @@ class RemoteSession:
         if self.server_live() or (self._record is not None and self._record.alive):
             record = self._record or await self.lifecycle.current()
             live_cfg = self.config.modes.get(record.mode) if record is not None else None
+            if live_cfg is not None and self._is_resident(live_cfg.name) and self._status.origin is Origin.ATTACHED:
+                # Just attached: the watch is still reading the run's log up to where it is (ready, usually).
+                with contextlib.suppress(TimeoutError):
+                    await self.wait_status((Phase.READY, Phase.CRASHED, Phase.EXITED), timeout=ATTACH_CATCH_UP_S)
             if (
                 record is not None
                 and live_cfg is not None
@@ -415,9 +422,7 @@ class RemoteSession:
             await self.stop()
             self._set_resident(cfg.name, "resident")
             return [f"{cfg.name} could not sleep ({exc.message}): stopped it instead"]
-        if self._watch is not None:
-            self._watch.mark_stopping()
-        await self._stop_watching()
+        await self._stop_watching()  # the server lives on, asleep: not watched until it wakes
         self._record = None
         self._set_resident(cfg.name, f"asleep ({sleeper.held_gib:.1f} GiB held)")
         asleep = f"{record.mode} asleep, pid {record.pid}"
