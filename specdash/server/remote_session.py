@@ -228,6 +228,9 @@ class RemoteSession:
             origin = Origin.ADOPTED if record.adopted else Origin.ATTACHED
             self._watch_run(record, note=f"{origin.value}: run {record.id}", origin=origin)
             return record
+        if record is not None and record.damaged:  # never shown as "no server": it may be running
+            said = f"the run record {record.id} on {self.label} is damaged: whether its server runs cannot be told"
+            self._emit(Notice(said + " ('specdash status' says more)", "warning"))
         self._set_status(ServerStatus(Phase.STOPPED, origin=Origin.NONE))
         return None
 
