@@ -104,7 +104,7 @@ def test_policy_on_the_simulator_model_picks_its_optimum() -> None:
     # The ground truth: the model's own optimum per level over the runnable grid.
     _, points = core.parse_space("steps=1,2,3,5 topk=1,4 draft=4,8,16")
     keep, _ = core.runnable(points, check_sglang)
-    levels = (1, 2, 4, 8, 16)
+    levels = (1, 2, 4, 8, 16, 32, 64)
 
     def tok_s(s: SpecSetting | None, c: int) -> float:
         shape = None if s is None else DraftShape(s.steps or 0, s.topk or 0, s.draft or 0)
@@ -116,7 +116,19 @@ def test_policy_on_the_simulator_model_picks_its_optimum() -> None:
     for c in levels:
         best = max([None, *keep], key=lambda s: tok_s(s, c))
         assert policy.per_level[c][0] == (core.BASELINE if best is None else best.label)
-    assert policy.disable_above == 2
+    # The threshold follows the model, not one calibration: speculation stops paying between the last
+    # level where the model's best setting beats the baseline and the next one (the highest level
+    # when it pays everywhere; 0 when it never does).
+    pays = [c for c in levels if max(tok_s(s, c) for s in keep) > tok_s(None, c)]
+    assert pays == [c for c in levels if c <= max(pays, default=0)], "the model pays at low loads only"
+    if not pays:
+        assert policy.disable_above == 0
+    elif pays[-1] == levels[-1]:
+        assert policy.disable_above == levels[-1]
+    else:
+        assert policy.disable_above is not None
+        assert pays[-1] <= policy.disable_above < levels[levels.index(pays[-1]) + 1]
+        assert policy.crossover is not None and pays[-1] <= policy.crossover < levels[levels.index(pays[-1]) + 1]
 
 
 def test_eta_uses_history_and_level_durations() -> None:
