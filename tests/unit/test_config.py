@@ -83,7 +83,7 @@ BAD = [
     ("ui bell", "[ui]\nbell = 'yes'\n", "[ui] bell: must be true or false"),
     ("keymap", "[keymap]\nstart = 1\n", "[keymap] start: must be a string of keys"),
     ("stop_timeout", BASE + '[modes.c]\nextends = "base"\nstop_timeout = -1\n', "[modes.c] stop_timeout: -1"),
-    ("stuck phase", BASE + "[modes.base.stuck]\ncompiling = 60\n", "[modes.base.stuck] compiling: neither factor"),
+    ("stuck phase", BASE + "[modes.base.stuck]\ntokenizing = 60\n", "[modes.base.stuck] tokenizing: neither factor"),
     ("stuck factor", BASE + "[modes.base.stuck]\nfactor = 0.5\n", "[modes.base.stuck] factor: 0.5 is out of range"),
     ("stuck type", BASE + '[modes.base.stuck]\nwarming_up = "1m"\n', "[modes.base.stuck] warming_up: must be a number"),
     ("stuck table", BASE + "[modes.c]\nextends = 'base'\nstuck = 3\n", "[modes.c.stuck] must be a table"),
@@ -102,11 +102,13 @@ def test_bad_config_names_file_table_and_key(case: str, text: str, message: str)
 def test_stuck_rules_per_mode_are_inherited_and_overridden() -> None:
     text = BASE.replace("[modes.base]", '[modes.base]\nstuck = { factor = 4, "capturing CUDA graphs" = 900 }')
     cfg = config.parse(
-        text + '[modes.c]\nextends = "base"\n[modes.c.stuck]\nfloor = 30\ndist-init = 45\n', P, engines=ENGINES
+        text + '[modes.c]\nextends = "base"\n[modes.c.stuck]\nfloor = 30\ndist-init = 45\ncompiling = 600\n',
+        P,
+        engines=ENGINES,
     )
     child = cfg.mode("c").stuck
     assert (child.factor, child.floor) == (4.0, 30.0)
-    assert dict(child.fixed) == {Phase.CAPTURING_GRAPHS: 900.0, Phase.DIST_INIT: 45.0}
+    assert dict(child.fixed) == {Phase.CAPTURING_GRAPHS: 900.0, Phase.DIST_INIT: 45.0, Phase.COMPILING: 600.0}
     assert cfg.mode("base").stuck.floor == 120.0
 
 
