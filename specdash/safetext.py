@@ -46,6 +46,13 @@ def escape_controls(text: str) -> str:
     return text.translate(_ESCAPES)
 
 
+def escape_message(message: str) -> str:
+    """An error message as printed: whatever a server, a host or a file put in it cannot act on the terminal
+    (`escape_controls`, line by line: a message's own line breaks are kept). The last stop of every error line
+    (`specdash.cli.main`'s and argparse's)."""
+    return "\n".join(escape_controls(line) for line in message.split("\n"))
+
+
 def _escaped_run(m: re.Match[str]) -> str:
     run = m.group()
     if len(run) >= _LONG_RUN and run.count(run[0]) == len(run):

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from specdash.cli.commands import build_parser
 from specdash.errors import EXIT_RUNTIME, EXIT_SIGPIPE, EXIT_USAGE, SpecdashError
+from specdash.safetext import escape_message
 
 __all__ = ["build_parser", "main"]
 
@@ -30,14 +31,6 @@ def _tolerant_output() -> None:
         if isinstance(stream, io.TextIOWrapper):
             with contextlib.suppress(ValueError, io.UnsupportedOperation):
                 stream.reconfigure(errors="backslashreplace")
-
-
-def shown(message: str) -> str:
-    """An error message as printed: whatever a server, a host or a file put in it cannot act on the terminal
-    (`escape_controls`, line by line: a message's own line breaks are kept). The last stop of every error."""
-    from specdash.safetext import escape_controls
-
-    return "\n".join(escape_controls(line) for line in message.split("\n"))
 
 
 def file_error(exc: OSError) -> str | None:
@@ -79,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SpecdashError as exc:
         if args.debug:
             _print_traceback(exc)
-        print(f"specdash: error: {shown(exc.message)}", file=sys.stderr)
+        print(f"specdash: error: {escape_message(exc.message)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("specdash: interrupted", file=sys.stderr)
@@ -96,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _internal(exc, args.debug)
         if args.debug:
             _print_traceback(exc)
-        print(f"specdash: error: {shown(message)}", file=sys.stderr)
+        print(f"specdash: error: {escape_message(message)}", file=sys.stderr)
         return EXIT_RUNTIME
     except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback unless --debug
         return _internal(exc, args.debug)
@@ -112,7 +105,8 @@ def _internal(exc: BaseException, debug: bool) -> int:
         _print_traceback(exc)
     else:
         print(
-            f"specdash: internal error: {type(exc).__name__}: {shown(str(exc))} (run with --debug for the traceback)",
+            f"specdash: internal error: {type(exc).__name__}: {escape_message(str(exc))} "
+            "(run with --debug for the traceback)",
             file=sys.stderr,
         )
     return EXIT_RUNTIME

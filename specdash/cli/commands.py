@@ -35,6 +35,7 @@ from specdash.limits import (
     int_option,
     number_option,
 )
+from specdash.safetext import escape_message
 
 
 class Command(NamedTuple):
@@ -49,9 +50,8 @@ class Parser(argparse.ArgumentParser):
     """argparse, but usage errors exit 2 with one line (and a "did you mean" for a misspelt choice)."""
 
     def error(self, message: str) -> Any:
-        from specdash.cli import shown  # the one escape of every error line
-
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {shown(message)}\n(see '{self.prog} --help')\n")
+        # The one escape of every error line.
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {escape_message(message)}\n(see '{self.prog} --help')\n")
 
     def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
         # A command line is bytes: what is not UTF-8 arrives as lone surrogates, which no store, JSON or terminal

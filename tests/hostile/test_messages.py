@@ -77,8 +77,8 @@ def test_config_with_a_bom(tmp_path: Path) -> None:
     ],
 )
 def test_errors_quote_text_escaped(argv: tuple[str, ...], tmp_path: Path) -> None:
-    """Every error line passes through one escape (`cli.shown`): what a file name, a value or a host string held
-    is shown, never acts on the terminal (issue 29 point 1)."""
+    """Every error line passes through one escape (`safetext.escape_message`): what a file name, a value or a
+    host string held is shown, never acts on the terminal (issue 29 point 1)."""
     done = run_cli(argv, tmp_path / "home")
     assert done.code in (1, 2), done.stderr
     assert not _ACTING.search(done.stderr.replace("\n", "")), repr(done.stderr)
