@@ -26,17 +26,17 @@ the limit, never the process. Numeric options are checked against these ranges a
 | a run id (`compare`, `report`, `export`) | `MAX_RUN_ID` (SQLite's largest rowid) |
 | a TCP port | 1 to `MAX_PORT` |
 | a process id (`adopt --pid`) | `MAX_PID` (Linux's largest `pid_max`) |
-| tensor parallel size (`sim --tp`) | `MAX_TP` |
+| tensor parallel size (`sim --tp`), nodes of one server (`sim --nnodes`) | `MAX_TP` |
 | `logs -n`, `runs -n` | `MAX_LINES` |
 | `--time-scale` of the simulator (demo, tune demo) | `MAX_TIME_SCALE` |
-
-Every numeric option is parsed by one of the `*_option` types at the end of this module, declared once in
-`specdash.cli.options` (or `specdash.sim.args` for the simulator's own flags): two commands that take the
-same option judge its value the same way.
 | one log line (replay, status, logs -f) | `MAX_LOG_LINE_CHARS`, longer lines are cut into pieces |
 | the log tail `logs -n` and `status` read | `LOG_TAIL_BYTES` (the log's last bytes) |
 | interim (1xx) responses before a request's final one | `MAX_INTERIM_RESPONSES` |
 | a control-plane read (`/server_info`, `/metrics`, `/health`) | its timeout for the WHOLE answer, not per read |
+
+Every numeric option is parsed by one of the `*_option` types at the end of this module, declared once in
+`specdash.cli.options` (or `specdash.sim.args` for the simulator's own flags): two commands that take the
+same option judge its value the same way.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from typing import Any
 
 from specdash.engines.spec_settings import SpecSetting, check_sglang
 from specdash.errors import UsageError
-from specdash.limits import MAX_TIME_SCALE, PID, PORT, TP, int_option, number_option
+from specdash.limits import MAX_TIME_SCALE, MAX_TP, PID, PORT, TP, int_option, number_option
 from specdash.sim.faults import Faults, faults_epilog, parse_faults
 
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "NGRAM", "STANDALONE")
@@ -30,6 +30,10 @@ _COUNT = int_option(1, 1_000_000)
 """Batch sizes, request caps, log intervals."""
 _SEED = int_option(0, 2**63 - 1)
 """A random seed."""
+_NODES = int_option(1, MAX_TP)
+"""Nodes of one server (each runs one rank at least)."""
+_NODE_RANK = int_option(0, MAX_TP - 1)
+"""A node's rank (checked against `--nnodes` once both are known)."""
 UNKNOWN_ATTR = "sim_unknown_flags"
 """Namespace attribute that collects the unrecognised SGLang flags."""
 
@@ -50,8 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sg.add_argument("--served-model-name", default=None)
     sg.add_argument("--tp-size", "--tp", "--tensor-parallel-size", dest="tp_size", type=TP, default=1)
     sg.add_argument("--host", default="127.0.0.1")
-    sg.add_argument("--nnodes", type=int, default=1, help="nodes of one server (a Slurm job's srun step per node)")
-    sg.add_argument("--node-rank", type=int, default=0, help="this node's rank; rank 0 serves HTTP")
+    sg.add_argument("--nnodes", type=_NODES, default=1, help="nodes of one server (a Slurm job's srun step per node)")
+    sg.add_argument("--node-rank", type=_NODE_RANK, default=0, help="this node's rank; rank 0 serves HTTP")
     sg.add_argument("--dist-init-addr", default=None, help="HEAD:PORT of the rendezvous (several nodes)")
     sg.add_argument("--port", type=PORT, default=30000)
     sg.add_argument("--speculative-algorithm", type=str.upper, default=None, choices=SPEC_ALGORITHMS)
