@@ -119,11 +119,14 @@ async def test_follow_keeps_the_tail_in_view_and_pause_holds_it(build: AppFactor
     async with app.run_test(size=SIZE) as pilot:
         view = app.screen.query_one(LogView)
         session.emit(log_batch(tuple(f"line {i}" for i in range(500))))
-        # The end is where it is once the layout after the batch is done (two refreshes on a loaded box).
-        for _ in range(3):
-            await pilot.pause()
-            await pilot.wait_for_scheduled_animations()
-        assert view.scroll_offset.y == view.max_scroll_y > 0
+        # The end is where it is once the layout after the batch has shown the scrollbar: how many refreshes
+        # that takes depends on the machine's load, so wait for it with a deadline.
+        await eventually(
+            lambda: (view.scroll_offset.y, view.max_scroll_y),
+            until=lambda at: at[0] == at[1] > 0,
+            timeout=10,
+            what="the log at its end",
+        )
         await pilot.press("f")
         held = view.scroll_offset.y
         session.emit(log_batch(tuple(f"more {i}" for i in range(200))))
@@ -355,8 +358,13 @@ async def test_scrolling_up_with_keys_pauses_follow(build: AppFactory) -> None:
     app, session = build(sc.loading())
     async with app.run_test(size=SIZE) as pilot:
         session.emit(log_batch(tuple(f"line {i}" for i in range(500))))
-        await pilot.pause()
         view = app.screen.query_one(LogView)
+        await eventually(
+            lambda: (view.scroll_offset.y, view.max_scroll_y),
+            until=lambda at: at[0] == at[1] > 0,
+            timeout=10,
+            what="the log at its end",
+        )
         view.focus()
         await pilot.press("pageup")
         assert not view.follow
@@ -380,8 +388,13 @@ async def test_scrolling_back_to_the_end_resumes_follow(build: AppFactory) -> No
     app, session = build(sc.loading())
     async with app.run_test(size=SIZE) as pilot:
         session.emit(log_batch(tuple(f"line {i}" for i in range(500))))
-        await pilot.pause()
         view = app.screen.query_one(LogView)
+        await eventually(
+            lambda: (view.scroll_offset.y, view.max_scroll_y),
+            until=lambda at: at[0] == at[1] > 0,
+            timeout=10,
+            what="the log at its end",
+        )
         view.focus()
         await pilot.press("pageup")
         assert not view.follow

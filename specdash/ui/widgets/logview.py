@@ -190,10 +190,11 @@ class LogView(ScrollView, can_focus=True):
         self._row_starts = None
         self._resize_virtual()
         if self.follow:
-            # Now (the virtual size is known), and again after the refresh, once a scrollbar that the new
-            # lines brought has taken its row: the end is where it is after the layout.
+            # Now (the virtual size is known), and again after the refresh, unless the reader paused meanwhile.
+            # The first batch that overflows the view also brings the scrollbar, and until the layout has shown
+            # it the view cannot scroll at all: `watch_show_vertical_scrollbar` goes to the end once it can.
             self.scroll_end(animate=False, immediate=True, x_axis=False)
-            self.scroll_end(animate=False, x_axis=False)
+            self.call_after_refresh(self._to_end_if_following)
         self.refresh()
 
     @on(LogLines)
@@ -344,6 +345,16 @@ class LogView(ScrollView, can_focus=True):
     def _to_end_if_following(self) -> None:
         if self.follow:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
+
+    # A scrollbar appearing (or going) moves the end: the layout settled it, so follow from there. Textual
+    # allows no vertical scroll before the vertical scrollbar is shown, so a scroll to the end asked for in
+    # the same turn as the lines that overflow the view would do nothing; this is the event that makes it.
+
+    def watch_show_vertical_scrollbar(self) -> None:
+        self._to_end_if_following()
+
+    def watch_show_horizontal_scrollbar(self) -> None:
+        self._to_end_if_following()
 
     def on_mouse_scroll_up(self, _event: MouseScrollUp) -> None:
         # Reading back through the log: stop dragging the view to the bottom under the reader's eyes.
