@@ -36,8 +36,14 @@ check: install
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 
+# Workers for `make test` (pytest-xdist): most tests wait on real processes, sockets and simulated time rather than
+# the CPU, so more workers than cores pay off; each worker has its own sshd, namespaces and temp dirs. A test
+# file stays on one worker (`loadfile`): module fixtures that run every CLI case once are not run twice.
+# The 25 slowest tests are listed at the end. `make test TEST_WORKERS=0` runs in one process.
+TEST_WORKERS ?= 4
+
 test: install system-deps check
-	env -u NO_COLOR -u TEXTUAL $(PY) -m pytest -q -m "not engine"
+	env -u NO_COLOR -u TEXTUAL $(PY) -m pytest -q -m "not engine" -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 # The real-engine tests: installs the vLLM CPU build and builds a local random-weight model into .engine/
 # (about 2 min and 3.5 GB the first time; reused afterwards), then runs the tests marked `engine` against it
