@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # apt-get needs root; use sudo when we are not root.
 SUDO  := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test check install system-deps test-engine clean
+.PHONY: demo test check install system-deps test-engine clean newest
 
 $(STAMP): pyproject.toml requirements.lock
 	python3 -m venv $(VENV)
@@ -17,14 +17,19 @@ $(STAMP): pyproject.toml requirements.lock
 install: $(STAMP)
 
 # What the tests need from the OS: the OpenSSH server (tests run a real sshd on loopback),
-# tmux (end-to-end tests drive the app in it), iproute2 (network-namespace tests) and chromium (the HTML
-# report is checked in a real headless browser).
+# tmux (end-to-end tests drive the app in it), iproute2 (network-namespace tests), chromium (the HTML
+# report is checked in a real headless browser) and Slurm 22.05 with munge (tests/support/slurm.py starts a
+# controller and two slurmd of its own; the packages' system services are not used).
 system-deps:
 	@missing=""; \
 	[ -x /usr/sbin/sshd ] || missing="$$missing openssh-server"; \
 	command -v tmux >/dev/null || missing="$$missing tmux"; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	[ -x /usr/sbin/slurmctld ] || missing="$$missing slurmctld"; \
+	[ -x /usr/sbin/slurmd ] || missing="$$missing slurmd"; \
+	command -v sbatch >/dev/null || missing="$$missing slurm-client"; \
+	[ -x /usr/sbin/munged ] || missing="$$missing munge"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
@@ -36,6 +41,15 @@ check: install
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 
+# specdash as a plain `pip install` gets it: the newest versions pyproject's ranges allow (not the lock file),
+# in a venv of its own; every command must print nothing on stderr (tests/install/newest.py). Reused between
+# runs, so only what moved on the index is downloaded.
+NEWEST := .venv-newest
+newest: install
+	[ -x $(NEWEST)/bin/python ] || python3 -m venv $(NEWEST)
+	$(NEWEST)/bin/python -m pip install -q --upgrade --upgrade-strategy eager .
+	$(PY) tests/install/newest.py $(NEWEST)
+
 # Workers for `make test` (pytest-xdist), one per core of the 2-core machine the suite is kept green on; most
 # tests wait on real processes, sockets and simulated time, so `TEST_WORKERS=4` may be faster on an idle machine.
 # Each worker has its own sshd, namespaces and temp dirs. A test file stays on one worker (`loadfile`): module
@@ -43,7 +57,7 @@ check: install
 # The 25 slowest tests are listed at the end.
 TEST_WORKERS ?= 2
 
-test: install system-deps check
+test: install system-deps check newest
 	env -u NO_COLOR -u TEXTUAL $(PY) -m pytest -q -m "not engine" -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 # The real-engine tests: installs the vLLM CPU build and builds a local random-weight model into .engine/
@@ -59,4 +73,4 @@ demo: install
 	$(VENV)/bin/specdash demo --autoplay
 
 clean:
-	rm -rf $(VENV) dist build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(NEWEST) dist build .pytest_cache .mypy_cache .ruff_cache

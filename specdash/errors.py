@@ -7,6 +7,9 @@ traceback (unless `--debug`), and exits with the error's code: 2 for usage error
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 EXIT_RUNTIME = 1
 EXIT_USAGE = 2
 EXIT_SIGPIPE = 141
@@ -27,3 +30,9 @@ class UsageError(SpecdashError):
     """Bad input from the user: a wrong flag, host string, config key or value. Exit code 2."""
 
     exit_code = EXIT_USAGE
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """`; did you mean 'bench'?` when `word` is close to one of `known` (a typo), else an empty string."""
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""

@@ -17,6 +17,20 @@ the limit, never the process. Numeric options are checked against these ranges a
 | a time option (timeouts, durations) | `MAX_SECONDS` |
 | a stop's grace (`--grace`, `stop_timeout`) | `MAX_GRACE_S` |
 | the local `ssh.log` | `LOG_MAX_BYTES` x (`LOG_BACKUPS` + 1) |
+| requests per level, warm-up requests | `MAX_REQUESTS` |
+| `bench --repeats` (whole sweeps), `tune --repeats` (passes) | `MAX_REPEATS` |
+| `bench --processes` | `MAX_PROCESSES` |
+| `--check-greedy` prompts | `MAX_GREEDY` |
+| a run id (`compare`, `report`, `export`) | `MAX_RUN_ID` (SQLite's largest rowid) |
+| a TCP port | 1 to `MAX_PORT` |
+| a process id (`adopt --pid`) | `MAX_PID` (Linux's largest `pid_max`) |
+| tensor parallel size (`sim --tp`) | `MAX_TP` |
+| `logs -n`, `runs -n` | `MAX_LINES` |
+| `--time-scale` of the simulator (demo, tune demo) | `MAX_TIME_SCALE` |
+
+Every numeric option is parsed by one of the `*_option` types at the end of this module, declared once in
+`specdash.cli.options` (or `specdash.sim.args` for the simulator's own flags): two commands that take the
+same option judge its value the same way.
 """
 
 from __future__ import annotations
@@ -54,6 +68,26 @@ LOG_MAX_BYTES = 5 * 1024 * 1024
 """`ssh.log` is rotated at this size."""
 LOG_BACKUPS = 3
 """Rotated `ssh.log` files kept."""
+MAX_REQUESTS = 1_000_000
+"""Upper bound on `--requests-per-level` and `--warmup`."""
+MAX_REPEATS = 20
+"""Upper bound on `--repeats` (every load loop is bounded)."""
+MAX_PROCESSES = 64
+"""Upper bound on `--processes`."""
+MAX_GREEDY = 1000
+"""Upper bound on `--check-greedy`."""
+MAX_RUN_ID = 2**63 - 1
+"""The largest run id (SQLite's largest rowid): a larger one is a usage error, not an overflow in the store."""
+MAX_PORT = 65535
+"""The largest TCP port."""
+MAX_PID = 4_194_304
+"""The largest process id Linux hands out (`pid_max` limit, 2^22)."""
+MAX_TP = 1024
+"""The largest tensor-parallel size (`sim --tp`)."""
+MAX_LINES = 1_000_000
+"""Upper bound on line and row counts (`logs -n`, `runs -n`)."""
+MAX_TIME_SCALE = 100.0
+"""Upper bound on a simulator's `--time-scale` (startup durations x this)."""
 
 
 def max_chunks(output_len: int) -> int:
@@ -100,16 +134,21 @@ def read_regular_file(path: Path, limit: int, what: str) -> bytes:
         os.close(fd)
 
 
-def _number(text: str, integer: bool) -> float:
+def _number(text: str) -> float:
+    if not text.isascii():  # float() reads other scripts' digits ("１２"); a typo there is not a number we mean
+        raise argparse.ArgumentTypeError(f"expected a number, got {_shown(text)}")
     try:
-        value = float(int(text, 10)) if integer else float(text)
+        value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected {'a whole number' if integer else 'a number'}, got {text!r}"
-        ) from None
+        raise argparse.ArgumentTypeError(f"expected a number, got {_shown(text)}") from None
     if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {_shown(text)}")
     return value
+
+
+def _shown(text: str) -> str:
+    """`text` quoted for a message, shortened when it is long (a 5,000-digit value is not echoed whole)."""
+    return repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text)} characters)"
 
 
 def number_option(low: float, high: float, *, low_open: bool = False) -> Callable[[str], float]:
@@ -119,26 +158,48 @@ def number_option(low: float, high: float, *, low_open: bool = False) -> Callabl
     """
 
     def parse(text: str) -> float:
-        value = _number(text, integer=False)
+        value = _number(text)
         if (value <= low if low_open else value < low) or value > high:
             left = f"more than {low:g}" if low_open else f"at least {low:g}"
-            raise argparse.ArgumentTypeError(f"must be {left} and at most {high:g}, got {text!r}")
+            raise argparse.ArgumentTypeError(f"must be {left} and at most {high:g}, got {_shown(text)}")
         return value
 
     return parse
 
 
 def int_option(low: int, high: int) -> Callable[[str], int]:
-    """An argparse `type=` for a whole number in `[low, high]`."""
+    """An argparse `type=` for a whole number in `[low, high]`, of any length (compared as an integer, never
+    through a float, and refused by its digit count before Python's own 4,300-digit limit is reached)."""
 
     def parse(text: str) -> int:
-        value = _number(text.strip(), integer=True)
+        digits = text.strip()
+        body = digits[1:] if digits[:1] in "+-" else digits
+        if not body.isascii() or not body.isdigit():
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {_shown(text)}")
+        # More digits than the bounds have cannot be in range (leading zeros aside): no int() of 10,000 digits.
+        if len(body.lstrip("0")) > max(len(str(abs(low))), len(str(abs(high)))):
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, got {_shown(text)}")
+        value = int(digits, 10)
         if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, got {text!r}")
-        return int(value)
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, got {_shown(text)}")
+        return value
 
     return parse
 
 
 SECONDS = number_option(0.0, MAX_SECONDS, low_open=True)
 """A positive, finite time option of at most `MAX_SECONDS`."""
+GRACE = number_option(0.0, MAX_GRACE_S)
+"""Seconds between SIGTERM and SIGKILL, 0 to `MAX_GRACE_S`."""
+PORT = int_option(1, MAX_PORT)
+"""A TCP port."""
+PID = int_option(1, MAX_PID)
+"""A process id."""
+TP = int_option(1, MAX_TP)
+"""A tensor-parallel size."""
+RUN_ID = int_option(1, MAX_RUN_ID)
+"""A stored run's id."""
+TIME_SCALE = number_option(0.0, MAX_TIME_SCALE, low_open=True)
+"""A simulator's startup-duration factor."""
+FRACTION = number_option(0.0, 1.0, low_open=True)
+"""A number in (0, 1]."""

@@ -13,6 +13,8 @@ class Phase(enum.StrEnum):
     LAUNCHING = "launching"
     DIST_INIT = "dist-init"
     LOADING_WEIGHTS = "loading weights"
+    COMPILING = "compiling"
+    """torch.compile (vLLM, SGLang's --enable-torch-compile) or a JIT of kernels (SGLang's DeepGEMM)."""
     ALLOCATING_KV = "allocating KV cache"
     CAPTURING_GRAPHS = "capturing CUDA graphs"
     LOADING_DRAFT = "loading draft model"
@@ -59,6 +61,7 @@ STARTUP_ORDER: tuple[Phase, ...] = (
     Phase.DIST_INIT,
     Phase.LOADING_WEIGHTS,
     Phase.ALLOCATING_KV,
+    Phase.COMPILING,
     Phase.CAPTURING_GRAPHS,
     Phase.LOADING_DRAFT,
     Phase.CAPTURING_DRAFT_GRAPHS,

@@ -9,10 +9,12 @@ Everything else in specdash requires 3.11 and uses the standard names directly.
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # annotations only: reading samples (`specdash runs`) imports no asyncio
+    import asyncio
 
 __all__ = ["SLOTS", "StrEnum", "uncancel"]
 

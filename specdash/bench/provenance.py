@@ -21,12 +21,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specdash import __version__
-from specdash.bench.probe import ProbeSettings
-from specdash.bench.prompts import PromptSet
 from specdash.safetext import escape_controls
+
+if TYPE_CHECKING:  # annotations only: reading stored runs (`specdash runs`) needs no probe, nor asyncio
+    from specdash.bench.probe import ProbeSettings
+    from specdash.bench.prompts import PromptSet
 
 GPU_QUERY = "nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader,nounits"
 """The inventory query (one row per GPU)."""

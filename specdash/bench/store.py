@@ -433,7 +433,12 @@ class Store:
     def _execute(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> sqlite3.Cursor:
         self._writer.flush()
         with self._lock:
-            return self._db.execute(sql, params)
+            try:
+                return self._db.execute(sql, params)
+            except sqlite3.OperationalError as exc:  # a full disk, a file size limit, an I/O error: name the store
+                raise SpecdashError(
+                    f"store {self.path}: {exc} (is the disk full?); what was written before is kept there"
+                ) from exc
 
     def _iter_rows(self, sql: str, params: tuple[Any, ...], size: int = 1000) -> Iterator[sqlite3.Row]:
         """Rows in chunks (an export may read 100,000s of samples); the lock is not held between chunks."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,82 +32,107 @@ def progress_line(tick: BenchTick) -> str:
     )
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], units: Sequence[str] | None = None) -> str:
+    """Right-aligned columns; `units` is a second header row (`ms p50`, `tok/s`) under the names."""
+    heads = [header, *([units] if units is not None else [])]
+    widths = [max(*(len(h[i]) for h in heads), *(len(r[i]) for r in rows)) for i in range(len(header))]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True)).rstrip() for head in heads]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     return "\n".join(lines)
 
 
-def level_table(results: Sequence[Mapping[str, Any]], reference: Mapping[int, float] | None = None) -> str:
+def _fit(
+    columns: Sequence[tuple[str, str, int, Sequence[str]]], width: int | None
+) -> tuple[list[tuple[str, str, int, Sequence[str]]], list[str]]:
+    """The columns (name, unit, rank, cells) that fit `width`, dropping the highest rank first; and the names
+    of those left out. Rank 0 columns always stay."""
+    kept = list(columns)
+
+    def total(cols: Sequence[tuple[str, str, int, Sequence[str]]]) -> int:
+        return sum(max(len(n), len(u), *(len(c) for c in cells)) for n, u, _, cells in cols) + 2 * (len(cols) - 1)
+
+    dropped: list[str] = []
+    while width is not None and total(kept) > width:
+        droppable = [c for c in kept if c[2] > 0]
+        if not droppable:
+            break
+        worst = max(droppable, key=lambda c: c[2])
+        kept.remove(worst)
+        dropped.append(f"{worst[0]} {worst[1]}".strip())
+    return kept, dropped
+
+
+def level_table(
+    results: Sequence[Mapping[str, Any]], reference: Mapping[int, float] | None = None, width: int | None = None
+) -> str:
     """The final table of one sweep from `LevelResult.to_json()` dicts, warnings listed underneath.
 
     With `reference` (C -> the reference mode's tok/s) a speedup column; with SLO results, their columns.
+    Each column has its unit under its name. With `width` (the terminal's columns) the least needed columns
+    are left out until the table fits, and a line under it names them (`--json` has every figure).
     """
-    header: tuple[str, ...] = (
-        "C",
-        "status",
-        "tok/s",
-        "server",
-        "req tok/s p50",
-        "TTFT p50",
-        "TTFT p99",
-        "TPOT p50",
-        "ITL/chunk p50",
-        "ok",
-        "failed",
-        "accept",
-        "conc",
-    )
-    if reference is not None:
-        header = header[:3] + ("speedup",) + header[3:]
     with_slo = any(r.get("slo") for r in results)
-    if with_slo:
-        header += ("SLO", "attain %", "goodput tok/s")
-    rows = []
+    cells: dict[str, list[str]] = {}
     notes = []
     for r in results:
         st = r.get("stats") or {}
         sv = r.get("server") or {}
+        slo = r.get("slo") or {}
         accept = sv.get("accept_length") or st.get("accept_length")
         tok_s = st.get("output_tok_s")
         ref = None if reference is None else reference.get(int(r.get("concurrency") or 0))
-        speed = ("-" if not ref or tok_s is None or r.get("status") != "done" else f"{tok_s / ref:.2f}x",)
-        slo = r.get("slo") or {}
-        slo_cells: tuple[str, ...] = ()
-        if with_slo:
-            slo_cells = (
-                ("met" if slo.get("meets") else "missed") if slo else "-",
-                _f(100 * slo["attainment"], ".0f") if slo else "-",
-                _f(slo.get("token_goodput")),
-            )
-        rows.append(
-            (
-                str(r.get("concurrency")),
-                str(r.get("status")),
-                _f(tok_s),
-                *(speed if reference is not None else ()),
-                _f(sv.get("tok_s")),
-                _f((st.get("per_request_tok_s") or {}).get("p50")),
-                _f((st.get("ttft_ms") or {}).get("p50")),
-                _f((st.get("ttft_ms") or {}).get("p99")),
-                _f((st.get("tpot_ms") or {}).get("p50"), ".2f"),
-                _f((st.get("itl_chunk_ms") or {}).get("p50"), ".2f"),
-                str(st.get("completed", 0)),
-                str(st.get("failed", 0)),
-                _f(accept, ".2f"),
-                _f(st.get("achieved_concurrency")),
-                *slo_cells,
-            )
-        )
+        row = {
+            "C": str(r.get("concurrency")),
+            "status": str(r.get("status")),
+            "tok/s": _f(tok_s),
+            "speedup": "-" if not ref or tok_s is None or r.get("status") != "done" else f"{tok_s / ref:.2f}x",
+            "server": _f(sv.get("tok_s")),
+            "req": _f((st.get("per_request_tok_s") or {}).get("p50")),
+            "ttft50": _f((st.get("ttft_ms") or {}).get("p50")),
+            "ttft99": _f((st.get("ttft_ms") or {}).get("p99")),
+            "tpot": _f((st.get("tpot_ms") or {}).get("p50"), ".2f"),
+            "itl": _f((st.get("itl_chunk_ms") or {}).get("p50"), ".2f"),
+            "ok": str(st.get("completed", 0)),
+            "failed": str(st.get("failed", 0)),
+            "accept": _f(accept, ".2f"),
+            "conc": _f(st.get("achieved_concurrency")),
+            "slo": ("met" if slo.get("meets") else "missed") if slo else "-",
+            "attain": _f(100 * slo["attainment"], ".0f") if slo else "-",
+            "goodput": _f(slo.get("token_goodput")),
+        }
+        for key, value in row.items():
+            cells.setdefault(key, []).append(value)
         for w in r.get("warnings") or ():
             notes.append(f"  C={r.get('concurrency')}: {w}")
         if st.get("failures"):
             notes.append(f"  C={r.get('concurrency')}: failures {st['failures']}")
         if r.get("abort_reason"):
             notes.append(f"  C={r.get('concurrency')}: stopped: {r['abort_reason']}")
-    out = _table(header, rows)
+    # (key, name, unit, rank): rank 0 always shows; higher ranks go first when the terminal is narrow.
+    spec = [
+        ("C", "C", "", 0),
+        ("status", "status", "", 0),
+        ("tok/s", "tok/s", "out", 0),
+        *([("speedup", "speedup", "x ref", 1)] if reference is not None else []),
+        ("server", "server", "tok/s", 7),
+        ("req", "per req", "tok/s p50", 8),
+        ("ttft50", "TTFT", "ms p50", 2),
+        ("ttft99", "TTFT", "ms p99", 6),
+        ("tpot", "TPOT", "ms p50", 3),
+        ("itl", "ITL/chunk", "ms p50", 10),
+        ("ok", "ok", "req", 5),
+        ("failed", "failed", "req", 2),
+        ("accept", "accept", "tok/step", 4),
+        ("conc", "conc", "achieved", 9),
+        *([("slo", "SLO", "", 1), ("attain", "attain", "%", 3), ("goodput", "goodput", "tok/s", 5)] * with_slo),
+    ]
+    kept, dropped = _fit([(name, unit, rank, cells.get(key, [])) for key, name, unit, rank in spec], width)
+    rows = list(zip(*(c[3] for c in kept), strict=True)) if results else []
+    out = _table([c[0] for c in kept], rows, [c[1] for c in kept])
+    if dropped:
+        said = f"(not shown, to fit {width} columns: {', '.join(dropped)}; --json has every column)"
+        out += "\n" + textwrap.fill(said, width=width or 80, initial_indent="  ", subsequent_indent="   ")
     if notes:
         out += "\n" + "\n".join(notes)
     return out

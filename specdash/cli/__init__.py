@@ -1,87 +1,76 @@
-"""The `specdash` command line: one subcommand per module in this package.
+"""The `specdash` command line: `commands` declares every subcommand, `NAME.py` implements subcommand NAME.
 
-Each subcommand module defines `NAME`, `HELP`, `add_arguments(parser)` and `run(args) -> int`, and keeps
-heavy imports (asyncssh, aiohttp, textual) inside `run` so that `specdash --help` stays fast.
-Errors: a `SpecdashError` prints its message alone and exits with its code (2 usage, 1 runtime);
-anything unexpected prints one line and a hint about `--debug`, which shows the traceback.
+The parser (`specdash.cli.commands`) is light: a subcommand's implementation, `specdash.cli.NAME.run(args)`,
+is imported only when it runs, so `--help` and `--version` answer at once.
+Errors, in this one place: a `SpecdashError` prints its message alone and exits with its code (2 usage,
+1 runtime); an `OSError` about a file (a full disk, /proc, a directory where a file belongs, no permission)
+prints the file and the reason and exits 1; anything unexpected prints one line and a hint about `--debug`,
+which shows the traceback.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import importlib
+import io
 import os
 import sys
-import traceback
 from collections.abc import Sequence
-from types import ModuleType
 
-from specdash import __version__
+from specdash.cli.commands import build_parser
 from specdash.errors import EXIT_RUNTIME, EXIT_SIGPIPE, EXIT_USAGE, SpecdashError
 
-# Order is the order shown in --help.
-COMMANDS: tuple[str, ...] = (
-    "connect",
-    "demo",
-    "up",
-    "adopt",
-    "down",
-    "status",
-    "logs",
-    "switch",
-    "advise",
-    "bench",
-    "runs",
-    "compare",
-    "report",
-    "tune",
-    "export",
-    "replay",
-    "sim",
-    "config",
-)
+__all__ = ["build_parser", "main"]
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, but usage errors exit 2 with one line and no usage dump spilled over the terminal."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n(see '{self.prog} --help')\n")
-
-
-def _modules() -> list[ModuleType]:
-    return [importlib.import_module(f"specdash.cli.{name}") for name in COMMANDS]
+def _tolerant_output() -> None:
+    """Text we print that cannot be encoded (a lone surrogate from a non-UTF-8 file name, say) is written
+    escaped instead of ending the command with UnicodeEncodeError after its work is done."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            with contextlib.suppress(ValueError, io.UnsupportedOperation):
+                stream.reconfigure(errors="backslashreplace")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser (also used by the docs and the tests)."""
-    parser = _Parser(
-        prog="specdash",
-        description="Control panel for LLM inference servers with speculative decoding (SGLang, vLLM).",
-    )
-    parser.add_argument("--version", action="version", version=f"specdash {__version__}")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks for bug reports")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for module in _modules():
-        p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
-        module.add_arguments(p)
-        p.set_defaults(_run=module.run)
-    return parser
+def file_error(exc: OSError) -> str | None:
+    """`cannot write /dev/full: No space left on device` for an OSError about a named file, else None."""
+    if exc.filename is None:
+        return None
+    path = os.fsdecode(exc.filename)
+    reason = exc.strerror or type(exc).__name__
+    if exc.filename2 is not None:
+        path = f"{path} -> {os.fsdecode(exc.filename2)}"
+    # A directory of ours that cannot be made is often a bad XDG variable: say which one it came from.
+    for name in ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"):
+        value = os.environ.get(name, "")
+        if value and (path == value or path.startswith(value.rstrip("/") + "/")):
+            return f"{path}: {reason} (from ${name}={value})"
+    return f"{path}: {reason}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `specdash` console script."""
+    _tolerant_output()
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if getattr(args, "_run", None) is None:
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, a usage error: the code, for callers that run us in-process
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    if args.command is None:
         parser.print_help()
         return EXIT_USAGE
     try:
-        return int(args._run(args))
+        code = int(importlib.import_module(f"specdash.cli.{args.command}").run(args))
+        try:
+            sys.stdout.flush()  # here, not at exit: `specdash runs > /dev/full` is an error, not a silent loss
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise SpecdashError(f"cannot write the output: {exc.strerror or exc}") from None
+        return code
     except SpecdashError as exc:
         if args.debug:
-            traceback.print_exc()
+            _print_traceback(exc)
         print(f"specdash: error: {exc.message}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
@@ -93,12 +82,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_SIGPIPE
-    except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback unless --debug
+    except OSError as exc:
+        message = file_error(exc)
+        if message is None:
+            return _internal(exc, args.debug)
         if args.debug:
-            traceback.print_exc()
-        else:
-            print(
-                f"specdash: internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
-                file=sys.stderr,
-            )
+            _print_traceback(exc)
+        print(f"specdash: error: {message}", file=sys.stderr)
         return EXIT_RUNTIME
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback unless --debug
+        return _internal(exc, args.debug)
+
+
+def _print_traceback(exc: BaseException) -> None:
+    # The interpreter's own printer: the `traceback` module costs every command ~20 ms to import.
+    sys.__excepthook__(type(exc), exc, exc.__traceback__)
+
+
+def _internal(exc: BaseException, debug: bool) -> int:
+    if debug:
+        _print_traceback(exc)
+    else:
+        print(
+            f"specdash: internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+            file=sys.stderr,
+        )
+    return EXIT_RUNTIME

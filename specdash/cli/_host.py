@@ -1,4 +1,5 @@
-"""What every host command shares: the HOST argument with OpenSSH-like flags, and opening the session."""
+"""What every host command shares: its config, its host, and opening the session (the HOST argument and its
+OpenSSH-like flags are declared in `specdash.cli.options`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specdash import config as config_mod
+from specdash.bench.store import Store
+from specdash.bench.sweep_data import SweepConfig
+from specdash.cli._slo import slo_from
 from specdash.config import Config, HostConfig
+from specdash.engines.registry import names, resident_refusal
 from specdash.errors import UsageError
+from specdash.remote.options import SSHOptions
+from specdash.remote.ssh import SSHHost
+from specdash.server.remote_session import RemoteSession, running
 from specdash.server.session import Listener
 
 if TYPE_CHECKING:
@@ -19,30 +27,10 @@ if TYPE_CHECKING:
     from specdash.server.remote_session import RemoteSession
 
 
-def add_host_arguments(parser: argparse.ArgumentParser, *, optional: bool = False) -> None:
-    """HOST plus `-J`, `-i`, `--known-hosts`, `--accept-new`, `--config`."""
-    parser.add_argument(
-        "host",
-        metavar="HOST",
-        nargs="?" if optional else None,
-        help="a host from the config, an ~/.ssh/config alias, or [user@]host[:port]",
-    )
-    parser.add_argument("-J", dest="jump", metavar="JUMP", help="jump host, like ssh -J")
-    parser.add_argument("-i", dest="identity", metavar="KEY", type=Path, help="private key, like ssh -i")
-    parser.add_argument("--known-hosts", type=Path, help="known_hosts file (default: ~/.ssh/known_hosts)")
-    parser.add_argument(
-        "--accept-new",
-        action="store_true",
-        help="trust a first-seen host and record its key (OpenSSH accept-new); a changed key is always refused",
-    )
-    parser.add_argument("--config", type=Path, help="config file (default: $SPECDASH_CONFIG or the XDG path)")
-
-
 def load_config(args: argparse.Namespace) -> Config:
     """The config named by `--config` (or the default location, where a missing file means no config)."""
     if args.config is not None and not args.config.exists():
         raise UsageError(f"--config {args.config}: no such file")
-    from specdash.engines.registry import names, resident_refusal
 
     return config_mod.load(args.config, engines=names(), residency=resident_refusal)
 
@@ -59,13 +47,9 @@ def host_config(args: argparse.Namespace, cfg: Config) -> HostConfig:
     return base
 
 
-def open_session(args: argparse.Namespace, cfg: Config, hc: HostConfig) -> RemoteSession:
-    """A `RemoteSession` for the host (not connected yet; `run()` connects)."""
-    from specdash.bench.store import Store
-    from specdash.bench.sweep_data import SweepConfig
-    from specdash.remote.options import SSHOptions
-    from specdash.remote.ssh import SSHHost
-    from specdash.server.remote_session import RemoteSession
+def open_session(args: argparse.Namespace, cfg: Config, hc: HostConfig, store: Store | None = None) -> RemoteSession:
+    """A `RemoteSession` for the host (not connected yet; `run()` connects); `store`: one shared by several
+    sessions (the fleet), else the default store opened for this one."""
 
     options = SSHOptions(
         identity_files=(Path(hc.identity_file).expanduser(),) if hc.identity_file else (),
@@ -74,7 +58,6 @@ def open_session(args: argparse.Namespace, cfg: Config, hc: HostConfig) -> Remot
         accept_new=bool(getattr(args, "accept_new", False)),
     )
     # `bench HOST --db FILE` writes there; every other command uses the default store.
-    from specdash.cli._slo import slo_from
 
     sweep_defaults = SweepConfig(
         progress_interval_s=0.25,
@@ -85,7 +68,11 @@ def open_session(args: argparse.Namespace, cfg: Config, hc: HostConfig) -> Remot
         slo=slo_from(cfg.bench.slo, f"{cfg.path or 'config'}: [bench] slo"),  # the dashboard's sweeps too
     )
     return RemoteSession(
-        SSHHost(hc.address, options), hc, cfg, store=Store(getattr(args, "db", None)), sweep_defaults=sweep_defaults
+        SSHHost(hc.address, options),
+        hc,
+        cfg,
+        store=store or Store(getattr(args, "db", None)),
+        sweep_defaults=sweep_defaults,
     )
 
 
@@ -106,6 +93,5 @@ def connected(
     args: argparse.Namespace, cfg: Config, hc: HostConfig, listener: Listener | None = None
 ) -> contextlib.AbstractAsyncContextManager[RemoteSession]:
     """A running session for the host: connected and attached to its live run; closed on exit."""
-    from specdash.server.remote_session import running
 
     return running(open_session(args, cfg, hc), listener)

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
+from specdash.cli._terminal import LiveLine
 from specdash.core.events import Notice, ServerStatus, SessionEvent
 from specdash.core.status_text import headless_line, headless_progress, leftovers_text
 from specdash.remote.events import Connecting, ConnectionEvent, Lost, Reconnecting
@@ -33,7 +34,7 @@ class StatusPrinter:
         self.out = out
         self.clock = clock
         self.host = host
-        self.tty = out.isatty()
+        self.live = LiveLine(out)
         self._said = ""
         self._progress = ""
         self._leftovers = ""
@@ -70,12 +71,8 @@ class StatusPrinter:
         text = headless_progress(s)
         if text and s.progress is not None and text != self._progress:
             self._progress = text
-            if self.tty:
-                self.out.write("\r" + text + "\x1b[K")
-                self.out.flush()
+            if self.live.tty:  # piped, the phase lines above say it; progress ticks would flood a log
+                self.live.update(text)
 
     def _line(self, text: str) -> None:
-        if self.tty and self._progress:
-            self.out.write("\r\x1b[K")
-        self.out.write(text + "\n")
-        self.out.flush()
+        self.live.line(text)

@@ -1,4 +1,7 @@
-"""`specdash adopt HOST --port P | --pid N [--log PATH] [--wait]`: take over a server started by hand.
+"""`specdash adopt HOST --port P | --pid N | --job ID [--log PATH] [--wait]`: take over a server started by hand.
+
+On a Slurm host (`scheduler = "slurm"`), `--job ID` adopts a batch job you submitted yourself: it must be yours
+and still queued or running; its output file is followed and `down` cancels it (`scancel`), nothing else.
 
 Finds the process (by the port it listens on, or its PID), tells what it is (engine, the configured mode
 it matches or its flags, its log), and records it as the host's current run, so `connect`, `bench`,
@@ -11,28 +14,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from specdash.cli._host import add_host_arguments, connected, host_config, load_config
+from specdash.cli._host import connected, host_config, load_config
 from specdash.cli._live import StatusPrinter
 from specdash.errors import SpecdashError, UsageError
 from specdash.phases import SETTLED, Phase
-
-NAME = "adopt"
-HELP = "adopt a server started by hand (found by --port or --pid): watch it, bench it, stop it with specdash"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_host_arguments(parser)
-    which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--port", type=int, help="the port the server listens on")
-    which.add_argument("--pid", type=int, help="the server's process id on the host")
-    parser.add_argument("--log", default="", help="its log file on the host, when its output goes to no file")
-    parser.add_argument("--dry-run", action="store_true", help="say what would be adopted, change nothing")
-    parser.add_argument("--wait", action="store_true", help="follow it until ready (exit 0) or crashed (exit 1)")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.port is not None and not 0 < args.port < 65536:
         raise UsageError(f"--port {args.port}: not a TCP port (1-65535)")
+    if args.job is not None and not (args.job.isascii() and args.job.isdigit() and len(args.job) <= 12):
+        raise UsageError(f"--job {args.job!r}: not a Slurm job id (digits)")
     return asyncio.run(_adopt(args))
 
 
@@ -40,6 +32,10 @@ async def _adopt(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     printer = StatusPrinter(host=args.host)
     async with connected(args, cfg, host_config(args, cfg), printer) as session:
+        if args.job is not None:
+            await session.adopt_job(args.job, args.mode)
+            print(f"adopted job {args.job}; stop it with: specdash down {args.host}")
+            return 0 if not args.wait else (0 if (await session.wait_status(SETTLED)).phase is Phase.READY else 1)
         target = await session.find_adoptable(pid=args.pid, port=args.port, log=args.log)
         print(target.describe())
         if not target.ok:

@@ -11,37 +11,20 @@ import json
 import shlex
 from pathlib import Path
 
-from specdash.cli._host import add_host_arguments
+from specdash.cli._host import current_run
+from specdash.core.advisor import AdvisorError, advise, measured_saving, report_text
+from specdash.core.levels import DEFAULT_LEVELS
 from specdash.errors import UsageError
-
-NAME = "advise"
-HELP = "startup advisor: where a start's time goes and what would cut it, with evidence and predicted savings"
+from specdash.limits import read_regular_file
+from specdash.server.lifecycle import run_framed
 
 MAX_LOG_BYTES = 64 * 1024 * 1024
 """A start's log is read whole; more than this is not one start (or not a log)."""
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_host_arguments(parser, optional=True)
-    parser.add_argument("--mode", "-m", help="the mode whose last start on HOST is read")
-    parser.add_argument("--log", type=Path, help="a saved server log instead of a host's (HOST not needed)")
-    parser.add_argument(
-        "--max-concurrency",
-        type=int,
-        default=None,
-        metavar="N",
-        help="the largest concurrency the sweeps and the policy use (default: the largest default level, 100)",
-    )
-    parser.add_argument("--engine", choices=("auto", "sglang", "vllm"), default="auto", help="default: detected")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
-
-
 def run(args: argparse.Namespace) -> int:
-    from specdash.core.levels import DEFAULT_LEVELS, MAX_LEVEL
 
     used = args.max_concurrency if args.max_concurrency is not None else max(DEFAULT_LEVELS)
-    if not 1 <= used <= MAX_LEVEL:
-        raise UsageError(f"--max-concurrency {used}: must be 1 to {MAX_LEVEL}")
     if args.log is not None:
         return _show([_read_log(args.log)], used, args)
     if not args.host or not args.mode:
@@ -50,7 +33,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _read_log(path: Path) -> str:
-    from specdash.limits import read_regular_file
 
     try:
         data = read_regular_file(path, MAX_LOG_BYTES, "log")
@@ -62,8 +44,6 @@ def _read_log(path: Path) -> str:
 
 
 async def _from_host(args: argparse.Namespace, used: int) -> int:
-    from specdash.cli._host import current_run
-    from specdash.server.lifecycle import run_framed
 
     async with current_run(args) as (session, cfg, _record):
         cfg.mode(args.mode)
@@ -103,7 +83,6 @@ async def _from_host(args: argparse.Namespace, used: int) -> int:
 
 
 def _show(logs: list[str], used: int, args: argparse.Namespace, commands: list[str] | None = None) -> int:
-    from specdash.core.advisor import AdvisorError, advise, measured_saving, report_text
 
     where = f"--log {args.log}" if args.log is not None else f"{args.host} --mode {args.mode}"
     try:

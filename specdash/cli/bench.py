@@ -2,30 +2,47 @@
 
 With HOST, the sweep goes over SSH: each mode in turn is started (or switched to, restarting the server
 through the lifecycle layer) and measured through a port forward; with two or more modes it ends with
-the crossover. With `--url` it measures a server that is already reachable. Either way it prints a live
-line per second and a final table, and every request is written to the local store as it finishes.
+the crossover. With `--url` it measures a server that is already reachable. Either way it shows each level's
+progress (one updating line per level on a terminal, a plain line per second in a pipe) and a final table
+that fits the terminal (`$COLUMNS`; every column in a pipe), and every request is written to the local store
+as it finishes.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import json
 import sys
-from pathlib import Path
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from specdash.core.levels import DEFAULT_LEVELS, LEVELS_GRAMMAR, MAX_LEVEL, format_levels, parse_levels
+from specdash.bench.greedy import greedy_outputs
+from specdash.bench.listener import server_command
+from specdash.bench.probe import ProbeSettings, install_uvloop
+from specdash.bench.prompts import load_prompts
+from specdash.bench.sse import Endpoint
+from specdash.bench.store import RunMeta, Store
+from specdash.bench.sweep import LevelResult, SweepConfig, run_sweep
+from specdash.bench.sweep_data import url_origin, validate_url
+from specdash.bench.text_tables import level_table, progress_line, repeats_table, sweep_verdict
+from specdash.cli._host import connected, host_config, load_config
+from specdash.cli._live import StatusPrinter
+from specdash.cli._slo import slo_from
+from specdash.cli._terminal import LiveLine, table_width
+from specdash.core.compare import compute_crossover, pool_runs
+from specdash.core.events import BenchTick, BenchUpdate
+from specdash.core.greedy import compare_outputs
+from specdash.core.levels import parse_levels
 from specdash.errors import SpecdashError, UsageError
+from specdash.phases import Phase
 
 if TYPE_CHECKING:
     from specdash.bench.probe import ProbeSettings
     from specdash.bench.sweep_data import SweepResult
     from specdash.core.greedy import GreedyCheck
     from specdash.server.remote_session import RemoteSession
-
-NAME = "bench"
-HELP = "sweep concurrency levels against a server and measure tok/s, TTFT, TPOT, ITL"
 
 
 MAX_REPEATS = 20
@@ -45,92 +62,8 @@ def probe_line(probe: dict[str, str] | None) -> str:
     return f"probe here: {(probe or {}).get('why', 'local')}"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare the bench flags."""
-    from specdash.cli._host import add_host_arguments
-    from specdash.config import LINK_LOSS_POLICIES, PROBE_PLACES
-    from specdash.limits import MAX_OUTPUT_LEN, SECONDS, int_option
-
-    add_host_arguments(parser, optional=True)
-    parser.add_argument("--url", help="instead of HOST: a server base URL, e.g. http://127.0.0.1:30000")
-    parser.add_argument(
-        "--mode",
-        "--modes",
-        dest="mode",
-        default="default",
-        help="mode(s) to measure; with HOST, a comma-separated list runs an A/B (e.g. baseline,eagle3)",
-    )
-    parser.add_argument(
-        "--levels",
-        default=format_levels(DEFAULT_LEVELS),
-        help=f"concurrency levels: {LEVELS_GRAMMAR}; 1 to {MAX_LEVEL} (default %(default)s)",
-    )
-    parser.add_argument("--max-concurrency", type=int_option(1, MAX_LEVEL), help="drop levels above this")
-    amount = parser.add_mutually_exclusive_group()
-    amount.add_argument(
-        "--requests-per-level", type=int_option(1, MAX_REQUESTS), help="requests per level (default max(5 x C, 10))"
-    )
-    amount.add_argument("--duration", type=SECONDS, help="seconds per level instead of a request count")
-    parser.add_argument(
-        "--output-len",
-        type=int_option(1, MAX_OUTPUT_LEN),
-        default=256,
-        help="tokens per response (default %(default)s)",
-    )
-    parser.add_argument(
-        "--endpoint",
-        choices=["generate", "chat", "completions"],
-        help="what the probe requests (default: the server's engine decides: SGLang's /generate, else /v1/completions)",
-    )
-    parser.add_argument("--prompts", default="chat", help="chat, code or a JSONL file (default %(default)s)")
-    parser.add_argument("--model", help="model name for the OpenAI endpoints (default: from /v1/models)")
-    parser.add_argument("--warmup", type=int_option(0, MAX_REQUESTS), help="warmup requests per level (default C)")
-    parser.add_argument("--flush-cache", action="store_true", help="POST /flush_cache before each level")
-    parser.add_argument(
-        "--processes", type=int_option(0, MAX_PROCESSES), help="probe processes (default: automatic; 0 = in-process)"
-    )
-    parser.add_argument("--request-timeout", type=SECONDS, default=600.0, help="seconds per request")
-    parser.add_argument("--stall-timeout", type=SECONDS, default=60.0, help="seconds without bytes = stalled")
-    parser.add_argument("--level-timeout", type=SECONDS, help="hard limit per level in seconds")
-    parser.add_argument(
-        "--on-link-loss",
-        choices=LINK_LOSS_POLICIES,
-        help="HOST only: when the SSH link drops, pause and re-run the level, or stop (default: config, pause)",
-    )
-    parser.add_argument("--link-wait", type=SECONDS, help="HOST only: seconds a paused sweep waits (default 600)")
-    parser.add_argument(
-        "--probe",
-        choices=PROBE_PLACES,
-        help="HOST only: run the probe on the host next to the server, or here through the tunnel "
-        "(default: config, host)",
-    )
-    parser.add_argument(
-        "--repeats",
-        type=int_option(1, MAX_REPEATS),
-        default=1,
-        help="run the whole sweep N times (A/B in A-B-B-A order) and report median ± MAD per level (default 1)",
-    )
-    from specdash.cli._slo import add_slo_argument
-
-    add_slo_argument(parser)
-    parser.add_argument(
-        "--check-greedy",
-        type=int,
-        metavar="N",
-        help="after the sweep, send N prompts at temperature 0 to the reference and the speculative mode and "
-        "report how many outputs are identical (HOST with two modes, or --url with --greedy-reference)",
-    )
-    parser.add_argument(
-        "--greedy-reference", metavar="URL", help="with --url and --check-greedy: the reference mode's server"
-    )
-    parser.add_argument("--db", type=Path, help="store file (default: the data dir's specdash.db)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON (live lines go to stderr)")
-
-
 def run(args: argparse.Namespace) -> int:
     """Run the sweep and print the results."""
-    from specdash.bench.listener import server_command
-    from specdash.bench.sweep_data import url_origin, validate_url
 
     if bool(args.url) == bool(args.host):
         raise UsageError("give either HOST (measure over SSH) or --url (a server you can reach), not both or neither")
@@ -147,7 +80,6 @@ def run(args: argparse.Namespace) -> int:
         levels = parse_levels(args.levels)
     except UsageError as exc:
         raise UsageError(f"--levels: {exc.message}") from exc
-    from specdash.cli._slo import slo_from
 
     slo = slo_from(args.slo)
     if args.check_greedy is not None and not 1 <= args.check_greedy <= MAX_GREEDY:
@@ -159,16 +91,6 @@ def run(args: argparse.Namespace) -> int:
     if args.check_greedy and args.host and len([m for m in args.mode.split(",") if m.strip()]) < 2:
         raise UsageError("--check-greedy over SSH needs two modes (--mode REFERENCE,SPECULATIVE)")
     greedy_ref = validate_url(args.greedy_reference) if args.greedy_reference else ""
-
-    import asyncio
-
-    from specdash.bench.probe import ProbeSettings, install_uvloop
-    from specdash.bench.prompts import load_prompts
-    from specdash.bench.sse import Endpoint
-    from specdash.bench.store import RunMeta, Store
-    from specdash.bench.sweep import LevelResult, SweepConfig, run_sweep
-    from specdash.bench.text_tables import level_table, progress_line, sweep_verdict
-    from specdash.core.events import BenchTick
 
     prompts = load_prompts(args.prompts)
     config = SweepConfig(
@@ -192,18 +114,19 @@ def run(args: argparse.Namespace) -> int:
         ),
     )
     config.effective_levels()
-    live = sys.stderr if args.json else sys.stdout
+    # One updating line per level on a terminal, plain lines in a pipe; with --json, on stderr.
+    live = LiveLine(sys.stderr if args.json else sys.stdout)
 
     def on_progress(p: BenchTick) -> None:
-        print(progress_line(p), file=live, flush=True)
+        live.update(progress_line(p))
 
     def on_level_done(r: LevelResult) -> None:
         s = r.stats
-        print(f"[{r.mode} C={r.concurrency}] {r.status}: {s.output_tok_s:.1f} tok/s steady, "
-              f"{s.completed} ok, {s.failed} failed", file=live, flush=True)  # fmt: skip
+        live.line(f"[{r.mode} C={r.concurrency}] {r.status}: {s.output_tok_s:.1f} tok/s steady, "
+                  f"{s.completed} ok, {s.failed} failed")  # fmt: skip
 
     def on_warning(text: str) -> None:
-        print(f"warning: {text}", file=live, flush=True)
+        live.line(f"warning: {text}")
 
     install_uvloop()
     if args.host:
@@ -246,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
         print()
         endpoint = args.endpoint or "the engine's endpoint"
         print(f"run {result.run_id} ({args.mode}, {prompts.name} prompts, {endpoint}, {args.output_len} tokens)")
-        print(level_table(levels_json))
+        print(level_table(levels_json, width=table_width()))
         print(sweep_verdict({args.mode: result}, slo))
         if result.aborted:
             print(f"sweep stopped: {result.aborted}")
@@ -267,14 +190,6 @@ def _failed_levels(results: list[SweepResult]) -> int:
 
 async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_level_done) -> int:  # type: ignore[no-untyped-def]
     """The HOST form: start or switch each mode through the lifecycle, sweep it, compare."""
-    from dataclasses import replace
-
-    from specdash.bench.text_tables import level_table, sweep_verdict
-    from specdash.cli._host import connected, host_config, load_config
-    from specdash.cli._live import StatusPrinter
-    from specdash.cli._slo import slo_from
-    from specdash.core.compare import compute_crossover
-    from specdash.core.events import BenchTick, BenchUpdate
 
     cfg = load_config(args)
     modes = [m.strip() for m in args.mode.split(",") if m.strip()]
@@ -285,19 +200,17 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
 
     def listen(event: object) -> None:
         if isinstance(event, BenchTick):
-            return  # live lines come from the sweep's own progress callback below
+            printer.live.update(progress_line(event))
+            return
         if isinstance(event, BenchUpdate):
             for row in event.rows:
                 if row.status == "paused":
-                    print(
-                        f"[{row.mode} C={row.concurrency}] paused: {row.warning}",
-                        file=sys.stderr if args.json else sys.stdout,
-                        flush=True,
-                    )
+                    printer.live.line(f"[{row.mode} C={row.concurrency}] paused: {row.warning}")
                 if row.status in ("done", "failed") and (row.mode, row.concurrency) not in done:
                     done.add((row.mode, row.concurrency))
-                    line = f"[{row.mode} C={row.concurrency}] {row.status}: {row.tok_s or 0:.1f} tok/s steady"
-                    print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
+                    printer.live.line(
+                        f"[{row.mode} C={row.concurrency}] {row.status}: {row.tok_s or 0:.1f} tok/s steady"
+                    )
             return
         printer(event)  # type: ignore[arg-type]
 
@@ -346,7 +259,8 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
         reference = curves[modes[0]] if len(results) >= 2 and modes[0] in curves else None
         for mode, r in results.items():
             print(f"\nrun {r.run_id} ({mode} on {args.host}; {probe_line(r.probe)})")
-            print(level_table([lv.to_json() for lv in r.levels], None if mode == modes[0] else reference))
+            rows = [lv.to_json() for lv in r.levels]
+            print(level_table(rows, None if mode == modes[0] else reference, width=table_width()))
         print()
         print(sweep_verdict({m: results[m] for m in modes if m in results}, config.slo))
         if greedy is not None:
@@ -358,8 +272,6 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
 
 def _print_repeats(args: argparse.Namespace, repeats: dict[str, list[SweepResult]]) -> int:
     """The pooled report of `--repeats N`: median ± MAD per level per mode, the crossover on the medians."""
-    from specdash.bench.text_tables import repeats_table
-    from specdash.core.compare import compute_crossover, pool_runs
 
     modes = list(repeats)
     pooled = [pool_runs([r.curve() for r in repeats[m]]) for m in modes]
@@ -390,8 +302,6 @@ def _print_repeats(args: argparse.Namespace, repeats: dict[str, list[SweepResult
 
 async def _greedy_texts(args: argparse.Namespace, url: str, prompts: tuple[str, ...]) -> list[str]:
     """The first `--check-greedy` prompts' outputs at temperature 0 from the server at `url`."""
-    from specdash.bench.greedy import greedy_outputs
-    from specdash.bench.sse import Endpoint
 
     chosen = [prompts[i % len(prompts)] for i in range(args.check_greedy)]
     return await greedy_outputs(
@@ -407,7 +317,6 @@ async def _greedy_texts(args: argparse.Namespace, url: str, prompts: tuple[str, 
 
 async def _greedy_check(args: argparse.Namespace, urls: dict[str, str], prompts: tuple[str, ...]) -> GreedyCheck:
     """`--check-greedy N` against two reachable servers: `urls` is {reference name: URL, other name: URL}."""
-    from specdash.core.greedy import compare_outputs
 
     (ref, ref_url), (other, other_url) = list(urls.items())
     ref_texts = await _greedy_texts(args, ref_url, prompts)
@@ -423,8 +332,6 @@ async def _greedy_over_ssh(
 ) -> GreedyCheck:
     """`--check-greedy N` over SSH: the last swept mode first (it is live, no restart), then the reference mode
     (started again through the lifecycle). Both modes' outputs go to the store (`RemoteSession.greedy_texts`)."""
-    from specdash.core.greedy import compare_outputs
-    from specdash.phases import Phase
 
     texts: dict[str, list[str]] = {}
     for mode in (modes[-1], modes[0]):

@@ -10,34 +10,21 @@ is computed on the medians.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+from dataclasses import replace
 
-from specdash.cli._slo import add_slo_argument, slo_from
-
-NAME = "compare"
-HELP = "compare stored runs per concurrency level (the first run is the reference): speedup, crossover, Pareto"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare the compare flags."""
-    parser.add_argument("runs", nargs="+", type=int, metavar="RUN", help="run ids (see 'specdash runs')")
-    add_slo_argument(parser)
-    parser.add_argument("--tpot", choices=["p50", "p90"], default="p50", help="TPOT percentile for tok/s per user")
-    parser.add_argument("--force", action="store_true", help="compare runs whose workloads differ (marked as such)")
-    parser.add_argument("--db", type=Path, help="store file (default: the data dir's specdash.db)")
+from specdash.bench.run_data import alarms, check_workloads, load_runs, runs_verdict, series_names
+from specdash.bench.text_tables import compare_table, level_table, pareto_table, repeats_table
+from specdash.cli._slo import slo_from
+from specdash.cli._store import reader_store
+from specdash.cli._terminal import table_width
+from specdash.core.compare import pool_runs
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the comparison."""
-    from dataclasses import replace
-
-    from specdash.bench.run_data import alarms, check_workloads, load_runs, runs_verdict, series_names
-    from specdash.bench.store import Store
-    from specdash.bench.text_tables import compare_table, level_table, pareto_table, repeats_table
-    from specdash.core.compare import pool_runs
 
     slo = slo_from(args.slo)
-    with Store(args.db, create=False) as store:
+    with reader_store(args) as store:
         runs = load_runs(store, args.runs, slo)
     forced = check_workloads(runs, args.force)
     for m in forced:
@@ -67,5 +54,5 @@ def run(args: argparse.Namespace) -> int:
                  "server": dict(lv.server), "slo": lv.slo.to_json() if lv.slo else None}
                 for lv in r.levels
             ]  # fmt: skip
-            print(level_table(rows, None if r is runs[0] else runs[0].curve()))
+            print(level_table(rows, None if r is runs[0] else runs[0].curve(), width=table_width()))
     return 0

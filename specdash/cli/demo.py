@@ -6,43 +6,19 @@ import argparse
 import asyncio
 import os
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 
-from specdash.cli._dashboard import add_screenshot_argument
-
-NAME = "demo"
-HELP = "run the dashboard offline against the built-in SGLang simulator (no GPU, no sshd needed)"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from specdash.cli.demo_session import TIME_SCALE, TOUR_TIME_SCALE
-
-    parser.add_argument(
-        "--time-scale",
-        type=float,
-        help=f"simulated startup durations x this (default {TIME_SCALE}: a TP=8 EAGLE-3 start in about 30 s; "
-        f"{TOUR_TIME_SCALE} with --autoplay: about 6 s)",
-    )
-    parser.add_argument(
-        "--autoplay",
-        action="store_true",
-        help="a one-minute tour for presenters: baseline, sweep, EAGLE-3, sweep, crossover (any key stops it)",
-    )
-    parser.add_argument(
-        "--resident",
-        action="store_true",
-        help="headless: switch between two resident modes (sleep, wake, verify) beside a restart, and print the times",
-    )
-    add_screenshot_argument(parser)
-    parser.add_argument(
-        "--db", type=Path, help="store file (default: the demo's own, data dir's demo.db; see 'specdash runs --demo')"
-    )
+from specdash.cli.demo_session import TIME_SCALE, TOUR_TIME_SCALE, demo_session
+from specdash.core.resident import duration_text
+from specdash.errors import UsageError
+from specdash.phases import Phase
+from specdash.server.remote_session import running
+from specdash.ui.app import make_app
 
 
 def run(args: argparse.Namespace) -> int:
-    from specdash.cli.demo_session import TIME_SCALE, TOUR_TIME_SCALE
-    from specdash.errors import UsageError
 
     if args.time_scale is None:
         args.time_scale = TOUR_TIME_SCALE if args.autoplay else TIME_SCALE
@@ -61,8 +37,6 @@ DEMO_QUIT = (
 
 
 async def _demo(autoplay: bool, time_scale: float, screenshot_dir: Path | None = None, db: Path | None = None) -> int:
-    from specdash.cli.demo_session import demo_session
-    from specdash.ui.app import make_app
 
     async with demo_session(time_scale, tour=autoplay, db=db) as demo:
         app = make_app(demo.session, autoplay=autoplay, quit_note=DEMO_QUIT, screenshot_dir=screenshot_dir)
@@ -80,12 +54,6 @@ async def _demo(autoplay: bool, time_scale: float, screenshot_dir: Path | None =
 
 async def _resident(time_scale: float, db: Path | None) -> int:
     """Restart vs resident switch on the simulator: each switch's line, then the table."""
-    import time
-
-    from specdash.cli.demo_session import demo_session
-    from specdash.core.resident import duration_text
-    from specdash.phases import Phase
-    from specdash.server.remote_session import running
 
     settled = (Phase.READY, Phase.CRASHED, Phase.EXITED)
     rows: list[tuple[str, str, float, str]] = []

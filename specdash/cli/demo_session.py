@@ -20,9 +20,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from specdash.bench.probe import ProbeSettings
+from specdash.bench.store import Store, demo_path
+from specdash.bench.sweep import SweepConfig
 from specdash.config import Config, HostConfig, ModeConfig, TuneConfig
 from specdash.errors import SpecdashError
 from specdash.ports import free_port
+from specdash.remote.embedded import EmbeddedSSHServer
+from specdash.remote.options import SSHOptions
+from specdash.remote.ssh import SSHHost
+from specdash.server.lifecycle import Lifecycle, run_script
+from specdash.server.remote_session import RemoteSession
+from specdash.sim.gpus import COUNT_ENV, DIR_ENV, install
 
 if TYPE_CHECKING:
     from specdash.server.remote_session import RemoteSession
@@ -104,7 +113,6 @@ def demo_config(port: int, time_scale: float = TIME_SCALE) -> Config:
 def gpu_host_env(base: Path) -> dict[str, str]:
     """The demo host's login environment: the simulator's `nvidia-smi` first on PATH, its 8 GPUs, and a GPU
     state directory of the demo's own (another simulator on this machine must not show up in it)."""
-    from specdash.sim.gpus import COUNT_ENV, DIR_ENV, install
 
     bin_dir = base / "bin"
     install(bin_dir)
@@ -139,14 +147,6 @@ async def demo_session(
     On exit the demo's server is stopped (through the same lifecycle code), the SSH server closed, and the
     temporary run records removed: the demo leaves nothing running.
     """
-    from specdash.bench.probe import ProbeSettings
-    from specdash.bench.store import Store, demo_path
-    from specdash.bench.sweep import SweepConfig
-    from specdash.remote.embedded import EmbeddedSSHServer
-    from specdash.remote.options import SSHOptions
-    from specdash.remote.ssh import SSHHost
-    from specdash.server.lifecycle import Lifecycle, run_script
-    from specdash.server.remote_session import RemoteSession
 
     # Short levels keep the demo moving: 5 s each (3 s in the tour; steady state inside), 128-token responses.
     demo_sweep = SweepConfig(

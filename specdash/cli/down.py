@@ -8,34 +8,15 @@ import argparse
 import asyncio
 import sys
 
-from specdash.cli._host import add_host_arguments, current_run
+from specdash.cli._host import current_run
 from specdash.config import Config
 from specdash.core.events import ServerStatus
 from specdash.core.status_text import stop_question
 from specdash.errors import SpecdashError, UsageError
-from specdash.limits import MAX_GRACE_S, number_option
 from specdash.phases import Origin, Phase
 from specdash.server.lifecycle import RunRecord
 from specdash.server.probe_agent import loopback_url, stop_agents
 from specdash.server.resident import Sleeper
-
-NAME = "down"
-HELP = (
-    "stop the server specdash started on HOST; reports what was killed and whether the port is free "
-    "(exit 0 when nothing was running)"
-)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_host_arguments(parser)
-    parser.add_argument(
-        "--grace",
-        type=number_option(0.0, MAX_GRACE_S),
-        help="seconds between SIGTERM and SIGKILL, 0 to 3600 (default: the mode's stop_timeout, 30)",
-    )
-    parser.add_argument(
-        "--yes", action="store_true", help="stop an adopted server or sleeping ones without asking (it names them)"
-    )
 
 
 def run(args: argparse.Namespace) -> int:

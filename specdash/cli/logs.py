@@ -7,25 +7,14 @@ import asyncio
 import shlex
 import sys
 
-from specdash.cli._host import add_host_arguments, current_run
-from specdash.errors import SpecdashError, UsageError
+from specdash.cli._host import current_run
+from specdash.errors import SpecdashError
 from specdash.safetext import escape_controls
 from specdash.server.lifecycle import run_framed
 from specdash.server.logfollow import LogFollower
 
-NAME = "logs"
-HELP = "print the current run's server log; -f follows it (across reconnects, no line lost or repeated)"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_host_arguments(parser)
-    parser.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
-    parser.add_argument("-n", "--lines", type=int, default=50, help="how many last lines first (default 50)")
-
 
 def run(args: argparse.Namespace) -> int:
-    if args.lines < 0:
-        raise UsageError(f"-n must be 0 or more, not {args.lines}")
     try:
         return asyncio.run(_logs(args))
     except BrokenPipeError:  # `specdash logs h | head`

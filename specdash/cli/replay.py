@@ -13,37 +13,15 @@ import argparse
 import json
 from pathlib import Path
 
+from specdash.core.timeline import replay_file
 from specdash.errors import UsageError
 
 EXIT_CODES = {"ready": 0, "serving": 0, "stopped": 0, "crashed": 1, "incomplete": 3}
 """The exit code for each outcome (2 is a usage error, or a file that is no server log)."""
 
-NAME = "replay"
-HELP = "replay a saved server log through the startup tracker and print the startup timeline"
-
-
-def engine_names() -> tuple[str, ...]:
-    """The engines `--engine` accepts (from the registry)."""
-    from specdash.engines.registry import names
-
-    return names()
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare `LOGFILE`, `--json` and `--engine`."""
-    parser.add_argument("logfile", metavar="LOGFILE", help="a saved SGLang or vLLM server log")
-    parser.add_argument("--json", action="store_true", help="print the timeline as JSON")
-    parser.add_argument(
-        "--engine",
-        choices=("auto", *engine_names(), "unknown"),
-        default="auto",
-        help="which engine wrote the log (default: detect it)",
-    )
-
 
 def run(args: argparse.Namespace) -> int:
     """Replay the log; the exit code says the outcome (`EXIT_CODES`)."""
-    from specdash.core.timeline import replay_file
 
     path = Path(args.logfile)
     if not path.exists():

@@ -7,38 +7,19 @@ alone gets its own peak. Filters narrow the list; `--json` prints it for scripts
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
 
+from specdash.bench.run_data import load_run, runs_verdict
+from specdash.bench.store import Store, demo_path
 from specdash.errors import UsageError
-
-NAME = "runs"
-HELP = "list stored bench runs (id, date, host, modes, levels, verdict); ids for compare, report, export"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare the runs flags."""
-    parser.add_argument("--host", help="only runs on this host (exact name)")
-    parser.add_argument("--mode", help="only runs of this mode")
-    parser.add_argument("--since", help="only runs created on or after this UTC date (YYYY-MM-DD)")
-    parser.add_argument("--status", choices=["running", "done", "failed", "interrupted"], help="only this status")
-    parser.add_argument("-n", "--limit", type=int, default=50, help="at most this many (default %(default)s)")
-    parser.add_argument("--json", action="store_true", help="print JSON")
-    store = parser.add_mutually_exclusive_group()
-    store.add_argument("--db", type=Path, help="store file (default: the data dir's specdash.db)")
-    store.add_argument("--demo", action="store_true", help="the demo's store (data dir's demo.db)")
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the list."""
-    import datetime as dt
 
-    from specdash.bench.run_data import load_run, runs_verdict
-    from specdash.bench.store import Store, demo_path
-
-    if args.limit < 1:
-        raise UsageError("--limit must be at least 1")
     if args.since is not None:
         try:
             dt.date.fromisoformat(args.since)

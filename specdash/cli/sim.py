@@ -9,21 +9,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-NAME = "sim"
-HELP = "run the SGLang simulator (accepts sglang.launch_server flags plus --sim-*)"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare SGLang's flags and the simulator's own."""
-    from specdash.sim.args import add_arguments as add_sim_arguments
-
-    add_sim_arguments(parser)
+from specdash.sim.app import main
+from specdash.sim.args import SpecParamsError, SpecRefusedError, resolve
+from specdash.sim.faults import spec_assert_traceback, topk_range_traceback
 
 
 def run(args: argparse.Namespace) -> int:
     """Resolve the flags as SGLang does, then run the simulated server until it is stopped."""
-    from specdash.sim.args import SpecParamsError, SpecRefusedError, resolve
-    from specdash.sim.faults import spec_assert_traceback, topk_range_traceback
 
     try:
         config, warnings = resolve(args)
@@ -34,6 +26,5 @@ def run(args: argparse.Namespace) -> int:
     except SpecRefusedError:
         sys.stderr.write("\n".join(topk_range_traceback()) + "\n")
         return 1
-    from specdash.sim.app import main
 
     return main(config, warnings)

@@ -8,19 +8,11 @@ import json
 import shlex
 import time
 
-from specdash.cli._host import add_host_arguments, current_run
+from specdash.cli._host import current_run
 from specdash.cli._live import fmt_seconds
 from specdash.core.timeline import replay_text
 from specdash.phases import Phase
 from specdash.server.lifecycle import run_framed
-
-NAME = "status"
-HELP = "show the server specdash started on HOST: mode, pid, port, phase (from its log), uptime"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_host_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def run(args: argparse.Namespace) -> int:

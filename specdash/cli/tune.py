@@ -11,14 +11,29 @@ engine's own words are `specdash.core.spec_export`.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specdash.core.levels import LEVELS_GRAMMAR
+from specdash.bench.probe import install_uvloop
+from specdash.bench.sse import Endpoint
+from specdash.bench.sse import default_endpoint as for_engines
+from specdash.bench.store import Store
+from specdash.cli._host import connected, host_config, load_config
+from specdash.cli.demo_session import TOUR_TIME_SCALE, demo_config, demo_session
+from specdash.core.levels import parse_levels
 from specdash.core.tune import DEFAULT_LEVELS, DEFAULT_REPEATS, eta_text
 from specdash.errors import UsageError
+from specdash.limits import MAX_REPEATS
+from specdash.paths import config_file
+from specdash.server.remote_session import running
+from specdash.tune.job import TuneJob, TuneOptions
+from specdash.tune.plan import build_plan
+from specdash.tune.report import policy_line, policy_rows, speedup_chart
+from specdash.tune.runner import TuneEvent
 
 if TYPE_CHECKING:
     from specdash.bench.sse import Endpoint
@@ -26,10 +41,7 @@ if TYPE_CHECKING:
     from specdash.server.remote_session import RemoteSession
     from specdash.tune.plan import TunePlan
 
-NAME = "tune"
-HELP = "search speculative settings per load with restarts, export the policy, verify it live"
 DEMO_HOST = "demo"
-MAX_REPEATS = 10
 
 
 def apply_tune_table(args: argparse.Namespace, cfg: Config) -> None:
@@ -52,89 +64,19 @@ def apply_tune_table(args: argparse.Namespace, cfg: Config) -> None:
     args.repeats = args.repeats if args.repeats is not None else DEFAULT_REPEATS
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare the tune flags."""
-    from specdash.cli._host import add_host_arguments
-
-    add_host_arguments(parser)
-    parser.add_argument("--tune", metavar="NAME", help="take mode, baseline, space, levels, repeats from [tune.NAME]")
-    parser.add_argument("--mode", help="the speculative mode whose draft settings are tuned")
-    parser.add_argument("--baseline", help="the reference mode (default baseline)")
-    parser.add_argument(
-        "--space",
-        help="settings to try, e.g. 'steps=1,2,3,5 topk=1,4,8 draft=2,4,8,16' (SGLang) or 'k=1,2,4' (vLLM)",
-    )
-    parser.add_argument("--levels", help=f"concurrency levels: {LEVELS_GRAMMAR} (default {DEFAULT_LEVELS})")
-    parser.add_argument(
-        "--repeats", type=int, help=f"passes; later ones only for contenders (default {DEFAULT_REPEATS})"
-    )
-    parser.add_argument("--noise-floor", type=float, default=0.02, help="smallest relative spread (default 0.02)")
-    parser.add_argument(
-        "--precision",
-        type=float,
-        default=0.006,
-        help="passes 2..R: measure a contended level in more blocks until its relative standard error is this "
-        "(default 0.006)",
-    )
-    parser.add_argument(
-        "--max-blocks", type=int, default=40, help="most blocks per contended level and restart (default 40)"
-    )
-    parser.add_argument("--name", help="the tune's name (its journal; default from host, mode and space)")
-    parser.add_argument("--resume", action="store_true", help="go on from the journal: nothing measured twice")
-    amount = parser.add_mutually_exclusive_group()
-    amount.add_argument("--duration", type=float, help="seconds per level (default 30; demo 2)")
-    amount.add_argument("--requests-per-level", type=int, help="requests per level instead of a duration")
-    parser.add_argument("--output-len", type=int, help="tokens per response (default 256; demo 128)")
-    parser.add_argument("--prompts", default="chat", help="chat, code or a JSONL file (default %(default)s)")
-    parser.add_argument(
-        "--endpoint",
-        choices=["generate", "chat", "completions"],
-        help="the probe's endpoint (default: generate for SGLang, completions for vLLM, which has no /generate)",
-    )
-    parser.add_argument("--write-mode", metavar="NAME", help="write the exported mode into the config as NAME")
-    parser.add_argument(
-        "--engine-version",
-        metavar="V",
-        help="export only what this engine version accepts (e.g. 0.5.13); default: every form, each naming the "
-        "version it needs",
-    )
-    parser.add_argument("--verify", metavar="MODE", help="only verify MODE against this tune's journal")
-    parser.add_argument("--no-verify", action="store_true", help="skip the verification at the end of the tune")
-    parser.add_argument("--hold", type=float, default=3.0, help="the hold level runs this many levels long")
-    parser.add_argument("--time-scale", type=float, help="demo only: simulated startup durations x this (0.01)")
-    parser.add_argument("--journal-dir", type=Path, help="where journals go (default: the data dir's tunes/)")
-    parser.add_argument("--db", type=Path, help="store file (default: the data dir's specdash.db)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON (live lines go to stderr)")
-
-
 def default_endpoint(engine: str) -> Endpoint:
     """The probe's endpoint for an engine (`specdash.bench.sse.default_endpoint`)."""
-    from specdash.bench.sse import default_endpoint as for_engines
 
     return for_engines(engine)
 
 
 def _check_args(args: argparse.Namespace) -> None:
-    if not 0 <= args.noise_floor < 1:
-        raise UsageError("--noise-floor must be in [0, 1)")
-    if not 0 < args.precision < 1:
-        raise UsageError("--precision must be in (0, 1)")
-    if not 1 <= args.max_blocks <= 1000:
-        raise UsageError("--max-blocks must be between 1 and 1000")
-    if args.duration is not None and args.duration <= 0:
-        raise UsageError("--duration must be positive")
-    if args.requests_per_level is not None and args.requests_per_level < 1:
-        raise UsageError("--requests-per-level must be at least 1")
-    if args.output_len is not None and args.output_len < 1:
-        raise UsageError("--output-len must be at least 1")
-    if args.hold <= 0:
-        raise UsageError("--hold must be positive")
-    if args.time_scale is not None and (args.host != DEMO_HOST or not 0 < args.time_scale <= 10):
-        raise UsageError("--time-scale is for HOST demo only, in (0, 10]")
+    # Values and ranges are the parser's (`specdash.cli.options`, the same for bench); what is left is tune's.
+    if args.time_scale is not None and args.host != DEMO_HOST:
+        raise UsageError("--time-scale is for HOST demo only")
 
 
 def _check_tune(args: argparse.Namespace, cfg: Config) -> tuple[int, ...]:
-    from specdash.core.levels import parse_levels
 
     apply_tune_table(args, cfg)
     try:
@@ -150,7 +92,6 @@ def _check_tune(args: argparse.Namespace, cfg: Config) -> tuple[int, ...]:
 
 def make_plan(args: argparse.Namespace, cfg: Config, levels: tuple[int, ...]) -> TunePlan:
     """The tune's plan from the flags and the config (`specdash.tune.plan.build_plan`)."""
-    from specdash.tune.plan import build_plan
 
     return build_plan(
         cfg,
@@ -169,33 +110,22 @@ def make_plan(args: argparse.Namespace, cfg: Config, levels: tuple[int, ...]) ->
 
 def run(args: argparse.Namespace) -> int:
     """Run the tune (or only the verification) and print the policy."""
-    import asyncio
 
     _check_args(args)
     if args.host != DEMO_HOST:  # the demo's embedded SSH server launches processes: the default loop
-        from specdash.bench.probe import install_uvloop
-
         install_uvloop()
     return asyncio.run(_main(args))
 
 
 async def _main(args: argparse.Namespace) -> int:
-    import contextlib
-
-    from specdash.server.remote_session import running
 
     if args.host == DEMO_HOST:
-        from specdash.cli.demo_session import TOUR_TIME_SCALE, demo_config, demo_session
-
         levels = _check_tune(args, demo_config(0))  # fails before the demo host starts
         async with demo_session(args.time_scale or TOUR_TIME_SCALE) as demo:
             if args.db is not None:
-                from specdash.bench.store import Store
-
                 demo.session.store = Store(args.db)
             async with running(demo.session) as session:
                 return await _tune(args, session, session.config, levels, demo=True)
-    from specdash.cli._host import connected, host_config, load_config
 
     cfg = load_config(args)
     levels = _check_tune(args, cfg)
@@ -214,9 +144,6 @@ async def _tune(
     *,
     demo: bool,
 ) -> int:
-    from specdash.bench.sse import Endpoint
-    from specdash.tune.job import TuneJob, TuneOptions
-    from specdash.tune.runner import TuneEvent
 
     plan = make_plan(args, cfg, levels)
     live = sys.stderr if args.json else sys.stdout
@@ -265,13 +192,11 @@ def _config_path(args: argparse.Namespace, cfg: Config, demo: bool) -> Path | No
         return None
     if cfg.path is not None:
         return Path(cfg.path)
-    from specdash.paths import config_file
 
     return config_file()
 
 
 def _print(out: dict[str, Any], live: Any) -> None:
-    from specdash.tune.report import policy_line, policy_rows, speedup_chart
 
     policy = out["policy"]
     print(file=live)

@@ -6,19 +6,10 @@ import argparse
 import asyncio
 import sys
 
-from specdash.cli._host import add_host_arguments, connected, host_config, load_config
+from specdash.cli._host import connected, host_config, load_config
 from specdash.cli._live import StatusPrinter
 from specdash.core.status_text import leftovers_text
 from specdash.phases import SETTLED, Phase
-
-NAME = "up"
-HELP = "start a server in a mode (refused if one runs or the port is busy); --wait follows it to ready"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_host_arguments(parser)
-    parser.add_argument("--mode", "-m", required=True, help="a mode from the config")
-    parser.add_argument("--wait", action="store_true", help="print phases until ready (exit 0) or crashed (exit 1)")
 
 
 def run(args: argparse.Namespace) -> int:

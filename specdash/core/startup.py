@@ -114,6 +114,12 @@ _MAX_SUSPECTS = 100
 _CLEAN_EXIT = frozenset({0, -15, 143, -2, 130})
 # A level word near the start of a message that carried no parsed level (SGLang prints `WARNING ...`).
 _LEVEL_WORD = re.compile(r"\b(ERROR|CRITICAL|FATAL|WARNING|WARN)\b")
+# An exception line that announces detail on the lines after it (pydantic's `1 validation error for ModelConfig`,
+# then the field and the offending `input_value`; `...: the following fields are invalid:`): those lines are
+# part of the reason. At most _DETAIL_LINES of them, each without a log prefix of its own.
+_DETAIL_HEADER = re.compile(r"\d+ validation errors? for \w+|:\s*$")
+_DETAIL_LINES = 4
+_DETAIL_SKIP = ("For further information visit",)
 # Lines that continue a traceback whatever their indentation: chained-exception headers and caret markers.
 _TB_CONTINUATION = ("During handling of the above exception", "The above exception was the direct cause")
 
@@ -184,6 +190,8 @@ class StartupTracker:
         self._decision = Decision()
         self._in_tb = False
         self._expect_code = False
+        self._detail_left = 0
+        """Lines after a detail-announcing exception line that may still add to its reason."""
         self._kind = LineKind.NORMAL
         self._bar: str | None = None
         self.observed_last = False
@@ -381,6 +389,8 @@ class StartupTracker:
         self._lines.append(raw)
         self._kind, self._bar = LineKind.NORMAL, None
         observations = self._rules.observe(line)
+        if self._detail_left:
+            self._add_detail(line, observations)
         self.observed_last = bool(observations)
         for observation in observations:
             self._apply(observation, line, at, events)
@@ -599,6 +609,7 @@ class StartupTracker:
             pass
         elif signal.kind is CrashKind.EXCEPTION:
             self._exception, self._exception_no = signal.text, no
+            self._detail_left = _DETAIL_LINES if _DETAIL_HEADER.search(signal.text) else 0
             self._exception_line = (no, line.raw)
             self._unresolved = (no, line.raw, signal.text)
             if self._pending is not None:
@@ -618,6 +629,22 @@ class StartupTracker:
                 self._pending, self._pending_since, self._pending_line = signal, at, (no, line.raw)
             elif signal.weight > self._pending.weight:
                 self._pending, self._pending_line = signal, (no, line.raw)
+
+    def _add_detail(self, line: LogLine, observations: list[Observation]) -> None:
+        """A line after a detail-announcing exception: part of its reason while it has no log prefix of its own."""
+        text = line.text.strip()
+        if line.level or line.time is not None or not text or any(isinstance(o, CrashSignal) for o in observations):
+            self._detail_left = 0
+            return
+        self._detail_left -= 1
+        if text.startswith(_DETAIL_SKIP) or self._exception is None:
+            return
+        old, new = self._exception, f"{self._exception} | {text}"
+        self._exception = new
+        if self._unresolved is not None and self._unresolved[2] == old:
+            self._unresolved = (*self._unresolved[:2], new)
+        if self._crash is not None and self._crash.reason == old:
+            self._crash = CrashInfo(reason=new, excerpt=self._crash.excerpt)
 
     def _suspect(self, reason: str, at: float, events: list[StartupEvent]) -> None:
         if reason in self._suspects or len(self._suspects) >= _MAX_SUSPECTS:

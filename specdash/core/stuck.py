@@ -35,6 +35,7 @@ DEFAULT_STUCK_TIMEOUTS: Mapping[Phase, float] = {
     Phase.DIST_INIT: 600.0,  # NCCL rendezvous hangs are the classic multi-GPU stall
     Phase.LOADING_WEIGHTS: 1800.0,  # without a shard moving; big checkpoints over NFS are slow
     Phase.ALLOCATING_KV: 600.0,
+    Phase.COMPILING: 1800.0,  # a cold torch.compile of a big model, or SGLang's DeepGEMM JIT (10-20 min)
     Phase.CAPTURING_GRAPHS: 1200.0,
     Phase.LOADING_DRAFT: 1200.0,
     Phase.CAPTURING_DRAFT_GRAPHS: 1200.0,  # the draft graph can take 5x the target's (sglang#10088)

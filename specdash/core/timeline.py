@@ -240,9 +240,9 @@ def replay_text(text: str, engine: str = "auto") -> Timeline:
     return replay_lines(iter(split_lines(text)), engine)
 
 
-def replay_file(stream: BinaryIO, engine: str = "auto") -> Timeline:
+def replay_file(stream: BinaryIO, engine: str = "auto", launched: float | None = None) -> Timeline:
     """Stream a saved log file through a fresh tracker, in bounded memory (`replay_lines`)."""
-    return replay_lines(_file_lines(stream), engine)
+    return replay_lines(_file_lines(stream), engine, launched)
 
 
 def _file_lines(stream: BinaryIO) -> Iterator[str]:
@@ -254,15 +254,18 @@ def _file_lines(stream: BinaryIO) -> Iterator[str]:
     yield from splitter.flush()
 
 
-def replay_lines(lines: Iterator[str], engine: str = "auto") -> Timeline:
+def replay_lines(lines: Iterator[str], engine: str = "auto", launched: float | None = None) -> Timeline:
     """Run a saved log's lines through a fresh tracker and return its timeline.
 
-    The log's own timestamps are the clock; lines before the first timestamp count from it. The end of the
-    lines is the end of the evidence (`StartupTracker.finish`).
+    The log's own timestamps are the clock; lines before the first timestamp count from it, or from the launch
+    when it is known. The end of the lines is the end of the evidence (`StartupTracker.finish`).
 
     Args:
         lines: The log's lines, in order.
         engine: An engine name, `unknown`, or `auto` to detect it from the first `DETECT_LINES` lines.
+        launched: When the process was launched (seconds since 1970, as a run record has it), for a log whose
+            launch is known: the timeline then counts from the launch, Python's 15-20 s of imports before the
+            first line included (a validation crash 19 s after launch, not 0 s).
     """
     head: list[str] = []
     size = 0
@@ -274,6 +277,8 @@ def replay_lines(lines: Iterator[str], engine: str = "auto") -> Timeline:
     name = detect_engine(head, default=UNKNOWN) if engine == "auto" else engine
     rules = make_rules(name)
     first = next((t for t in (rules.clean(line).time for line in head) if t is not None), None)
+    if launched is not None:
+        first = rules.log_clock(launched) if first is None else min(first, rules.log_clock(launched))
     tracker = StartupTracker(make_rules(name), started_at=first)
     timeline = Timeline(engine=name, start=first)
     evidence = 0

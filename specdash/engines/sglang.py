@@ -78,6 +78,7 @@ class SGLangRules(EngineRules):
     name = "sglang"
     launch_module = "sglang.launch_server"
     model_flag = "--model-path"
+    multinode_flags = ("--nnodes", "{nnodes}", "--node-rank", "{rank}", "--dist-init-addr", "{head}:{port}")
     launch_env: ClassVar[Mapping[str, str]] = {}
     ready_lines = ("The server is fired up and ready to roll!",)
     residency = Residency(
@@ -176,6 +177,12 @@ class SGLangRules(EngineRules):
             out.append(PhaseHint(Phase.DIST_INIT))
         elif "KV Cache is allocated" in t or "Memory pool end" in t or "Using KV cache dtype" in t:
             out.append(PhaseHint(Phase.LOADING_DRAFT if self._draft_load else Phase.ALLOCATING_KV))
+        elif "DeepGEMM" in t and ("JIT" in t or "ompil" in t or "warmup" in t.lower()):
+            # DeepGEMM's JIT between the KV pool and capture (`Entering DeepGEMM JIT Pre-Compile session`,
+            # 10-20 min cold); --enable-torch-compile compiles inside capture, so its lines stay capture there.
+            out.append(PhaseHint(Phase.COMPILING))
+        elif "torch.compile" in t or "torch_compile" in t:
+            out.append(PhaseHint(Phase.COMPILING))
         elif "profiled value -" in t:
             out += [PhaseHint(Phase.ALLOCATING_KV), SuspectHint(t.strip())]
         elif "max_total_num_tokens=" in t:

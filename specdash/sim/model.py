@@ -19,8 +19,9 @@ aggregate at C=100; EAGLE-3 ~82 tok/s at C=1 saturating at ~354 tok/s (48 runnin
 | NGRAM    | 14.5   |     1.45   |             1.5 |          48 | guess (no data) |
 
 For EAGLE and EAGLE-3 the simulator derives `a`, `b` and the mean accepted length from the draft
-parameters (`specdash.sim.spec_space`): the EAGLE-3 row is SGLang's default (steps, topk, draft) =
-(3, 1, 4), which carries the calibration; other settings (e.g. the demo's (2, 4, 16)) differ.
+parameters (`specdash.sim.spec_space`): the EAGLE-3 row is the seed's setting (steps, topk, draft) =
+(2, 4, 16), also the demo's `eagle3` mode, which carries the calibration; other settings (e.g. SGLang's
+default (3, 1, 4)) differ.
 
 Derivation: baseline `a + b = 1000/70`, `a + 100 b = 100000/773`; EAGLE-3 `(a + b) = 2.2 * 1000/82`,
 `a + 48 b = 48 * 2.2 * 1000/354`.
@@ -181,9 +182,9 @@ def baseline_model(max_running: int | None = None) -> ThroughputModel:
 
 
 def eagle3_model(max_running: int | None = None, disable_spec_above: int | None = None) -> ThroughputModel:
-    """The calibrated EAGLE-3 model with SGLang's default (3, 1, 4) draft parameters."""
+    """The calibrated EAGLE-3 model at the seed's (2, 4, 16) draft parameters (a depth-2 tree)."""
     return ThroughputModel(
-        spec=EAGLE3, num_steps=3, max_running=max_running or SPEC_MAX_RUNNING, disable_spec_above=disable_spec_above
+        spec=EAGLE3, num_steps=2, max_running=max_running or SPEC_MAX_RUNNING, disable_spec_above=disable_spec_above
     )
 
 

@@ -1,7 +1,9 @@
 """Model presets: what the simulated model looks like on the GPUs (shards, memory, timings, architecture).
 
-The big preset is Kimi K2.5 on 8 x H200 (the calibration host); it is chosen for model paths naming
-kimi/deepseek/k2 or for `--tp` >= 4. Everything else gets the small preset, a Llama-3.1-8B-like model.
+Both run on the seed's GPU, a 96 GB RTX PRO 6000 Blackwell (`sim.gpus`: 97,887 MiB, 94.97 GB free to torch
+before anything loads). The big preset is Kimi K2.5 on eight of them (the calibration host); it is chosen for
+model paths naming kimi/deepseek/k2 or for `--tp` >= 4. Everything else gets the small preset, a
+Llama-3.1-8B-like model.
 Durations are seconds at `--sim-time-scale 1`. With the big preset a TP=8 EAGLE-3 start takes about
 550 s (weights ~8 s; target graphs 120 s, draft graphs 250 s, draft-extend graphs 120 s, warmup 30 s)
 and a baseline start about 470 s (36 target graph batch sizes at ~11.5 s each).
@@ -66,10 +68,11 @@ BIG = Preset(
     model_type="kimi_k25",
     shards=64,
     mla=True,
-    gpu_total_gb=139.31,
+    gpu_total_gb=94.97,
     weight_gb=72.43,
-    kv_tokens=1_052_672,
-    kv_gb=36.91,
+    # What is left of 96 GB under SGLang's static memory fraction after the weights (35 KB a token, MLA).
+    kv_tokens=356_352,
+    kv_gb=12.49,
     context_len=262_144,
     pre_s=6.0,
     dist_s=4.0,
@@ -89,7 +92,7 @@ SMALL = Preset(
     model_type="llama",
     shards=4,
     mla=False,
-    gpu_total_gb=79.11,
+    gpu_total_gb=94.97,
     weight_gb=14.99,
     kv_tokens=442_368,
     kv_gb=27.0,

@@ -20,11 +20,13 @@ so the best depth falls, then speculation stops paying at all. That is the field
 (sglang#22246: 4 steps best at batch 1, 2 steps at batch 64 for one model), which this model reproduces
 for topk = 1 (see `best_chain_steps`, and tests/unit/test_sim_spec_space.py).
 
-Calibration. `p` and the constants are fitted so that SGLang's default for DeepSeek-like models,
-(steps, topk, draft) = (3, 1, 4), gives exactly the calibrated EAGLE-3 figures of `specdash.sim.model`
-(a = 21.05 ms, b = 5.776 ms per request, L = 2.2: 82 tok/s at C = 1, 354 tok/s at 48 running). Other
-settings are extrapolations from that point under the two effects above, not measurements. For EAGLE
-(EAGLE-2) the chain acceptance is lower (mean 2.0 at (3, 1, 4)) at the same costs.
+Calibration. The seed's server ran EAGLE-3 at (steps, topk, draft) = (2, 4, 16) (the demo's `eagle3` mode),
+so that setting carries the calibrated EAGLE-3 figures of `specdash.sim.model` exactly (a = 21.05 ms,
+b = 5.776 ms per request, L = 2.2: 82 tok/s at C = 1, 354 tok/s at 48 running). `p` is solved from L at that
+shape; the per-request cost without draft and verify tokens is `B_BASE`, and the draft and verify costs keep
+their 5 : 3 ratio, scaled to make up the rest of `b`. Other settings are
+extrapolations from that point under the two effects above, not measurements. For EAGLE (EAGLE-2) the chain
+acceptance is lower (mean 2.0 at the calibration setting) at the same costs.
 
 `python -m specdash.sim.spec_space` prints the best setting per batch size over the tune demo's grid.
 """
@@ -37,20 +39,26 @@ from dataclasses import dataclass
 
 from specdash.sim.model import BASELINE, EAGLE3, StepCost, solve_accept_prob
 
-ALPHA = 0.5
-"""How fast a wider level raises its acceptance: `1 - q` falls as `w ** -ALPHA`."""
+CHAIN_ANCHOR = (3, 1, 4)
+"""The chain (topk = 1) setting whose mean accepted length is the calibrated one too: SGLang's default for
+DeepSeek-like models, the simulator's calibration point before the seed's setting was known."""
 A_DRAFT = 0.4
 """ms per draft step, fixed (a draft forward at small batch is latency-bound)."""
-B_DRAFT = 0.5
+CALIBRATION = (2, 4, 16)
+"""The (steps, topk, draft) setting that carries the field calibration: the seed's server's flags."""
+B_BASE = 1.5
+"""Per-request cost of a speculative step without the draft and verify tokens: a little above the plain target
+step's 1.16 ms; the value that keeps the field's best chain depths (4 at batch 1, 2 at batch 64)."""
+_DRAFT_SHARE, _VERIFY_SHARE = 0.5, 0.3  # the draft : verify per-request cost ratio (5 : 3)
+_SCALE = (EAGLE3.b_ms - B_BASE) / (
+    CALIBRATION[0] * _DRAFT_SHARE * math.sqrt(CALIBRATION[1]) + (CALIBRATION[2] - 1) * _VERIFY_SHARE
+)
+B_DRAFT = _DRAFT_SHARE * _SCALE
 """ms per draft step per running request at topk = 1 (times sqrt(topk) for wider levels)."""
-B_VERIFY = 0.3
+B_VERIFY = _VERIFY_SHARE * _SCALE
 """ms per verified draft token per running request."""
-CALIBRATION = (3, 1, 4)
-"""The (steps, topk, draft) setting that carries the field calibration."""
 A_BASE = EAGLE3.a_ms - CALIBRATION[0] * A_DRAFT
 """Fixed cost of a speculative step without the draft chain (target verify, tree build, draft extend)."""
-B_BASE = EAGLE3.b_ms - CALIBRATION[0] * B_DRAFT - (CALIBRATION[2] - 1) * B_VERIFY
-"""Per-request cost of a speculative step without the draft and verify tokens."""
 MEAN_ACCEPT_AT_CALIBRATION: dict[str, float] = {"EAGLE3": EAGLE3.mean_accept, "EAGLE": 2.0}
 """Mean accepted length at the calibration setting per algorithm."""
 
@@ -80,9 +88,23 @@ class DraftShape:
 
 
 def chain_acceptance(algo: str) -> float:
-    """Per-token acceptance of a single-candidate chain for `algo` (EAGLE or EAGLE3)."""
-    steps = CALIBRATION[0]
+    """Per-token acceptance of a single-candidate chain for `algo` (EAGLE or EAGLE3): the calibrated mean
+    over the chain anchor's depth."""
+    steps = CHAIN_ANCHOR[0]
     return solve_accept_prob(MEAN_ACCEPT_AT_CALIBRATION.get(algo, EAGLE3.mean_accept), steps)
+
+
+def _fit_alpha() -> float:
+    """`ALPHA` such that the calibration setting's tree gives the calibrated EAGLE-3 mean with the chain's `p`."""
+    shape = DraftShape(*CALIBRATION)
+    q = solve_accept_prob(EAGLE3.mean_accept, shape.depth)
+    p = chain_acceptance("EAGLE3")
+    return math.log((1.0 - p) / (1.0 - q)) / math.log(shape.width)
+
+
+ALPHA = _fit_alpha()
+"""How fast a wider level raises its acceptance: `1 - q` falls as `w ** -ALPHA` (about 0.18: fitted so that
+the seed's (2, 4, 16) tree and SGLang's (3, 1, 4) chain both give the calibrated mean of 2.2)."""
 
 
 def level_acceptance(algo: str, shape: DraftShape) -> float:

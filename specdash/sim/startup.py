@@ -24,7 +24,7 @@ from typing import NoReturn
 
 from specdash.sim.args import SimConfig
 from specdash.sim.faults import oom_capture_traceback
-from specdash.sim.gpus import GpuState, gpu_index, pid_alive, state_dir, write_gpu
+from specdash.sim.gpus import TOTAL_MIB, GpuState, gpu_index, pid_alive, state_dir, write_gpu
 from specdash.sim.logstyle import LogWriter, capture_bar, shard_bar
 from specdash.sim.model import BASELINE_MAX_RUNNING
 from specdash.sim.presets import Preset, capture_batch_sizes, choose_preset
@@ -129,13 +129,13 @@ class RankScript:
         self.t = 0.0
         self.avail = self.p.gpu_total_gb + self.mine.uniform(-0.05, 0.05)
         self.gpu = gpu_index(rank)
-        self.barrier = BarBarrier(rank)
+        self.barrier = BarBarrier(rank - config.first_rank)  # rank 0 of this node closes the bars here
 
     def report(self, util: float, held_gb: float = 0.0, *, serving: bool = False) -> None:
         """Tell the simulated `nvidia-smi` what this rank's GPU holds (plus `held_gb` not yet in `avail`)."""
         used_gb = max(0.0, self.p.gpu_total_gb - self.avail + held_gb)
-        total = self.p.gpu_total_gb * 1031.0  # nvidia-smi's MiB for torch's GB (81,559 for 79.11)
-        write_gpu(GpuState(self.gpu, used_gb * 1031.0, util, serving, os.getppid(), total))
+        # The GPU's memory.total whatever loads on it; torch's GB (what SGLang prints) are GiB to nvidia-smi.
+        write_gpu(GpuState(self.gpu, used_gb * 1024.0, util, serving, os.getppid(), TOTAL_MIB))
 
     def jit(self, seconds: float) -> float:
         """A planned (unscaled) phase duration with +-10% seeded jitter."""

@@ -190,8 +190,10 @@ def candidate_mode(base: ModeConfig, setting: SpecSetting) -> ModeConfig:
         args = (*strip_flags(base.args, SGLANG_DRAFT_FLAGS), *sglang_flags(setting))
     else:
         args = vllm_mode_args(base.args, setting)
+    name = f"{base.name}@{setting.label}"
+    # Never resident: each setting is measured on a fresh server of its own, on the base mode's port.
     return dataclasses.replace(
-        base, name=f"{base.name}@{setting.label}", args=args, description=f"tune of {base.name}: {setting.label}"
+        base, name=name, args=args, description=f"tune of {base.name}: {setting.label}", resident=False
     )
 
 

@@ -1,9 +1,9 @@
 """Runs a tune's plan on a `RemoteSession`: one restart per (setting, pass), its levels, the journal, the result.
 
 The search logic (space, order, drop rule, ETA, policy) is `specdash.core.tune`; this module turns it into
-server restarts (`session.switch`, `session.wait_ready`) and level sweeps (`session.sweep`, one level per call:
-the runner learns each level's tok/s from what the call returns and journals it at once, so a killed tune
-loses no finished level), through the same session code as `specdash bench HOST --mode A,B`.
+server restarts (`session.stop`, `session.start`, `session.wait_ready`) and level sweeps (`session.sweep`,
+one level per call: the runner learns each level's tok/s from what the call returns and journals it at once,
+so a killed tune loses no finished level), through the same session code as `specdash bench HOST --mode A,B`.
 
 **Blocks.** In passes 2..R a restart first measures its missing levels, then, on the same server, its
 contended levels again in blocks until each reaches the precision target or `max_blocks`
@@ -327,7 +327,10 @@ class TuneRunner:
         """Restart the server in `mode` and wait until it is ready; journal its seconds to ready."""
         self.restarting = True
         t0 = time.monotonic()
-        await self.session.switch(mode)
+        # A stop and a start, never a switch: a resident live mode would sleep beside the one measured, or wake.
+        if self.session.server_live():
+            await self.session.stop()
+        await self.session.start(mode)
         await self.session.wait_ready(mode)
         self.restarting = False
         seconds = round(time.monotonic() - t0, 3)

@@ -36,11 +36,18 @@ def cli_env(home: Path, config: Path | None = None) -> dict[str, str]:
     return env
 
 
-def run_cli(argv: tuple[str, ...], home: Path, config: Path | None = None, timeout: float = 120.0) -> Done:
-    """`python -m specdash ARGV` with its own HOME and XDG dirs; kills it (and fails) after `timeout`."""
+def run_cli(
+    argv: tuple[str, ...],
+    home: Path,
+    config: Path | None = None,
+    timeout: float = 120.0,
+    env_over: dict[str, str] | None = None,
+) -> Done:
+    """`python -m specdash ARGV` with its own HOME and XDG dirs (`env_over` replaces some of the environment);
+    kills it (and fails) after `timeout`."""
     home.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        env = cli_env(home, config)
+        env = {**cli_env(home, config), **(env_over or {})}
         if os.environ.get("SPECDASH_SRC_UNDER_TEST"):  # run an older checkout (to see a test fail before its fix)
             env["PYTHONPATH"] = os.environ["SPECDASH_SRC_UNDER_TEST"]
         proc = subprocess.Popen(

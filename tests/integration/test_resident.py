@@ -7,6 +7,10 @@ GPUs in a directory of the test's, so a sleep's release is read the way a real h
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -24,8 +28,8 @@ from specdash.server import resident
 from specdash.server.remote_session import RemoteSession, running
 from specdash.sim.gpus import COUNT_ENV, DIR_ENV
 from tests.integration.conftest import target
-from tests.integration.remote_sim import SRC, remote_python, sim_config
-from tests.sshd import Sshd, make_dir
+from tests.integration.remote_sim import SRC, remote_python, sim_config, with_host
+from tests.sshd import Keys, Sshd, make_dir
 from tests.support.eventually import eventually
 
 READY = (Phase.READY, Phase.CRASHED, Phase.EXITED)
@@ -237,3 +241,49 @@ async def test_a_server_that_would_not_fit_beside_a_sleeping_one_is_refused_with
     assert eagle.record.pid == eagle_pid
     back = await session.switch("r-eagle")
     assert back.resident and back.identical == back.total == 8, back
+
+
+def test_the_cli_switch_status_and_down_with_a_sleeping_server(
+    tmp_path: Path, gpu_host: tuple[Sshd, Path], ssh_keys: Keys, known_hosts: Path
+) -> None:
+    server, gpu_dir = gpu_host
+    known_hosts.write_text(known_hosts.read_text() + server.known_hosts_line() + "\n")
+    cfg = sim_config(tmp_path, port=free_port(), time_scale=0.005, tp=2, extra_modes=resident_modes(gpu_dir))
+    state = f"~/.specdash-tests/{uuid.uuid4().hex}"
+    env = {
+        **with_host(cfg, "gpu", target(server), ssh_keys.client_key, known_hosts, state),
+        "XDG_DATA_HOME": str(tmp_path),
+    }
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "specdash", *args], capture_output=True, text=True, env=env, timeout=180
+        )
+
+    try:
+        up = cli("up", "gpu", "--mode", "r-eagle", "--wait")
+        assert up.returncode == 0, up.stderr
+        first = cli("switch", "gpu", "r-base", "--wait")  # r-eagle sleeps, r-base starts
+        assert first.returncode == 0, first.stderr
+        assert "\nstarting r-base" in first.stdout and "could not sleep" not in first.stdout, first.stdout
+        assert "stopping" not in first.stdout  # it sleeps: never shown as stopping
+        status = cli("status", "gpu")
+        assert status.returncode == 0 and "mode r-base" in status.stdout
+        assert re.search(r"asleep: r-eagle, pid \d+, port \d+, 0\.\d GiB held on its busiest GPU", status.stdout)
+        back = cli("switch", "gpu", "r-eagle")  # woken and verified: live at once
+        assert back.returncode == 0, back.stderr
+        assert "\nswitched to r-eagle in " in back.stdout, back.stdout
+        assert "(verified 8/8 identical, accept length " in back.stdout
+        assert re.search(
+            r"sleep r-base [\d.]+ s, find sleeping [\d.]+ s, .*wake [\d.]+ s, verify [\d.]+ s", back.stdout
+        )
+        down = cli("down", "gpu")  # not a terminal: it lists what it stops, then stops them all
+        assert down.returncode == 0, down.stderr
+        assert re.search(
+            r"stopping 2 server\(s\) on gpu: r-eagle \(pid \d+, running\), r-base \(pid \d+, asleep", down.stdout
+        )
+        assert down.stdout.count("stopped run ") == 2
+        after = cli("status", "gpu", "--json")
+        assert json.loads(after.stdout)["sleeping"] == []
+    finally:
+        cli("down", "gpu", "--yes", "--grace", "5")

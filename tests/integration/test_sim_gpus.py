@@ -14,7 +14,7 @@ import aiohttp
 from specdash.core.events import GpuSample
 from specdash.ports import free_port
 from specdash.server.gpu import QUERY, parse_gpus
-from specdash.sim.gpus import COUNT_ENV, DIR_ENV, install
+from specdash.sim.gpus import COUNT_ENV, DIR_ENV, NAME, TOTAL_MIB, install
 from tests.support.eventually import eventually
 from tests.support.sim_harness import SimProcess, stream_generate
 
@@ -34,7 +34,7 @@ async def test_memory_follows_the_startup_and_utilisation_the_load(tmp_path: Pat
     install(bin_dir)
     idle = nvidia_smi(bin_dir, env)
     assert [g.index for g in idle] == [0, 1, 2, 3]
-    assert all(g.util_pct == 0 and g.mem_used_mib < 10 and g.mem_total_mib == 81559 for g in idle)
+    assert all(g.util_pct == 0 and g.mem_used_mib < 10 and g.mem_total_mib == TOTAL_MIB for g in idle)
 
     port = free_port()
     args = ["--model-path", "/models/kimi", "--tp", "2", "--port", str(port), "--sim-time-scale", "0.02"]
@@ -52,6 +52,8 @@ async def test_memory_follows_the_startup_and_utilisation_the_load(tmp_path: Pat
         ready = nvidia_smi(bin_dir, env)
         # TP=2: GPUs 0 and 1 hold weights and the KV pool (most of the card), 2 and 3 stay idle.
         assert all(g.mem_used_mib > 0.5 * g.mem_total_mib for g in ready[:2]), ready
+        # One GPU model throughout: a loaded GPU reports the same total as an idle one (issue 26).
+        assert all(g.mem_total_mib == TOTAL_MIB for g in ready), ready
         assert all(g.mem_used_mib < 10 for g in ready[2:]), ready
         # While loading, GPU memory was on its way up: some sample held less than the final amount.
         assert any(0 < s[0].mem_used_mib < ready[0].mem_used_mib for s in during), during
@@ -86,8 +88,8 @@ def test_unknown_field_and_plain_table(tmp_path: Path) -> None:
         capture_output=True, text=True, env=env, timeout=30,
     )  # fmt: skip
     lines = header.stdout.splitlines()
-    assert lines[0] == "index, memory.used [MiB], power.draw [W]" and lines[1] == "0, 1 MiB, 69.00 W"
+    assert lines[0] == "index, memory.used [MiB], power.draw [W]" and lines[1] == "0, 1 MiB, 35.00 W"
     listing = subprocess.run(
         [sys.executable, "-m", "specdash.sim.gpus", "-L"], capture_output=True, text=True, env=env, timeout=30
     )
-    assert listing.stdout.startswith("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-")
+    assert listing.stdout.startswith(f"GPU 0: {NAME} (UUID: GPU-")

@@ -270,6 +270,8 @@ async def test_no_verdict_on_speculation_before_a_speculative_setting_is_measure
         summary = shown(app, "#tune-summary")
         assert "never pays" not in summary and "stops paying" not in summary
         assert "no speculative setting measured yet" in summary
+        assert "no speculation" not in shown(app, "#tune-policy"), "no policy row before a speculative level"
+        assert "speedup vs C" not in shown(app, "#tune-chart")
 
 
 @pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 45)])

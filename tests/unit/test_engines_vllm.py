@@ -86,13 +86,17 @@ def test_clock_has_no_year_but_differences_work() -> None:
         ("(EngineCore_DP0 pid=1) INFO 05-24 10:00:12 [parallel_state.py:1208] world_size=1 rank=0 local_rank=0 distributed_init_method=tcp://127.0.0.1:4 backend=nccl", Phase.DIST_INIT),
         ("(EngineCore_DP0 pid=1) INFO 05-24 10:00:14 [gpu_model_runner.py:2600] Starting to load model meta-llama/Llama-3.1-8B...", Phase.LOADING_WEIGHTS),
         ("(EngineCore_DP0 pid=169514) INFO 11-18 14:37:42 [default_loader.py:267] Loading weights took 12.81 seconds", Phase.LOADING_WEIGHTS),
-        ("(Worker pid=1) INFO 10-06 18:54:30 [gpu_model_runner.py:2650] Loading drafter model...", Phase.LOADING_DRAFT),
+        ("(EngineCore pid=2192) INFO 12-06 06:46:38 [backends.py:1089] Using cache directory: /root/.cache/vllm/torch_compile_cache/34d805ec0b/rank_0_0/backbone for vLLM's torch.compile", Phase.COMPILING),
+        ("(EngineCore pid=2970) INFO 12-06 06:50:56 [backends.py:292] Directly load the compiled graph(s) for compile range (1, 8192) from the cache, took 0.704 s", Phase.COMPILING),
+        ("(EngineCore pid=1296) INFO 12-06 06:42:44 [monitor.py:53] torch.compile took 12.42 s in total", Phase.COMPILING),
+        ("(EngineCore pid=3343) INFO 12-06 06:53:04 [speculator.py:100] Capturing model for speculator...", Phase.CAPTURING_DRAFT_GRAPHS),
         ("(EngineCore_DP0 pid=1) INFO 10-21 09:11:57 [gpu_worker.py:298] Available KV cache memory: 16.23 GiB", Phase.ALLOCATING_KV),
         ("(EngineCore pid=1) INFO 11-29 12:00:00 [kv_cache_utils.py:1] CPU KV cache size: 1,048,576 tokens, Maximum concurrency for 2,048 tokens per request: 512.00x", Phase.ALLOCATING_KV),
         ("(EngineCore pid=1) INFO 11-29 12:00:00 [cpu_worker.py:1] Explicitly set (1.0/9.09) GiB for KV cache on node 0.", Phase.ALLOCATING_KV),
         ("Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):  50%|█████     | 33/67 [00:02<00:02, 15.18it/s]", Phase.CAPTURING_GRAPHS),
-        ("(EngineCore pid=1) INFO 11-29 12:00:00 [cpu_model_runner.py:1] Warming up model for the compilation...", Phase.ALLOCATING_KV),
-        ("(EngineCore_DP0 pid=1) INFO 10-21 09:12:04 [gpu_model_runner.py:3480] Graph capturing finished in 7 secs, took 0.95 GiB", Phase.CAPTURING_GRAPHS),
+        ("(EngineCore pid=1) INFO 11-29 12:00:00 [cpu_model_runner.py:1] Warming up model for the compilation...", Phase.COMPILING),
+        # Capture ends here by vLLM's own word; the silent seconds after it are warm-up (the H100's 12-16 s).
+        ("(EngineCore_DP0 pid=1) INFO 10-21 09:12:04 [gpu_model_runner.py:3480] Graph capturing finished in 7 secs, took 0.95 GiB", Phase.WARMING_UP),
         ("(EngineCore_DP0 pid=1) INFO 10-21 09:12:04 [core.py:210] init engine (profile, create kv cache, warmup model) took 25.99 seconds", Phase.WARMING_UP),
         ("(EngineCore_DP0 pid=1) INFO 05-24 10:00:58 [core.py:210] init engine (profile, create kv cache, warmup model) took 147.31 s (compilation: 79.95 s)", Phase.WARMING_UP),
         ("(APIServer pid=1) INFO 05-24 10:01:00 [api_server.py:1] Supported tasks: ['generate']", Phase.WARMING_UP),
@@ -108,9 +112,15 @@ def test_phase_lines(line: str, phase: Phase) -> None:
     assert phases(line) == [phase]
 
 
-def test_order_puts_the_drafter_before_the_kv_cache() -> None:
-    assert VLLM_STARTUP_ORDER.index(Phase.LOADING_DRAFT) < VLLM_STARTUP_ORDER.index(Phase.ALLOCATING_KV)
-    assert Phase.CAPTURING_DRAFT_GRAPHS not in VLLM_STARTUP_ORDER
+def test_order_puts_the_drafter_and_the_compile_before_the_kv_cache() -> None:
+    order = VLLM_STARTUP_ORDER.index
+    assert order(Phase.LOADING_DRAFT) < order(Phase.COMPILING) < order(Phase.ALLOCATING_KV)
+    assert order(Phase.CAPTURING_GRAPHS) < order(Phase.CAPTURING_DRAFT_GRAPHS) < order(Phase.WARMING_UP)
+
+
+def test_the_drafter_line_alone_is_no_draft_phase() -> None:
+    # vLLM prints it for n-gram too, which loads no model (tests/fixtures/logs/vllm_h100_real).
+    assert phases("(Worker pid=1) INFO 10-06 18:54:30 [gpu_model_runner.py:2650] Loading drafter model...") == []
 
 
 def test_shard_bar_after_drafter_is_draft_progress() -> None:

@@ -35,8 +35,12 @@ NO_ENGINE_NAMED = {"vllm_9225_v062_bind_address_in_use_2024-10.log"}
 
 
 def test_every_log_has_a_label() -> None:
-    # vllm_cpu_real/ has its own labels (test_replay_vllm_cpu_real.py).
-    on_disk = {p.relative_to(LOGS).as_posix() for p in LOGS.rglob("*.log") if p.parent.name != "vllm_cpu_real"}
+    # vllm_cpu_real/ and vllm_h100_real/ have their own labels (test_replay_vllm_cpu_real.py, _h100_real.py).
+    on_disk = {
+        p.relative_to(LOGS).as_posix()
+        for p in LOGS.rglob("*.log")
+        if p.parent.name not in ("vllm_cpu_real", "vllm_h100_real")
+    }
     assert on_disk == set(EXPECTED) | set(BATCH2)
     assert not set(EXPECTED) & set(BATCH2)
     excerpts = [name for name in on_disk if "/" not in name and not name.startswith("vllm_cpu_")]

@@ -22,6 +22,7 @@ LABELS: dict[str, dict[str, Any]] = {
 STAGE = {
     "launching": "launching",
     "loading_weights": "loading weights",
+    "compiling": "compiling",
     "allocating_kv_cache": "allocating KV cache",
     "warming_up": "warming up",
     "ready": "ready",

@@ -36,7 +36,7 @@ def test_runs_lists_newest_first_with_the_sweep_verdict(db: Path, capsys: pytest
     ("argv", "message"),
     [
         (["runs", "--since", "yesterday"], "--since: expected a date"),
-        (["runs", "--limit", "0"], "--limit must be at least 1"),
+        (["runs", "--limit", "0"], "--limit: must be between 1 and"),
         (["compare", "1", "2", "--slo", "ttft=5"], "--slo: 'ttft=5': expected METRIC_pNN=VALUE"),
         (["report", "1", "9"], "no run 9"),
     ],

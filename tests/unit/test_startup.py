@@ -78,6 +78,7 @@ def test_vllm_full_startup_in_order() -> None:
         Phase.DIST_INIT,
         Phase.LOADING_WEIGHTS,
         Phase.LOADING_DRAFT,
+        Phase.COMPILING,
         Phase.ALLOCATING_KV,
         Phase.CAPTURING_GRAPHS,
         Phase.WARMING_UP,

@@ -47,7 +47,8 @@ def test_phase_names_in_config_spellings() -> None:
     assert phase_named("capturing CUDA graphs") is Phase.CAPTURING_GRAPHS
     assert phase_named("capturing-cuda-graphs") is Phase.CAPTURING_GRAPHS
     assert phase_named("dist_init") is Phase.DIST_INIT
-    assert phase_named("ready") is None and phase_named("compiling") is None
+    assert phase_named("ready") is None and phase_named("compiling") is Phase.COMPILING
+    assert phase_named("compile") is None
 
 
 def test_the_warning_says_which_rule_fired() -> None:

@@ -95,7 +95,9 @@ class TuneScreen(ModalScreen[None]):
         dialog.border_subtitle = "  ".join([*keys, "esc: close"])
         self.query_one("#tune-live", Static).update(self._live())
         report = self._report
-        measured = bool(report and report.get("measured"))
+        # The table and the chart are the policy: nothing to show before a speculative setting has a level (a
+        # "no speculation, 1.000x" row and a flat line would be a verdict on nothing).
+        measured = bool(report and report.get("measured") and report.get("speculative_measured", True))
         self.query_one("#tune-summary", Static).update(self._summary() if report else Text(NO_TUNE))
         self.query_one("#tune-policy", Static).update(self._table() if measured else "")
         self.query_one("#tune-chart", Static).update(Text(self._chart()) if measured else "")
