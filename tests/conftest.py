@@ -13,7 +13,6 @@ import pytest
 
 from tests.support.fake_server import FakeServer
 
-
 _TIMINGS: list[str] = []
 """Recovery times measured by the reliability tier (its `timing()`), gathered from the tests' reports."""
 

@@ -18,7 +18,6 @@ import pytest
 from specdash.config import Config, HostConfig
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle
-from tests import netns as netns_mod
 from tests.integration.conftest import (  # noqa: F401  (fixtures re-exported for this tier)
     known_hosts,
     make_sshd,
@@ -27,8 +26,9 @@ from tests.integration.conftest import (  # noqa: F401  (fixtures re-exported fo
     sshd,
     target,
 )
-from tests.netns import Netns
-from tests.sshd import TEST_HOME, TEST_USER, Keys, Sshd
+from tests.support import netns as netns_mod
+from tests.support.netns import Netns
+from tests.support.sshd import TEST_HOME, TEST_USER, Keys, Sshd
 
 TIMINGS: list[str] = []
 """Times measured by the running test; moved to its report afterwards (see `_timings_to_report`)."""

@@ -12,8 +12,8 @@ from specdash.ui.screens.confirm import ConfirmScreen
 from specdash.ui.widgets.bench import BenchTable
 from specdash.ui.widgets.logpanel import LogPanel
 from specdash.ui.widgets.logview import LogView
+from tests.support import scenarios as sc
 from tests.support.log_batches import log_batch
-from tests.ui import scenarios as sc
 from tests.ui.conftest import AppFactory
 
 LONG = "[2025-04-16 14:24:02 TP0] Decode batch. #running-req: 10, #token: 5120, gen throughput (token/s): 1714.22"
