@@ -99,6 +99,7 @@ class RemoteSession:
         self._rows: dict[tuple[str, int], LevelRow] = {}
         self._curves: dict[str, dict[int, float]] = {}
         self._slo: Slo | None = None  # the running (or last) sweep's SLO, for its verdict
+        self._reference = ""  # the running (or last) sweep's reference mode, whatever order it measures in
         self.results: dict[str, SweepResult] = {}
         """The last sweep's result per mode."""
         self._hidden_modes: set[str] = set()  # a tune's per-setting modes: listed only while one runs
@@ -196,6 +197,10 @@ class RemoteSession:
             for task in (relay, gpus):
                 task.cancel()
             await asyncio.gather(relay, gpus, return_exceptions=True)
+            # What the relay had not passed on yet goes out now: a first connect that fails puts its `Failed`
+            # on the queue just before it raises, and a viewer left with "connecting…" would wait for ever.
+            while not self._queue.empty():
+                self._emit(self._queue.get_nowait())
             await self._stop_watching()
 
     def server_live(self) -> bool:
@@ -304,22 +309,29 @@ class RemoteSession:
         *,
         config: SweepConfig | None = None,
         prompts: PromptSet | None = None,
+        reference: str | None = None,
     ) -> None:
         """See `Session.sweep`; `config` and `prompts` override the session's defaults (headless CLI).
 
-        Results per mode are kept in `self.results` (the store has every sample as it arrived).
+        `reference` is the mode the others are compared with (the verdict, the greedy check); it defaults to
+        the first of `modes`. The order of `modes` is only the order of measuring (the live mode first saves a
+        restart): it never changes the reference. Results per mode are kept in `self.results` (the store has
+        every sample as it arrived).
         """
         self._check_free("sweep" if len(modes) < 2 else "ab")
         if self.sweep_running():
             raise SpecdashError("a sweep is already running")
         for mode in modes:
             self.config.mode(mode)
+        if reference is not None and reference not in modes:
+            raise SpecdashError(f"the reference {reference!r} is not one of the swept modes ({', '.join(modes)})")
         if not modes:
             if not self._status.mode or self._status.phase is not Phase.READY:
                 raise SpecdashError("start a server first (the sweep measures the live mode)")
             modes = [self._status.mode]
         self._sweep_task = asyncio.current_task()
         self._sweep_id = uuid.uuid4().hex[:12]  # shared by the runs of this sweep's modes (`specdash runs`)
+        self._reference = reference or modes[0]
         self._rows.clear()
         self._curves.clear()
         self.results.clear()
@@ -336,7 +348,7 @@ class RemoteSession:
                 await self._sweep_mode(mode, config, prompts)
                 result = self.results.get(mode)
                 if len(modes) > 1 and self.greedy_prompts and result is not None and result.aborted is None:
-                    await self._greedy_after_sweep(mode, modes[0], prompts, config)
+                    await self._greedy_after_sweep(mode, self._reference, prompts, config)
         except asyncio.CancelledError:
             self._emit(Notice("sweep cancelled; finished levels are kept", "warning"))
             raise
@@ -640,17 +652,24 @@ class RemoteSession:
         while self._status.phase not in (Phase.CRASHED, Phase.EXITED, Phase.STOPPED):
             await self._status_changed()
 
+    def _judged_curves(self) -> dict[str, dict[int, float]]:
+        """The curves measured so far, the reference's first (`core.verdict` compares with the first one)."""
+        ref = self._reference
+        first = {ref: self._curves[ref]} if ref in self._curves else {}
+        return first | {m: c for m, c in self._curves.items() if m != ref}
+
     def _crossover_text(self) -> str:
         """The verdict of the modes measured so far (`core.verdict`): one mode's peak, or where a mode stops
-        beating the first one."""
+        beating the reference."""
+        curves = self._judged_curves()
         if self._slo is None:
-            return verdict(self._curves)
+            return verdict(curves)
         judged = {
             mode: [row.slo for (m, _), row in self._rows.items() if m == mode and row.status == "done" and row.slo]
-            for mode in self._curves
+            for mode in curves
         }
         return verdict(
-            self._curves,
+            curves,
             slo_text=self._slo.text,
             capacity={m: max_concurrency_meeting(levels) for m, levels in judged.items()},
             goodput={m: goodput_curve(levels) for m, levels in judged.items()},
@@ -658,11 +677,12 @@ class RemoteSession:
 
     def _publish_bench(self, *, running: bool) -> None:
         crossover = None
-        if len(self._curves) >= 2:
-            (_, base), (_, spec) = list(self._curves.items())[:2]
+        judged = self._judged_curves()
+        if len(judged) >= 2:
+            (_, base), (_, spec) = list(judged.items())[:2]
             result = compute_crossover(base, spec)
             crossover = result.concurrency if result.kind is CrossoverKind.CROSSES else None
-        curves = {m: tuple(sorted(c.items())) for m, c in self._curves.items()}
+        curves = {m: tuple(sorted(c.items())) for m, c in judged.items()}
         self._emit(BenchUpdate(tuple(self._rows.values()), curves, crossover, self._crossover_text(), running))
 
     # -- plumbing ---------------------------------------------------------------------------------------

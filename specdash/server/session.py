@@ -67,9 +67,10 @@ class Session(Protocol):
         """Stop the live server (if any), then start `mode`."""
         ...
 
-    async def sweep(self, modes: Sequence[str], levels: Sequence[int]) -> None:
+    async def sweep(self, modes: Sequence[str], levels: Sequence[int], *, reference: str | None = None) -> None:
         """Run a concurrency sweep on the live server (one mode) or an A/B across `modes` (restarting
-        the server between them); returns when the sweep ends."""
+        the server between them), in that order; returns when the sweep ends. `reference` (default: the
+        first of `modes`) is the mode the others are compared with, whatever the order."""
         ...
 
     async def cancel_sweep(self) -> None:

@@ -148,6 +148,8 @@ class SpecdashApp(App[None]):
         self.last_status: ServerStatus | None = None
         """The session's last word on the server: what `connect` reports as still running on exit."""
         self._touring = False
+        self.connection_error: str | None = None
+        """Why the first connect failed (None: it did not, or not yet); the command exits non-zero with it."""
         self.tune_progress: TuneProgress | None = None
         """The last step of a tune started from this dashboard (what the Tune view shows first)."""
         self._session_modes = ModesChanged(())
@@ -203,7 +205,23 @@ class SpecdashApp(App[None]):
             await asyncio.wait_for(self.session.close(), timeout=3)
         except (SpecdashError, TimeoutError):
             pass
-        self.exit()
+        self.exit(return_code=1 if self.connection_error is not None else 0)
+
+    def _connection_failed(self, message: str) -> None:
+        """The session could not connect (a host that cannot be resolved, refuses, rejects the key...): a
+        question that stays until the user answers it, retry or quit; quitting exits non-zero."""
+        self.connection_error = message
+        label = self.session.label
+        question = f"Cannot connect to {label}:\n{message}\n\nRetry, or quit (exit status 1)?"
+
+        def answered(retry: bool | None) -> None:
+            if retry:
+                self.connection_error = None
+                self._watch_session()
+            else:
+                self.call_later(self._quit)
+
+        self.push_screen(ConfirmScreen(question, yes="Retry", no="Quit"), answered)
 
     def _on_session_event(self, event: SessionEvent | ConnectionEvent) -> None:
         # Called on the session's task; posting is all a listener may do (workers never touch widgets).
@@ -280,7 +298,10 @@ class SpecdashApp(App[None]):
         if event.state is WorkerState.ERROR:
             error = event.worker.error
             text = error.message if isinstance(error, SpecdashError) else f"{type(error).__name__}: {error}"
-            self.notify(text, title=f"{event.worker.name} failed", severity="error", timeout=10)
+            if event.worker.group == "session" and not self._connected.is_set():
+                self._connection_failed(text)  # nothing works without the host: not a toast that fades
+            else:
+                self.notify(text, title=f"{event.worker.name} failed", severity="error", timeout=10)
         if event.state in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.RUNNING):
             # The session's answers (server_live, sweep_running) may have changed: re-check the footer.
             self.dashboard.refresh_bindings()

@@ -115,6 +115,32 @@ async def test_start_watch_sweep_switch_over_the_real_stack() -> None:
         assert "eagle3" in text(app, "#engine")
 
 
+async def test_a_second_ab_keeps_the_chosen_reference_with_the_other_mode_live() -> None:
+    """An A/B of baseline and eagle3 run while eagle3 is live (as after a first A/B) measures eagle3 first
+    (no restart) but keeps baseline the reference: in the verdict and in the greedy check."""
+    async with live_demo() as (session, app, pilot, wake):
+        greedy: list[GreedyUpdate] = []
+        session.subscribe(lambda e: greedy.append(e) if isinstance(e, GreedyUpdate) and not e.running else None)
+        await pilot.press("2", "s")  # eagle3 live, as the first A/B leaves it
+        await wake.until(lambda: session.status.phase is Phase.READY)
+        await pilot.press("1", "space", "2", "space", "a")
+        await wake.until(lambda: isinstance(app.screen, LevelsScreen))
+        app.screen.query_one("#levels").value = "1,8"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await wake.until(lambda: isinstance(app.screen, ConfirmScreen))
+        assert "measures eagle3 as it runs" in text(app, "#question")
+        await pilot.press("y")
+        await wake.until(lambda: session.sweep_running())
+        try:
+            await wake.until(lambda: not session.sweep_running(), timeout=120)
+            assert list(session.results) == ["eagle3", "baseline"]  # the live mode first: an order
+            verdict = text(app, "#bench-verdict")
+            assert verdict.startswith("▶ eagle3 ") and "baseline" in verdict, verdict
+            assert {u.reference for u in greedy} == {"baseline"}, greedy
+        finally:
+            await session.stop()
+
+
 async def test_crash_fault_is_shown_with_its_line() -> None:
     async with live_demo() as (session, app, pilot, wake):
         await pilot.press("3", "s")  # eagle3-dynamic: crashes once the batch passes 10

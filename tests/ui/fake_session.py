@@ -107,8 +107,8 @@ class FakeSession:
     async def switch(self, mode: str) -> None:
         await self._record("switch", mode)
 
-    async def sweep(self, modes: Sequence[str], levels: Sequence[int]) -> None:
-        await self._record("sweep", tuple(modes), tuple(levels))
+    async def sweep(self, modes: Sequence[str], levels: Sequence[int], *, reference: str | None = None) -> None:
+        await self._record("sweep", tuple(modes), tuple(levels), *((reference,) if reference else ()))
 
     async def cancel_sweep(self) -> None:
         await self._record("cancel_sweep")

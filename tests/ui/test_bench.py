@@ -64,7 +64,8 @@ async def test_ab_marks_modes_and_confirms_when_a_server_is_live(build: AppFacto
         assert session.calls == []
         await pilot.press("y")
         await settle(app)
-        assert session.calls == [("sweep", (("eagle3", "baseline"), DEFAULT_LEVELS))]
+        # Measured live-first, but the reference stays the first marked mode (baseline), not the live one.
+        assert session.calls == [("sweep", (("eagle3", "baseline"), DEFAULT_LEVELS, "baseline"))]
 
 
 async def test_cancel_sweep_only_while_one_runs_and_after_confirming(build: AppFactory) -> None:

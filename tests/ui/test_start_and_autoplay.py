@@ -57,7 +57,7 @@ async def test_any_key_stops_the_tour_and_does_nothing_else() -> None:
     app, session = app_for([sc.MODES], autoplay=True)
     started = asyncio.Event()
 
-    async def endless_sweep(modes: object, levels: object) -> None:
+    async def endless_sweep(modes: object, levels: object, *, reference: str | None = None) -> None:
         session.calls.append(("sweep", ()))
         started.set()
         await asyncio.Event().wait()

@@ -461,15 +461,17 @@ class DashboardScreen(Screen[None]):
         if self._refused("ab"):
             return
         modes = [name for name in self.query_one(ModeList).names if name in self.query_one(ModeList).marked]
+        # The reference is the one the user chose (the first marked mode), whatever runs now: measuring the
+        # live mode first is an order (it saves one restart, a long load), never a change of reference.
+        reference = modes[0] if modes else None
         if self._status.mode in modes and is_live(self._status):
-            # The live mode first: it is measured as it runs, which saves one restart (a long load).
             modes.remove(self._status.mode)
             modes.insert(0, self._status.mode)
         # Says what the sweep will do from the same state the session decides on (`sweep_plan`).
         warn = sweep_question(self._status, modes, self._label)
-        self._ask_levels(f"A/B {' vs '.join(modes)}: concurrency levels", modes, warn)
+        self._ask_levels(f"A/B {' vs '.join(modes)}: concurrency levels", modes, warn, reference)
 
-    def _ask_levels(self, title: str, modes: list[str], warning: str | None) -> None:
+    def _ask_levels(self, title: str, modes: list[str], warning: str | None, reference: str | None = None) -> None:
         def chosen(levels: tuple[int, ...] | None) -> None:
             if not levels:
                 return
@@ -478,7 +480,7 @@ class DashboardScreen(Screen[None]):
             def go() -> None:
                 self.query_one(BenchPanel).new_sweep()
                 self.show_page("bench")
-                self._run_action("sweep", lambda: self.session.sweep(modes, levels), "sweep")
+                self._run_action("sweep", lambda: self.session.sweep(modes, levels, reference=reference), "sweep")
 
             if warning:
                 self._confirm(warning, "Run A/B", go)
