@@ -81,6 +81,37 @@ async def test_z_zooms_the_focused_panel_and_esc_or_z_brings_it_back(build: AppF
         assert screen.maximized is None
 
 
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 45)])
+@pytest.mark.parametrize(
+    ("focus", "keys"),
+    [
+        ("#pages", ()),  # the page tabs: not a panel (hidden from 100x30 up)
+        ("#bench-lines", ()),  # the lines under the sweep table: on the other page when paged
+        (None, ("r", "e", "enter")),  # after a search
+    ],
+)
+async def test_z_never_zooms_to_a_blank_screen(
+    build: AppFactory, size: tuple[int, int], focus: str | None, keys: tuple[str, ...]
+) -> None:
+    app, session = build(sc.ready_with_bench())
+    async with app.run_test(size=size) as pilot:
+        session.emit(LogBatch(tuple(f"line {i} ready" for i in range(50))))
+        await pilot.pause()
+        screen = app.screen
+        if focus is not None:
+            screen.query_one(focus).focus()
+        if keys:
+            await pilot.press("slash")
+            await pilot.pause()
+            assert screen.focused is screen.query_one("#log-search")  # the search prompt takes the keys
+        await pilot.press(*keys, "z")
+        await pilot.pause()
+        zoomed = screen.maximized
+        assert zoomed is not None and zoomed.region.area > 0, (zoomed, zoomed and zoomed.region)
+        assert zoomed.id in ("log", "bench", "modes", "server", "gpus"), zoomed  # a panel, not the tab bar
+        assert zoomed.region.height >= size[1] - 2  # the whole screen less header and footer
+
+
 async def test_j_k_g_G_move_the_focused_list_or_the_log(build: AppFactory) -> None:
     app, session = build(sc.stopped())
     async with app.run_test(size=(120, 40)) as pilot:

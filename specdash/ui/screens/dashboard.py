@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, OptionList, Tab, Tabs
+from textual.widgets import DataTable, Footer, Input, OptionList, Tab, Tabs
 
 from specdash.core.events import BenchUpdate, ServerStatus
 from specdash.core.levels import DEFAULT_LEVELS
@@ -211,9 +211,22 @@ class DashboardScreen(Screen[None]):
         if self.maximized is not None:
             self.minimize()
         else:
-            focused = self.focused
-            self.maximize(focused if focused is not None and focused.allow_maximize else self.query_one(LogView))
+            self.maximize(self._zoom_target())
         self.refresh_bindings()
+
+    def _zoom_target(self) -> Widget:
+        """What `z` zooms: the focused panel when it is a panel in view; else the main panel of the page in
+        view. A widget out of view (the other page's panel, a closed search prompt) or one that is not a panel
+        (the page tabs, an input) zoomed to a blank screen."""
+        focused = self.focused
+        if (
+            focused is not None
+            and focused.allow_maximize
+            and not isinstance(focused, Tabs | Input)
+            and focused.region.area > 0
+        ):
+            return focused
+        return self.query_one(BenchTable if self.paged and self.page == "bench" else LogView)
 
     def action_minimize(self) -> None:
         super().action_minimize()
