@@ -617,11 +617,7 @@ class RemoteSession:
                     self.results[mode] = sweep.result()
                 sweep.cancel()
                 await asyncio.gather(sweep, return_exceptions=True)
-                # Levels run in order: the first unfinished one was in flight (even before its first progress).
-                for key, row in self._rows.items():
-                    if key[0] == mode and row.status not in ("done", "failed"):
-                        self._rows[key] = replace(row, status="failed", warning="server crashed")
-                        break
+                self._note_crash(mode, runner.run_id)
                 raise SpecdashError(f"{mode} crashed during the sweep; finished levels are kept")
             result = sweep.result()
             self.results[mode] = result
@@ -630,6 +626,7 @@ class RemoteSession:
                 # the watcher: wait for it a bounded moment, so a crash is reported as one, with its line.
                 await asyncio.wait({crash}, timeout=CRASH_SETTLE_S)
             if crash.done() and not crash.cancelled():
+                self._note_crash(mode, runner.run_id)
                 raise SpecdashError(f"{mode} crashed during the sweep; finished levels are kept")
             if result.aborted:
                 self._emit(Notice(f"{mode}: sweep stopped: {result.aborted}", "warning"))
@@ -639,6 +636,28 @@ class RemoteSession:
             self._sweep = None
             for c, why in runner.interruptions:
                 self._emit(Notice(f"{mode} C={c}: {why}; the level ran again after the link came back", "warning"))
+
+    def _note_crash(self, mode: str, run_id: int | None) -> None:
+        """The server crashed during `mode`'s sweep: the level it crashed at says so with the reason, in the
+        table (and its notes) and in the store (`compare`, the report). Levels run in order: the one in
+        flight, else the one the probe failed just before the crash line came, else the first not begun."""
+        crash, phase = self._status.crash, self._status.phase
+        reason = crash.reason if crash is not None else f"the server {phase.value}"
+        rows = [(key, row) for key, row in self._rows.items() if key[0] == mode]
+        at = (
+            next((kr for kr in rows if kr[1].status in ("warmup", "running", "paused")), None)
+            or next((kr for kr in reversed(rows) if kr[1].status == "failed"), None)
+            or next((kr for kr in rows if kr[1].status == "pending"), None)
+        )
+        if at is None:
+            return
+        key, row = at
+        if phase is Phase.STOPPED:  # stopped (by the user, or `down`): not a crash, but the level is cut short
+            self._rows[key] = replace(row, status="failed", warning="the server was stopped during this level")
+            return
+        self._rows[key] = replace(row, status="failed", crash=reason)
+        if self.store is not None and run_id is not None:
+            self.store.note_crash(run_id, row.concurrency, f"server crashed: {reason}")
 
     async def _link_ok(self) -> bool:
         """Whether the SSH connection still carries commands (the sweep asks when requests failed)."""

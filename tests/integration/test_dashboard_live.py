@@ -155,6 +155,31 @@ async def test_crash_fault_is_shown_with_its_line() -> None:
         await wake.until(lambda: not session.sweep_running(), timeout=30)
         rows = {(r.concurrency, r.status) for r in session._rows.values()}
         assert (2, "done") in rows and (12, "failed") in rows  # the level in flight failed; C=2 is kept
+        # The crash stands where it happened: the table's border, its notes, the store (`compare`, the report).
+        await pilot.pause()
+        table = app.screen.query_one("#bench-table", DataTable)
+        assert str(table.border_subtitle).startswith("crashed at eagle3-dynamic C=12"), table.border_subtitle
+        notes = text(app, "#bench-notes")
+        assert notes.startswith("✗ eagle3-dynamic crashed at C=12: RuntimeError: The size of tensor a (160)"), notes
+        await _crash_in_compare_and_report(session)
+
+
+async def _crash_in_compare_and_report(session: RemoteSession) -> None:
+    from specdash.bench.report import compare_table
+    from specdash.bench.run_data import alarms, load_run
+    from specdash.report.html import build_report
+
+    store = session.store
+    assert store is not None
+    run = load_run(store, store.runs()[0].id)
+    assert run.mode == "eagle3-dynamic"
+    why = run.failures()[12]
+    assert why.startswith("server crashed: RuntimeError: The size of tensor a (160)"), why
+    table = compare_table([run.mode], [run.curve()], [run.failures()])
+    assert any(line.split()[:2] == ["12", "✗"] for line in table.splitlines()), table
+    assert f"eagle3-dynamic C=12 failed: {why}" in alarms([run])
+    html = build_report([run]).html
+    assert "failed: server crashed: RuntimeError: The size of tensor a (160)" in html
 
 
 async def test_connection_lost_and_regained_in_the_header(

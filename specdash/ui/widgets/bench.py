@@ -84,7 +84,8 @@ def greedy_text(update: GreedyUpdate) -> str:
 def notes_text(rows: tuple[LevelRow, ...]) -> str:
     """The levels' warnings, one line each (under the table, where they are never cut off), and the alarm for
     a mode whose drafts are almost never accepted (`core.acceptance`)."""
-    lines = [f"⚠ {row.mode} C={row.concurrency}: {row.warning}" for row in rows if row.warning]
+    lines = [f"✗ {row.mode} crashed at C={row.concurrency}: {row.crash}" for row in rows if row.crash]
+    lines += [f"⚠ {row.mode} C={row.concurrency}: {row.warning}" for row in rows if row.warning]
     for mode in dict.fromkeys(row.mode for row in rows):
         alarm = accept_alarm(mode, [r.accept_length for r in rows if r.mode == mode and r.status == "done"])
         if alarm is not None:
@@ -219,7 +220,11 @@ class BenchPanel(Horizontal):
         verdict.display = bool(update.crossover_text)
         done = sum(1 for row in update.rows if row.status in ("done", "failed"))
         # A sweep that ended with levels still pending was cut short (cancelled or failed): say so.
-        state = "running" if update.running else "finished" if done == len(update.rows) else "stopped"
+        crashed = next((row for row in update.rows if row.crash), None)
+        if crashed is not None:  # not "finished": the crash and where it happened stand on the table
+            state = f"crashed at {crashed.mode} C={crashed.concurrency}"
+        else:
+            state = "running" if update.running else "finished" if done == len(update.rows) else "stopped"
         self.query_one(BenchTable).border_subtitle = f"{state} · {done}/{len(update.rows)} levels"
         accept = self.query_one("#bench-accept", Label)
         accept.update(acceptance_text(update.rows))
