@@ -272,12 +272,14 @@ class SpecdashApp(App[None]):
             await self.session.sweep(modes, AUTOPLAY_LEVELS)
         finally:
             self._touring = False
+            self.dashboard.end_tour()
 
     async def on_event(self, event: events.Event) -> None:
         if self._touring and isinstance(event, events.Key) and not event.is_forwarded:
             # The key that stops the tour does nothing else: a presenter grabbing the keyboard must not
             # also stop a server by accident.
             self._touring = False
+            self.dashboard.touring = False
             self.workers.cancel_group(self, "autoplay")
             self.notify("Autoplay stopped: the server keeps running, finished levels are kept.")
             return

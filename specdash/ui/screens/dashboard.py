@@ -126,6 +126,8 @@ class DashboardScreen(Screen[None]):
         self._levels: tuple[int, ...] = DEFAULT_LEVELS
         self._bench: BenchUpdate | None = None
         self._greedy_running = False
+        self.touring = False
+        """Set by the app while the autoplay tour runs: the paged layout follows the tour (`_follow_tour`)."""
         self._log_panel = LogPanel(id="log")
         self._bench_panel = BenchPanel(chart_interval=chart_interval, id="bench")
         self.takers: dict[type[Message], Widget] = {
@@ -260,7 +262,23 @@ class DashboardScreen(Screen[None]):
         self.query_one(ServerPanel).status = message.status
         self.query_one(StatusHeader).status = message.status
         self.query_one(ModeList).status = message.status
+        self._follow_tour()
         self.refresh_bindings()
+
+    def end_tour(self) -> None:
+        """The tour ended (or a key stopped it): its last screen is its payoff, the sweep page with the verdict."""
+        if self.touring and self._bench is not None:
+            self.show_page("bench")
+        self.touring = False
+
+    def _follow_tour(self) -> None:
+        """The tour (`demo --autoplay`) shows what it talks about on a paged terminal too: the server page
+        while a server starts (the startup timeline, the log), the sweep page while it measures and at the
+        end (the table, the charts, the verdict)."""
+        if not self.touring:
+            return
+        ready = self._status.phase is Phase.READY
+        self.show_page("bench" if ready and self._bench is not None else "server")
 
     @on(ModesUpdated)
     def _modes_updated(self, message: ModesUpdated) -> None:
@@ -283,6 +301,7 @@ class DashboardScreen(Screen[None]):
     def _bench_updated(self, message: BenchUpdated) -> None:
         self._bench = message.update
         self.query_one(BenchPanel).show_update(message.update)
+        self._follow_tour()
         self.refresh_bindings()
 
     @on(GreedyUpdated)
@@ -444,6 +463,7 @@ class DashboardScreen(Screen[None]):
             mode_list.select_number(mode_list.names.index(modes[0]) + 1)
         mode_list.marked = frozenset(modes)
         self.query_one(BenchPanel).new_sweep()
+        self.touring = True
         self.refresh_bindings()
 
     def action_select_mode(self, number: int) -> None:
