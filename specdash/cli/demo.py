@@ -54,11 +54,13 @@ DEMO_QUIT = (
 
 
 async def _demo(autoplay: bool, time_scale: float, screenshot_dir: Path | None = None, db: Path | None = None) -> int:
-    from specdash.cli.demo_session import demo_session
+    from specdash.cli.demo_session import demo_host_name, demo_session
     from specdash.ui.app import make_app
 
-    async with demo_session(time_scale, tour=autoplay, db=db) as demo:
-        app = make_app(demo.session, autoplay=autoplay, quit_note=DEMO_QUIT, screenshot_dir=screenshot_dir)
+    async with demo_session(time_scale, tour=autoplay, db=db, name=demo_host_name(time_scale)) as demo:
+        app = make_app(
+            demo.session, autoplay=autoplay, quit_note=DEMO_QUIT, quit_stops_server=True, screenshot_dir=screenshot_dir
+        )
         loop = asyncio.get_running_loop()
         # SIGTERM: quit as with `q`; the demo's cleanup then stops its simulator.
         loop.add_signal_handler(signal.SIGTERM, app.exit)

@@ -113,6 +113,7 @@ class SpecdashApp(App[None]):
         start_mode: str | None = None,
         autoplay: bool = False,
         quit_note: str = QUIT_KEEPS_SERVER,
+        quit_stops_server: bool = False,
         screenshot_dir: Path | None = None,
     ) -> None:
         """Args:
@@ -125,6 +126,7 @@ class SpecdashApp(App[None]):
         start_mode: Start this mode once connected and attached, if no server of ours is live.
         autoplay: The presenter's tour: an A/B sweep of the first two modes; any key stops it.
         quit_note: What `q` does to the server, for the help screen (the demo stops its simulator).
+        quit_stops_server: Quitting stops the server (the demo): the quit question says so, not `specdash down`.
         screenshot_dir: Where the palette's Screenshot saves (created if missing); default `paths.screenshot_dir()`.
         """
         super().__init__()
@@ -138,6 +140,7 @@ class SpecdashApp(App[None]):
             session, self.run_session_action, clock, chart_interval=chart_interval, tick=tick, bell=ui.bell
         )
         """The one dashboard screen; session messages are posted to it."""
+        self.dashboard.quit_stops_server = quit_stops_server
         if keymap:
             self.set_keymap(dict(keymap))
         self._start_mode = start_mode
@@ -407,6 +410,7 @@ def make_app(
     start_mode: str | None = None,
     autoplay: bool = False,
     quit_note: str = QUIT_KEEPS_SERVER,
+    quit_stops_server: bool = False,
     screenshot_dir: Path | None = None,
 ) -> SpecdashApp:
     """The dashboard as the CLI runs it (`live=True`), or frozen for tests: no clock tick, charts drawn at once.
@@ -424,5 +428,6 @@ def make_app(
         start_mode=start_mode,
         autoplay=autoplay,
         quit_note=quit_note,
+        quit_stops_server=quit_stops_server,
         screenshot_dir=screenshot_dir,
     )

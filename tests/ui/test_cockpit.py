@@ -182,6 +182,25 @@ async def test_progress_bar_redraws_fold_into_one_updating_line(build: AppFactor
         assert "4 bar redraws folded" in str(app.screen.query_one(LogPanel).border_subtitle)
 
 
+async def test_the_demos_quit_question_says_its_server_stops_with_it() -> None:
+    """The demo stops its simulated server when it quits: its question must not send the user to
+    `specdash down demo` (which cannot resolve the demo's host)."""
+    from specdash.config import UIConfig
+    from specdash.ui.app import make_app
+    from tests.ui.fake_session import FakeSession
+
+    session = FakeSession(sc.ready_with_bench(), label="demo")
+    app = make_app(session, config_ui=UIConfig(), clock=lambda: sc.NOW, live=False, quit_stops_server=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        session.sweeping = True
+        await pilot.press("q")
+        await pilot.pause()
+        question = str(app.screen.query_one("#question").render())
+        assert "eagle3 (pid 1234) on demo stops with it (nothing keeps running)" in question, question
+        assert "specdash down" not in question
+
+
 async def test_q_during_a_sweep_says_what_stops_and_waits_for_yes(build: AppFactory) -> None:
     app, session = build(sc.ready_with_bench())
     async with app.run_test(size=(100, 30)) as pilot:

@@ -126,6 +126,8 @@ class DashboardScreen(Screen[None]):
         self._levels: tuple[int, ...] = DEFAULT_LEVELS
         self._bench: BenchUpdate | None = None
         self._greedy_running = False
+        self.quit_stops_server = False
+        """Quitting stops the server too (the demo): the quit question says so instead of `specdash down`."""
         self.touring = False
         """Set by the app while the autoplay tour runs: the paged layout follows the tour (`_follow_tour`)."""
         self._log_panel = LogPanel(id="log")
@@ -371,7 +373,9 @@ class DashboardScreen(Screen[None]):
 
     def quit_question(self) -> str:
         """What quitting now stops and what it keeps (asked while a sweep, or a tune, runs)."""
-        if self.session.server_live():
+        if self.session.server_live() and self.quit_stops_server:
+            server = f"{self._server_name()} stops with it (nothing keeps running)"
+        elif self.session.server_live():
             server = f"{self._server_name()} keeps running (specdash down {self._label} stops it)"
         else:
             server = "No server of ours is running"
