@@ -265,3 +265,48 @@ async def test_new_keys_are_in_help_and_remappable(build: AppFactory) -> None:
         await pilot.press("Z")
         await pilot.press("enter")  # enter in the log zooms it too
         assert app.screen.maximized is app.screen.query_one(LogPanel)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 45)])
+async def test_the_server_panel_keeps_its_height_while_its_clock_ticks(
+    build: AppFactory, size: tuple[int, int]
+) -> None:
+    """The lines that change every second (uptime, time in phase, elapsed and ETA) never re-wrap: the panel
+    does not change height, so the log under it does not jump."""
+    from dataclasses import replace
+
+    from specdash.ui.widgets.server import ServerPanel
+
+    starting = replace(sc.CAPTURING, eta_remaining=3725.0, eta_spread=1234.0, eta_samples=12)
+    app, _ = build([sc.MODES, starting])
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        panel = app.screen.query_one(ServerPanel)
+        heights = set()
+        for elapsed in (5, 59, 61, 599, 3599, 3601, 86_399, 200_000):
+            panel.now = starting.started_at + elapsed  # type: ignore[operator]
+            await pilot.pause()
+            heights.add(panel.outer_size.height)
+        assert len(heights) == 1, heights
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 45)])
+async def test_help_quit_and_the_running_modes_state_stay_in_view(build: AppFactory, size: tuple[int, int]) -> None:
+    """With a server running (the most keys apply) the footer still shows `? Help` and `q Quit`, and the mode
+    list shows the running mode's state whole (it was cut to "● rea…" at 80 columns and lost at 100)."""
+    from textual.widgets._footer import FooterKey
+
+    from specdash.ui.widgets.modes import ModeList
+
+    app, _ = build(sc.ready_with_bench())
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        await pilot.pause()
+        keys = {key.action: key for key in app.screen.query(FooterKey)}
+        for action in ("help", "quit"):
+            region = keys[action].region
+            assert region.area > 0 and region.right <= size[0], (action, region)
+        modes = app.screen.query_one(ModeList)
+        prompt = str(modes.get_option_at_index(1).prompt)
+        end = prompt.index("● ready") + len("● ready")
+        assert end <= modes.scrollable_content_region.width, (prompt, modes.scrollable_content_region)

@@ -42,6 +42,7 @@ from specdash.ui.messages import (
 from specdash.ui.screens.confirm import ConfirmScreen, LevelsScreen
 from specdash.ui.screens.keys import BENCH_BINDINGS, LOG_BINDINGS, MODE_BINDINGS, SERVER_BINDINGS, VIEW_BINDINGS
 from specdash.ui.widgets.bench import BenchPanel, BenchTable
+from specdash.ui.widgets.footer import PinnedFooter
 from specdash.ui.widgets.gpu import GpuPanel
 from specdash.ui.widgets.header import StatusHeader
 from specdash.ui.widgets.logpanel import LogPanel
@@ -151,7 +152,7 @@ class DashboardScreen(Screen[None]):
         yield self._bench_panel
         # The GPUs again, for the sweep page of a small terminal (the strip above the log has no room).
         yield GpuPanel(id="gpus-bench", summary=True)
-        yield Footer()
+        yield PinnedFooter()
 
     def on_mount(self) -> None:
         self.set_class(True, "-page-server")
@@ -555,7 +556,15 @@ class DashboardScreen(Screen[None]):
         self._run("greedy check", lambda: self.session.check_greedy(reference))
 
     def action_chart_view(self) -> None:
-        self.query_one(BenchPanel).cycle_chart()
+        panel = self.query_one(BenchPanel)
+        if not panel.charts_shown:  # a key that does nothing says why, in one line
+            self.notify(
+                f"The charts need {PAGED_BELOW[1]} rows (this terminal has {self.size.height}): "
+                "the bold line under the table says what they would.",
+                timeout=5,
+            )
+            return
+        panel.cycle_chart()
 
     def action_follow(self) -> None:
         view = self.query_one(LogPanel).view

@@ -107,12 +107,13 @@ class ModeList(OptionList):
             (f"{index + 1} " if index < 9 else "  ", style("mode-list--dim")),
             ("◆ " if name in self.marked else "  ", style("mode-list--marked")),
             (name, style("mode-list--current")) if name == current else name,
-            (f"  {engine}", style("mode-list--dim")),
         ]
+        # The state right after the name: a narrow list cuts the end of the line, never what runs.
         if marker := mode_marker(self.status, name):
             key = look(self.status).key
             component = {"crashed": "mode-list--crashed", "stopped": "mode-list--dim", "stopping": "mode-list--dim"}
             parts.append((f"  {marker}", style(component.get(key, "mode-list--current"))))
+        parts.append((f"  {engine}", style("mode-list--dim")))
         if description:
             parts.append((f"  {description}", style("mode-list--dim")))
         return Content.assemble(*parts)
