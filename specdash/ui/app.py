@@ -60,6 +60,9 @@ from specdash.ui.styles import css_paths
 AUTOPLAY_LEVELS = (1, 2, 5, 10)
 """Concurrency levels of the autoplay tour (enough to show where speculation stops paying: 2 to 5)."""
 
+TEXTUAL_DUPLICATES = frozenset({"Quit", "Keys", "Maximize", "Minimize"})
+"""Textual's palette commands that the dashboard has its own key for (q, ?, z)."""
+
 APP_BINDINGS: list[Binding] = [
     Binding("question_mark", "help", "Help", id="help", tooltip="List every key"),
     Binding("q", "quit", "Quit", id="quit", tooltip="Quit specdash (asks first while a sweep runs)"),
@@ -338,7 +341,16 @@ class SpecdashApp(App[None]):
     def help_sections(self) -> list[tuple[str, list[HelpRow]]]:
         """Every binding, grouped, with the keys the keymap gives it."""
         sections = [(title, self._rows(bindings)) for title, bindings in DashboardScreen.HELP_SECTIONS]
-        sections.append(("App", [*self._rows(APP_BINDINGS), ("ctrl+p", "Commands", "Every action, searchable")]))
+        sections.append(
+            (
+                "App",
+                [
+                    *self._rows(APP_BINDINGS),
+                    ("tab", "Next panel", "Move the focus to the next panel (shift+tab: the previous one)"),
+                    ("ctrl+p", "Commands", "Every action, searchable, with its key"),
+                ],
+            )
+        )
         return sections
 
     def _rows(self, bindings: Iterable[Binding]) -> list[HelpRow]:
@@ -386,7 +398,11 @@ class SpecdashApp(App[None]):
         )
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        # Textual's own commands, less those that duplicate ours: its Quit skips the question a running sweep
+        # asks, its Keys panel is our Help, its Maximize/Minimize our Zoom.
+        for command in super().get_system_commands(screen):
+            if command.title not in TEXTUAL_DUPLICATES:
+                yield command
         dashboard = self.dashboard
         for _title, bindings in DashboardScreen.HELP_SECTIONS:
             for binding in bindings:
@@ -394,10 +410,16 @@ class SpecdashApp(App[None]):
                 # Every action but the nine "highlight mode n" keys, and only those that apply now.
                 if not (binding.id or "").startswith("select-mode-") and dashboard.check_action(name, ()):
                     yield SystemCommand(
-                        binding.description, binding.tooltip, partial(dashboard.run_action, binding.action)
+                        self._titled(binding), binding.tooltip, partial(dashboard.run_action, binding.action)
                     )
-        yield SystemCommand("Help", "List every key", self.action_help)
-        yield SystemCommand("Tune", "Speculation tune: start one of [tune.NAME], watch it live", self.action_tune)
+        for binding in APP_BINDINGS:
+            yield SystemCommand(self._titled(binding), binding.tooltip or "", partial(self.run_action, binding.action))
+
+    def _titled(self, binding: Binding) -> str:
+        """`Start  s`: a palette entry names its key (as the keymap sets it), so the palette teaches the keys."""
+        keys = self._keymap.get(binding.id or "", binding.key)
+        shown = ", ".join(self.get_key_display(Binding(key, "")) for key in keys.split(","))
+        return f"{binding.description}  {shown}"
 
 
 def make_app(

@@ -362,6 +362,56 @@ class DashboardScreen(Screen[None]):
                 return self.paged and self.maximized is None
         return True
 
+    def why_not(self, action: str) -> str:
+        """Why `action` does nothing now, in one line (said when its key is pressed anyway)."""
+        if action in _NEEDS_HOST and self._applies(action) and not self._connected:
+            return f"Not connected to {self._label}: the key works again once the connection is back."
+        session, status = self.session, self._status
+        modes = self.query_one(ModeList)
+        sweeping = "A sweep is running (esc cancels it)."
+        match action:
+            case "start":
+                return "A server is running: x stops it, m switches it to the highlighted mode."
+            case "stop" | "restart":
+                return "No server of ours is running: s starts the highlighted mode."
+            case "switch":
+                if not session.server_live():
+                    return "No server is running: s starts the highlighted mode."
+                return f"{status.mode} is the mode running: highlight another (1-9, j/k) to switch to it."
+            case "show_crash":
+                return "No crash to show."
+            case "mark":
+                return "One mode only: there is nothing to compare it with."
+            case "sweep":
+                return sweeping if session.sweep_running() else "A sweep measures the live mode: start one (s)."
+            case "ab":
+                if session.sweep_running():
+                    return sweeping
+                return f"An A/B needs two marked modes (space marks the highlighted one; {len(modes.marked)} marked)."
+            case "cancel_sweep":
+                return "No sweep is running."
+            case "greedy":
+                return "The greedy check needs a ready server and no sweep running."
+            case "chart_view":
+                return "No sweep yet: b sweeps the live mode."
+            case "search_next" | "search_previous":
+                return "No search yet: / searches the log."
+            case "page":
+                return "The whole dashboard is on one page at this size."
+        return ""
+
+    def on_key(self, event: events.Key) -> None:
+        """A dashboard key whose action does not apply now (the footer hides it) says why, in one line,
+        instead of doing nothing. Keys the focused widget or a binding took never come here."""
+        if event.key == "escape":
+            return  # pressed out of habit (closing things): silence, not a notice
+        for binding in self._bindings.key_to_bindings.get(event.key, []):
+            action = binding.action.partition("(")[0]
+            if self.check_action(action, ()) is not True and (why := self.why_not(action)):
+                event.stop()
+                self.notify(why, timeout=4)
+                return
+
     # --------------------------------------------------------------------------------------- actions
 
     def _server_name(self) -> str:
