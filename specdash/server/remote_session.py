@@ -632,7 +632,13 @@ class RemoteSession:
                 self._emit(Notice(f"{mode}: sweep stopped: {result.aborted}", "warning"))
         finally:
             crash.cancel()
-            await asyncio.gather(crash, return_exceptions=True)
+            # Cancelled (cancel_sweep, quit, the tour stopped by a key): the probe stops too. Left running, it
+            # went on loading the server and publishing "running · 4/8 levels" after the sweep had ended.
+            sweep.cancel()
+            await asyncio.gather(crash, sweep, return_exceptions=True)
+            for key, row in self._rows.items():
+                if key[0] == mode and row.status in ("warmup", "running", "paused"):
+                    self._rows[key] = replace(row, status="pending", warning="cancelled before it finished")
             self._sweep = None
             for c, why in runner.interruptions:
                 self._emit(Notice(f"{mode} C={c}: {why}; the level ran again after the link came back", "warning"))

@@ -141,6 +141,33 @@ async def test_a_second_ab_keeps_the_chosen_reference_with_the_other_mode_live()
             await session.stop()
 
 
+async def test_a_cancelled_sweep_stops_its_probe_and_says_it_stopped() -> None:
+    """Cancelling a sweep (the key, quitting, a key that stops the tour) stops the probe with it: the stored
+    run is `interrupted` when the cancel returns and the table says "stopped", not "running · 1/3 levels"."""
+    from specdash.core.events import BenchUpdate
+
+    async with live_demo() as (session, app, pilot, wake):
+        updates: list[BenchUpdate] = []
+        session.subscribe(lambda e: updates.append(e) if isinstance(e, BenchUpdate) else None)
+        await session.start("baseline")
+        await wake.until(lambda: session.status.phase is Phase.READY)
+        try:
+            sweep = asyncio.create_task(session.sweep(["baseline"], [1, 2, 4]))
+            await wake.until(lambda: any(r.status == "done" for u in updates for r in u.rows), timeout=90)
+            await session.cancel_sweep()
+            assert sweep.done()
+            store = session.store
+            assert store is not None
+            assert store.runs()[0].status == "interrupted"
+            last = updates[-1]
+            assert not last.running and not any(r.status in ("warmup", "running") for r in last.rows), last
+            await pilot.pause()
+            border = str(app.screen.query_one("#bench-table", DataTable).border_subtitle)
+            assert border.startswith("stopped"), border
+        finally:
+            await session.stop()
+
+
 async def test_crash_fault_is_shown_with_its_line() -> None:
     async with live_demo() as (session, app, pilot, wake):
         await pilot.press("3", "s")  # eagle3-dynamic: crashes once the batch passes 10
