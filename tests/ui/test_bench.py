@@ -393,3 +393,17 @@ async def test_a_short_terminal_gets_the_crossover_strip_and_every_level_instead
         await pilot.press("p")
         await settle_screen(pilot)
         assert any("The charts need 34 rows" in n.message for n in app._notifications)
+
+
+async def test_y_copies_the_sweep_as_markdown(build: AppFactory) -> None:
+    """`y` puts the verdict and one row per C (modes side by side, the speedup) on the clipboard (OSC 52)."""
+    app, _ = build(sc.ready_with_bench())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause()
+        text = app.clipboard
+        assert text.startswith("### specdash sweep on root@gpu-box\n\n**eagle3 wins up to C=12.5; baseline above**")
+        assert "| C | baseline tok/s | eagle3 tok/s | eagle3 speedup |" in text
+        assert "| 1 | 152 | 371 | 2.44× |" in text and "| 20 | 2,210 | 1,905 | 0.86× |" in text
+        assert any("Copied the sweep as Markdown" in n.message for n in app._notifications)

@@ -23,6 +23,7 @@ from specdash.core.events import BenchUpdate, ServerStatus
 from specdash.core.levels import DEFAULT_LEVELS
 from specdash.core.models import Phase
 from specdash.core.server_state import is_live, server_name, stop_question, sweep_question
+from specdash.core.sweep_summary import sweep_markdown
 from specdash.errors import SpecdashError
 from specdash.remote.events import Connected
 from specdash.server.adopt import Adoptable
@@ -356,6 +357,8 @@ class DashboardScreen(Screen[None]):
                 return self._status.phase is Phase.READY and not sweeping and not self._greedy_running
             case "chart_view":
                 return self.query_one(BenchPanel).has_data
+            case "copy_summary":
+                return self._bench is not None and bool(self._bench.curves)
             case "search_next" | "search_previous":
                 return bool(self.query_one(LogPanel).view.needle)
             case "page":
@@ -392,8 +395,8 @@ class DashboardScreen(Screen[None]):
                 return "No sweep is running."
             case "greedy":
                 return "The greedy check needs a ready server and no sweep running."
-            case "chart_view":
-                return "No sweep yet: b sweeps the live mode."
+            case "chart_view" | "copy_summary":
+                return "No finished level yet: b sweeps the live mode."
             case "search_next" | "search_previous":
                 return "No search yet: / searches the log."
             case "page":
@@ -604,6 +607,16 @@ class DashboardScreen(Screen[None]):
             return
         self.show_page("bench")
         self._run("greedy check", lambda: self.session.check_greedy(reference))
+
+    def action_copy_summary(self) -> None:
+        """`y`: the sweep as Markdown to the clipboard (Textual writes OSC 52, which terminals honour over
+        SSH too), ready to paste into a pull request."""
+        update = self._bench
+        if update is None:
+            return
+        text = sweep_markdown(self._label, update.rows, update.curves, update.crossover_text)
+        self.app.copy_to_clipboard(text)
+        self.notify(f"Copied the sweep as Markdown ({text.count(chr(10))} lines): paste it into a PR.", timeout=5)
 
     def action_chart_view(self) -> None:
         panel = self.query_one(BenchPanel)
