@@ -12,11 +12,12 @@ from pathlib import Path
 
 from specdash.bench.store import Store
 from specdash.config import Config, HostConfig
+from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession, running
 from specdash.server.session import Listener
 from tests.integration.remote_sim import sim_config
-from tests.sshd import TEST_USER, Keys, Sshd, ensure_test_user, free_port, make_dir
+from tests.sshd import TEST_USER, Keys, Sshd, ensure_test_user, make_dir
 
 
 @contextlib.contextmanager

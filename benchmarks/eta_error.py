@@ -42,15 +42,15 @@ from specdash.bench.store import Store  # noqa: E402
 from specdash.config import Config, HostConfig  # noqa: E402
 from specdash.core.eta import Estimate, estimate  # noqa: E402
 from specdash.core.events import ServerStatus  # noqa: E402
-from specdash.core.models import Phase  # noqa: E402
 from specdash.core.timeline import replay_file  # noqa: E402
 from specdash.engines.registry import make_rules  # noqa: E402
+from specdash.phases import SETTLED, Phase  # noqa: E402
+from specdash.ports import free_port  # noqa: E402
 from specdash.remote.ssh import SSHHost, SSHOptions  # noqa: E402
 from specdash.server.remote_session import RemoteSession, running  # noqa: E402
 from tests.integration.remote_sim import sim_config  # noqa: E402
-from tests.sshd import TEST_USER, Sshd, free_port  # noqa: E402
+from tests.sshd import TEST_USER, Sshd  # noqa: E402
 
-SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
 Boundary = tuple[Phase, float, float | None, float | None]
 """(phase entered, seconds since launch, ETA shown then, spread shown then)."""
 

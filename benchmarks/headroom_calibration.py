@@ -37,13 +37,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specdash.bench.levels import LevelProgress  # noqa: E402
 from specdash.bench.probe import ProbeSettings  # noqa: E402
 from specdash.bench.prompts import load_prompts  # noqa: E402
 from specdash.bench.store import Store  # noqa: E402
 from specdash.bench.summary import summarize  # noqa: E402
 from specdash.bench.sweep import SweepConfig, run_sweep  # noqa: E402
-from tests.sshd import free_port  # noqa: E402
+from specdash.core.events import BenchTick  # noqa: E402
+from specdash.ports import free_port  # noqa: E402
 from tests.wan import read_truth, truth_samples  # noqa: E402
 
 CONDITIONS = {
@@ -82,7 +82,7 @@ async def one_sweep(
 ) -> list[tuple[int, object, list]]:
     procs, freeze_ms = CONDITIONS[name]
 
-    def freeze(p: LevelProgress) -> None:
+    def freeze(p: BenchTick) -> None:
         if freeze_ms and p.phase == "running":
             end = time.perf_counter() + freeze_ms / 1000
             while time.perf_counter() < end:

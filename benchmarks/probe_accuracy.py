@@ -25,7 +25,8 @@ from specdash.sim.model import SPEC_MAX_RUNNING, ThroughputModel, baseline_model
 from specdash.sim.spec_space import DraftShape, step_cost
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ (the simulator harness)
-from tests.support.sim_harness import SimProcess, free_port  # noqa: E402
+from specdash.ports import free_port  # noqa: E402
+from tests.support.sim_harness import SimProcess  # noqa: E402
 
 EAGLE = [
     "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/eagle3",

@@ -34,7 +34,8 @@ import aiohttp
 from specdash.sim.model import TABLE_CONCURRENCY, ThroughputModel, baseline_model, eagle3_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ (the simulator harness)
-from tests.support.sim_harness import SimProcess, free_port  # noqa: E402
+from specdash.ports import free_port  # noqa: E402
+from tests.support.sim_harness import SimProcess  # noqa: E402
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 WINDOW_S = 5.0

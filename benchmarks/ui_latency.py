@@ -34,10 +34,12 @@ from textual import events
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specdash.core.events import BenchTick, LogBatch  # noqa: E402
+from specdash.core.events import BenchTick  # noqa: E402
+from specdash.core.startup_events import ClassifiedLine  # noqa: E402
 from specdash.ui.app import make_app  # noqa: E402
 from specdash.ui.widgets.logview import LogView  # noqa: E402
 from specdash.ui.widgets.modes import ModeList  # noqa: E402
+from tests.support.log_batches import log_batch  # noqa: E402
 from tests.ui import scenarios as sc  # noqa: E402
 from tests.ui.fake_session import FakeSession  # noqa: E402
 
@@ -66,7 +68,8 @@ async def background_sweep(concurrency: int, seconds: float, emit: Callable[[Ben
     from specdash.bench.probe import ProbeSettings
     from specdash.bench.prompts import load_prompts
     from specdash.bench.sweep import SweepConfig, run_sweep
-    from tests.support.sim_harness import SimProcess, free_port
+    from specdash.ports import free_port
+    from tests.support.sim_harness import SimProcess
 
     port = free_port()
     args = ["--model-path", "/models/kimi", "--tp", "2", "--port", str(port), "--sim-time-scale", "0.002"]
@@ -88,14 +91,15 @@ async def run(rate: int, seconds: float, sweep: int = 0) -> None:
     session = FakeSession(sc.ready_with_bench()[: -len(sc.TICKS)])
     app = make_app(session, live=True)
     per_batch = rate // 4
-    batches = [LogBatch(tuple(line(k * per_batch + i) for i in range(per_batch))) for k in range(8)]
+    # Classified as the session's tracker sends them (the tracker's cost is on the watcher's side, not here).
+    batches = [log_batch(line(k * per_batch + i) for i in range(per_batch)) for k in range(8)]
     async with app.run_test(size=(160, 45), headless=True) as pilot:
         await pilot.pause()
         view = app.screen.query_one(LogView)
         ingest: list[float] = []
         original = view.append
 
-        def timed_append(lines: Iterable[str]) -> None:
+        def timed_append(lines: Iterable[ClassifiedLine]) -> None:
             start = time.perf_counter()
             original(lines)
             ingest.append(time.perf_counter() - start)

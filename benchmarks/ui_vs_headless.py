@@ -17,7 +17,7 @@ import statistics
 from specdash.bench.probe import ProbeSettings
 from specdash.bench.sweep import SweepConfig
 from specdash.cli.demo_session import demo_session
-from specdash.core.models import Phase
+from specdash.phases import Phase
 from specdash.server.remote_session import RemoteSession, running
 from specdash.ui.app import make_app
 

@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specdash.core.models import STARTUP_ORDER, Phase
 from specdash.errors import UsageError
 from specdash.limits import MAX_CONFIG_BYTES, MAX_GRACE_S, read_regular_file
+from specdash.phases import STARTUP_ORDER, Phase
+from specdash.slo import SloError, parse_slo
 from specdash.target import parse_target
 
 # The stuck-phase rules a mode may set; `core.stuck` applies them (its docstring states the rules).
@@ -106,6 +107,12 @@ class ModeConfig:
     stuck: StuckPolicy = field(default_factory=StuckPolicy)
     """When a startup phase counts as stuck, `[modes.NAME.stuck]`: `factor` x the slowest recorded
     duration of the phase for this mode and host, at least `floor` seconds; or a fixed limit per phase."""
+    resident: bool = False
+    """Keep the server between switches, asleep with its GPU memory released, instead of stopping it
+    (`docs/resident.md`); the engine's sleep flags are added at launch. Not inherited by `extends`."""
+    sleep_level: int = 1
+    """The engine's sleep level for a resident mode: 1 keeps the weights in host RAM (the only level for a
+    speculative mode), 2 discards them."""
 
 
 @dataclass(frozen=True)
@@ -267,16 +274,35 @@ def _kind(value: Any) -> str:
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HOST_KEYS = {"address", "jump", "identity_file", "known_hosts", "workdir", "python", "state_dir", "env"}
-_MODE_KEYS = {"extends", "engine", "model", "port", "args", "env", "launcher", "description", "stop_timeout", "stuck"}
+_MODE_KEYS = {
+    "extends",
+    "engine",
+    "model",
+    "port",
+    "args",
+    "env",
+    "launcher",
+    "description",
+    "stop_timeout",
+    "stuck",
+    "resident",
+    "sleep_level",
+}
 _TOP_KEYS = {"hosts", "modes", "ui", "bench", "keymap", "tune"}
 
 
-def load(path: Path | None = None, *, engines: Collection[str]) -> Config:
+ResidencyCheck = Callable[[str, tuple[str, ...], int], "str | None"]
+"""(engine, args, sleep level) -> why such a mode cannot be resident, or None (`engines.residency.refusal`,
+through the caller: the config sits below the engines)."""
+
+
+def load(path: Path | None = None, *, engines: Collection[str], residency: ResidencyCheck | None = None) -> Config:
     """Read and validate the config file. A missing file gives an empty config (no hosts, no modes).
 
     Args:
         path: The file (default: `paths.config_file()`).
         engines: The engine names a mode may use (`engines.registry.names()`).
+        residency: Refuses a `resident = true` mode its engine cannot keep asleep (with the reason).
     """
     from specdash import paths
 
@@ -287,10 +313,10 @@ def load(path: Path | None = None, *, engines: Collection[str]) -> Config:
         return Config(path=path, hosts={}, modes={})
     except UnicodeDecodeError as exc:
         raise UsageError(f"cannot read config {path}: {exc}") from None
-    return parse(text, path, engines=engines)
+    return parse(text, path, engines=engines, residency=residency)
 
 
-def parse(text: str, path: Path, *, engines: Collection[str]) -> Config:
+def parse(text: str, path: Path, *, engines: Collection[str], residency: ResidencyCheck | None = None) -> Config:
     """Validate a config's TOML text; `path` is used in messages, `engines` are the known engine names."""
     try:
         data = tomllib.loads(text)
@@ -304,6 +330,7 @@ def parse(text: str, path: Path, *, engines: Collection[str]) -> Config:
     hosts = {name: _host(_Table(path, f"hosts.{name}", t), name) for name, t in _subtables(path, data, "hosts")}
     raw_modes = dict(_subtables(path, data, "modes"))
     modes = {name: _mode(path, name, raw_modes, (), tuple(engines)) for name in raw_modes}
+    _check_resident(path, modes, residency)
     ui_table = _Table(path, "ui", data.get("ui", {}))
     ui_table.check_keys({"bell", "theme"})
     ui = UIConfig(bell=ui_table.boolean("bell", True), theme=ui_table.string("theme", "textual-dark") or "")
@@ -317,8 +344,6 @@ def parse(text: str, path: Path, *, engines: Collection[str]) -> Config:
         raise bench_table.error("probe", f"must be one of {', '.join(PROBE_PLACES)}, not {probe!r}")
     slo = bench_table.string("slo", "") or ""
     if slo:
-        from specdash.core.slo import SloError, parse_slo
-
         try:
             parse_slo(slo)
         except SloError as exc:
@@ -437,7 +462,33 @@ def _mode(path: Path, name: str, raw: dict[str, Any], chain: tuple[str, ...], en
         description=t.string("description", parent.description if parent else "") or "",
         stop_timeout=t.number("stop_timeout", parent.stop_timeout if parent else 30.0, low=0, high=MAX_GRACE_S),
         stuck=_stuck(_Table(path, f"modes.{name}.stuck", t.data.get("stuck", {})), parent.stuck if parent else None),
+        resident=t.boolean("resident", False),  # not inherited: a resident server needs a port of its own
+        sleep_level=_sleep_level(t, parent.sleep_level if parent else 1),
     )
+
+
+def _sleep_level(t: _Table, default: int) -> int:
+    value = t.number("sleep_level", default, low=1, high=2)
+    if not value.is_integer():
+        raise t.error("sleep_level", f"must be 1 or 2, not {value}")
+    return int(value)
+
+
+def _check_resident(path: Path, modes: Mapping[str, ModeConfig], residency: ResidencyCheck | None) -> None:
+    """A resident mode must be one its engine can put to sleep, and its server must be able to sleep beside
+    any other mode's: its port is its own."""
+    for mode in modes.values():
+        if not mode.resident:
+            continue
+        why = residency(mode.engine, mode.args, mode.sleep_level) if residency is not None else None
+        if why is not None:
+            raise UsageError(f"{path}: [modes.{mode.name}] resident: refused: {why}")
+        for other in modes.values():
+            if other.name != mode.name and other.port == mode.port:
+                raise UsageError(
+                    f"{path}: [modes.{mode.name}] port: {mode.port} is also [modes.{other.name}]'s; a resident "
+                    "mode's server stays up beside the others, so it needs a port of its own"
+                )
 
 
 def _stuck(t: _Table, parent: StuckPolicy | None) -> StuckPolicy:

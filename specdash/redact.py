@@ -78,7 +78,11 @@ def redact_command(command: str) -> str:
     try:
         words = shlex.split(command)
     except ValueError:
-        return re.sub(r"((?:--)?[\w-]*(?:api[_-]?key|password|passwd|secret|token|auth|credentials?)[\w-]*[= ])\S+",
-                      rf"\1{REDACTED}", command, flags=re.IGNORECASE)  # fmt: skip
+        return re.sub(
+            r"((?:--)?[\w-]*(?:api[_-]?key|password|passwd|secret|token|auth|credentials?)[\w-]*[= ])\S+",
+            rf"\1{REDACTED}",
+            command,
+            flags=re.IGNORECASE,
+        )
     redacted = redact_argv(words)
     return command if redacted == words else shlex.join(redacted)

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 
 from specdash.core.events import LogBatch, ServerStatus
-from specdash.core.models import Phase
+from specdash.phases import Phase
 
 
 class Recorder:
@@ -48,4 +48,4 @@ class Recorder:
         return out
 
     def log_lines(self) -> list[str]:
-        return [line for e in self.events if isinstance(e, LogBatch) for line in e.lines]
+        return [line.text for e in self.events if isinstance(e, LogBatch) for line in e.lines]

@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from specdash.ports import free_port
+
 SSHD = Path("/usr/sbin/sshd")
 TEST_USER = "specdash-test"
 """A dedicated unprivileged account with a clean home: root's shell start-up (pyenv) costs 130+ ms."""
@@ -118,13 +120,6 @@ class Keys:
             directory / "other_ed25519",
             authorized,
         )
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port that was free a moment ago (sshd binds it right after)."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def socket_owners(local_port: int) -> list[int]:
@@ -227,7 +222,8 @@ class Sshd:
                     f"MaxSessions {self.max_sessions}",
                     "MaxStartups 100:30:200",
                     f"LogLevel {self.log_level}",
-                    *(f'SetEnv "{k}={v}"' for k, v in self.set_env.items()),
+                    # One line: sshd takes the first SetEnv line only (a second one would be ignored).
+                    *([" ".join(["SetEnv", *(f'"{k}={v}"' for k, v in self.set_env.items())])] if self.set_env else []),
                     "",
                 ]
             )

@@ -137,18 +137,41 @@ def export_csv(store: Store, run_id: int, samples: bool = False) -> str:
         levels = {lv.id: lv.concurrency for lv in store.levels(run_id)}
         w.writerow(
             [
-                "concurrency", "index", "prompt_index", "ok", "error", "detail", "output_tokens", "requested_tokens",
-                "estimated", "ttft_ms", "tpot_ms", "e2e_ms", "chunks", "spec_accept_length",
+                "concurrency",
+                "index",
+                "prompt_index",
+                "ok",
+                "error",
+                "detail",
+                "output_tokens",
+                "requested_tokens",
+                "estimated",
+                "ttft_ms",
+                "tpot_ms",
+                "e2e_ms",
+                "chunks",
+                "spec_accept_length",
             ]
-        )  # fmt: skip
+        )
         for level_id, s in store.iter_level_samples(run_id):
             w.writerow(
                 [
-                    levels.get(level_id), s.index, s.prompt_index, int(s.ok), s.error or "", s.detail,
-                    s.output_tokens, s.requested_tokens, int(s.estimated), s.ttft_ms, s.tpot_ms, s.e2e_ms,
-                    len(s.chunk_tokens), s.spec_accept_length,
+                    levels.get(level_id),
+                    s.index,
+                    s.prompt_index,
+                    int(s.ok),
+                    s.error or "",
+                    s.detail,
+                    s.output_tokens,
+                    s.requested_tokens,
+                    int(s.estimated),
+                    s.ttft_ms,
+                    s.tpot_ms,
+                    s.e2e_ms,
+                    len(s.chunk_tokens),
+                    s.spec_accept_length,
                 ]
-            )  # fmt: skip
+            )
         return buf.getvalue()
     w.writerow(LEVEL_COLUMNS)
     for lv in store.levels(run_id):

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import httpx
 
 from specdash.bench.sse import Endpoint
-from specdash.engines.text import escape_controls
 from specdash.errors import SpecdashError
+from specdash.safetext import escape_controls
 
 
 def chosen_prompts(prompts: Sequence[str], n: int) -> list[str]:
@@ -37,8 +37,10 @@ async def greedy_outputs(
     output_len: int = 64,
     model: str | None = None,
     timeout_s: float = 300.0,
+    accept: list[float] | None = None,
 ) -> list[str]:
-    """The text each prompt produces at temperature 0, in order; a `SpecdashError` naming the server on failure."""
+    """The text each prompt produces at temperature 0, in order; a `SpecdashError` naming the server on failure.
+    `accept`, when given, receives each answer's `spec_accept_length` (SGLang's `meta_info`, speculative modes)."""
     out = []
     async with httpx.AsyncClient(base_url=base_url, timeout=timeout_s) as client:
         if endpoint is not Endpoint.GENERATE and model is None:
@@ -58,8 +60,12 @@ async def greedy_outputs(
                 }
             elif endpoint is Endpoint.CHAT:
                 path = "/v1/chat/completions"
-                body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": output_len,
-                        "temperature": 0}  # fmt: skip
+                body = {
+                    "model": model,
+                    "messages": [{"role": "user", "content": prompt}],
+                    "max_tokens": output_len,
+                    "temperature": 0,
+                }
             else:
                 path = "/v1/completions"
                 body = {"model": model, "prompt": prompt, "max_tokens": output_len, "temperature": 0}
@@ -70,6 +76,10 @@ async def greedy_outputs(
             except (httpx.HTTPError, ValueError) as exc:
                 raise SpecdashError(f"greedy check: {base_url}{path} failed: {escape_controls(str(exc))}") from None
             out.append(_text(data, endpoint))
+            if accept is not None and isinstance(data, dict) and isinstance(data.get("meta_info"), dict):
+                value = data["meta_info"].get("spec_accept_length")
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    accept.append(float(value))
     return out
 
 

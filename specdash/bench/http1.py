@@ -25,8 +25,8 @@ from urllib.parse import urlsplit
 
 from specdash.bench.samples import Failure
 from specdash.bench.sse import StreamAccount
-from specdash.engines.text import escape_controls
 from specdash.limits import MAX_CHUNK_LINE_BYTES
+from specdash.safetext import escape_controls
 
 perf_ns = time.perf_counter_ns
 _MAX_HEAD = 64 * 1024
@@ -42,8 +42,21 @@ runs this module on the host's 3.9)."""
 class _Response:
     """Parses one response as its bytes arrive and feeds the body to a `StreamAccount`."""
 
-    __slots__ = ("account", "done", "head", "status", "mode", "remaining", "cbuf", "crlf", "trailer",
-                 "keep_alive", "err_body", "got_bytes", "on_body")  # fmt: skip
+    __slots__ = (
+        "account",
+        "done",
+        "head",
+        "status",
+        "mode",
+        "remaining",
+        "cbuf",
+        "crlf",
+        "trailer",
+        "keep_alive",
+        "err_body",
+        "got_bytes",
+        "on_body",
+    )
 
     def __init__(self, account: StreamAccount, done: Callable[[Outcome, bool], None]) -> None:
         self.account = account

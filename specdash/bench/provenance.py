@@ -26,7 +26,7 @@ from typing import Any
 from specdash import __version__
 from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import PromptSet
-from specdash.engines.text import escape_controls
+from specdash.safetext import escape_controls
 
 GPU_QUERY = "nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader,nounits"
 """The inventory query (one row per GPU)."""

@@ -15,9 +15,9 @@ from specdash.bench.store import RunRecord, Store
 from specdash.bench.summary import outcomes
 from specdash.core.acceptance import accept_alarm, is_speculative
 from specdash.core.pareto import ParetoPoint, gpu_count, points_for
-from specdash.core.slo import LevelSlo, Slo, evaluate_level, goodput_curve, max_concurrency_meeting
 from specdash.core.verdict import verdict
 from specdash.errors import UsageError
+from specdash.slo import LevelSlo, Slo, evaluate_level, goodput_curve, max_concurrency_meeting
 
 
 def _p(stats: Mapping[str, Any], key: str, pct: str) -> float | None:
@@ -88,8 +88,12 @@ class RunData:
         if w:
             return dict(w)
         m = self.record.meta
-        return {"prompt_set": m.prompt_set, "prompt_hash": m.prompt_hash, "endpoint": m.endpoint,
-                "output_len": m.output_len}  # fmt: skip
+        return {
+            "prompt_set": m.prompt_set,
+            "prompt_hash": m.prompt_hash,
+            "endpoint": m.endpoint,
+            "output_len": m.output_len,
+        }
 
     @property
     def gpus(self) -> int:

@@ -30,8 +30,8 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from specdash.bench.gauges import read_gauges
-from specdash.engines.text import escape_controls, escape_controls_in
 from specdash.limits import MAX_CONTROL_BODY_BYTES
+from specdash.safetext import escape_controls, escape_controls_in
 
 DISAGREE_FRACTION = 0.10
 """Client and server throughput differing by more than this fraction produce a warning."""
@@ -281,7 +281,7 @@ class ServerClient:
 
     async def server_info(self) -> dict[str, Any] | None:
         """SGLang `/server_info` (or the older `/get_server_info`), or None; every string in it (keys too) with its
-        control characters escaped (`core.lines.escape_controls`): views, the store and exports get it from here."""
+        control characters escaped (`safetext.escape_controls`): views, the store and exports get it from here."""
         for path in ("/server_info", "/get_server_info"):
             got = await self._get(path)
             if got is not None and got[0] == 200:

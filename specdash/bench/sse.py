@@ -27,8 +27,8 @@ from typing import Any
 
 from specdash.bench.compat import StrEnum
 from specdash.bench.samples import Failure
-from specdash.engines.text import escape_controls
 from specdash.limits import MAX_SSE_EVENT_BYTES, MAX_TOKEN_COUNT, max_chunks
+from specdash.safetext import escape_controls
 
 _KEY = b'"completion_tokens":'
 _KEY_LEN = len(_KEY)
@@ -133,8 +133,10 @@ def cumulative_tokens(payload: bytes) -> int:
 def _count(digits: bytes) -> int:
     """A token count, or `MalformedStream` for one no server can mean (10^20, or 5,000 digits)."""
     if len(digits) > 12 or int(digits) > MAX_TOKEN_COUNT:
-        raise MalformedStream(f"token count {digits[:24].decode()}{'...' if len(digits) > 24 else ''} is not plausible"
-                              f" (limit {MAX_TOKEN_COUNT})")  # fmt: skip
+        raise MalformedStream(
+            f"token count {digits[:24].decode()}{'...' if len(digits) > 24 else ''} is not plausible"
+            f" (limit {MAX_TOKEN_COUNT})"
+        )
     return int(digits)
 
 

@@ -35,7 +35,7 @@ from specdash.core.series import (
     steady_state_window,
     tokens_in_window,
 )
-from specdash.core.slo import Outcome
+from specdash.slo import Outcome
 
 MIN_STEADY_FRACTION = 0.2
 """A steady window shorter than this fraction of the level is too short to trust; use the whole level."""
@@ -165,5 +165,5 @@ def summarize(samples: Sequence[RequestSample], concurrency: int) -> LevelStats:
 
 
 def outcomes(samples: Sequence[RequestSample]) -> list[Outcome]:
-    """What an SLO judges of each request (`core.slo.evaluate_level`); failed requests included."""
+    """What an SLO judges of each request (`slo.evaluate_level`); failed requests included."""
     return [Outcome(s.ok, s.ttft_ms, s.tpot_ms, s.e2e_ms, s.output_tokens if s.ok else 0) for s in samples]

@@ -42,18 +42,6 @@ from typing import Any
 
 from specdash.bench.headroom import Load, evidence, judge
 from specdash.bench.hostprobe import AgentUnavailable, HostProbe
-from specdash.bench.levels import (
-    DEFAULT_LEVELS,
-    MAX_LEVEL,
-    MAX_LEVEL_ATTEMPTS,
-    LevelProgress,
-    LevelResult,
-    SweepConfig,
-    SweepResult,
-    url_origin,
-    validate_levels,
-    validate_url,
-)
 from specdash.bench.probe import Headroom, LevelOutcome, LevelPlan, Probe, ProbeSettings
 from specdash.bench.prompts import PromptSet
 from specdash.bench.provenance import build as build_provenance
@@ -63,18 +51,29 @@ from specdash.bench.sse import Endpoint
 from specdash.bench.store import RunMeta, Store
 from specdash.bench.summary import outcomes as slo_outcomes
 from specdash.bench.summary import summarize
+from specdash.bench.sweep_data import (
+    DEFAULT_LEVELS,
+    MAX_LEVEL,
+    MAX_LEVEL_ATTEMPTS,
+    LevelResult,
+    SweepConfig,
+    SweepResult,
+    url_origin,
+    validate_levels,
+    validate_url,
+)
 from specdash.bench.workers import LevelSink, ProbePool, processes_for, split_level
 from specdash.core.acceptance import is_speculative
+from specdash.core.events import BenchTick
 from specdash.core.guards import sweep_guards
 from specdash.core.series import RateWindow
-from specdash.core.slo import evaluate_level
 from specdash.engines.registry import identify
 from specdash.redact import redact_url
+from specdash.slo import evaluate_level
 
 __all__ = [
     "DEFAULT_LEVELS",
     "MAX_LEVEL",
-    "LevelProgress",
     "LevelResult",
     "Sweep",
     "SweepConfig",
@@ -90,7 +89,7 @@ PARENT_TICK_HOST_S = 0.25
 """The same with the probe on the host: the link is off the measurement's path, so this lag can only say that
 the UI lagged, and 20 wake-ups a second were a tenth of specdash's own CPU there."""
 
-ProgressCallback = Callable[[LevelProgress], Awaitable[None] | None]
+ProgressCallback = Callable[[BenchTick], Awaitable[None] | None]
 LevelCallback = Callable[[LevelResult], Awaitable[None] | None]
 
 
@@ -307,7 +306,7 @@ class Sweep:
         cfg = self.config
         if cfg.on_link_loss == "stop":
             return f"link lost: {reason}"
-        await _call(self.on_progress, LevelProgress(mode, c, 0.0, 0.0, 0, None, phase="paused"))
+        await _call(self.on_progress, BenchTick(mode, c, 0.0, 0.0, 0, None, phase="paused"))
         back = asyncio.ensure_future(self._link_back.wait())
         stopped = asyncio.ensure_future(self._stopped.wait())
         try:
@@ -444,7 +443,7 @@ class Sweep:
                 "engine_version": version,
                 "slo": cfg["slo"],
                 "guards": self.guards,
-            },  # fmt: skip
+            },
         )
         meta = dataclasses.replace(
             meta,
@@ -499,7 +498,17 @@ class Sweep:
             self._level_fatal = True
             return self._finish(self._failed_result(mode, c, f"warm-up failed: {warm_failure}", level_id))
         before = await server.metrics()
-        run = _LevelRun(self, mode, c, cfg.requests_for(c), run_id, level_id)
+        runner = self._runner
+        assert runner is not None
+        total, abort_after = cfg.requests_for(c), max(3, c)
+        plans = self._plans(
+            c,
+            total,
+            duration_s=cfg.duration_s,
+            max_seconds=self._max_seconds(),
+            abort_after_connection_failures=abort_after,
+        )
+        run = _LevelRun(runner, plans, abort_after, cfg, self.store, self.on_progress, mode, c, total, run_id, level_id)
         outcomes, parent = await run.run(server, poll=before is not None)
         if run.failed(outcomes):
             await self._check_link_after_failure(losses)
@@ -572,7 +581,7 @@ class Sweep:
             return None
         runner = self._runner
         assert runner is not None
-        await _call(self.on_progress, LevelProgress(mode, c, 0.0, 0.0, 0, n_warm, phase="warmup"))
+        await _call(self.on_progress, BenchTick(mode, c, 0.0, 0.0, 0, n_warm, phase="warmup"))
         warm = _WarmUp()
         plans = self._plans(
             min(c, n_warm),
@@ -621,12 +630,30 @@ class Sweep:
 
 
 class _LevelRun:
-    """The measured part of one level (a `LevelSink`): its samples, live rate, metric polls, progress."""
+    """The measured part of one level (a `LevelSink`): its samples, live rate, metric polls, progress.
+
+    It gets what it uses from its `Sweep` (the runner, the level's plans, the store, the progress callback)
+    instead of reaching into the sweep's private state."""
 
     def __init__(
-        self, sweep: Sweep, mode: str, c: int, total: int | None, run_id: int | None, level_id: int | None
+        self,
+        runner: ProbePool | _InProcess | HostProbe,
+        plans: list[LevelPlan],
+        abort_after: int,
+        config: SweepConfig,
+        store: Store | None,
+        on_progress: ProgressCallback | None,
+        mode: str,
+        c: int,
+        total: int | None,
+        run_id: int | None,
+        level_id: int | None,
     ) -> None:
-        self.sweep = sweep
+        self.runner = runner
+        self.plans = plans
+        self.config = config
+        self.store = store
+        self.on_progress = on_progress
         self.mode = mode
         self.c = c
         self.total = total
@@ -634,7 +661,7 @@ class _LevelRun:
         self.level_id = level_id
         self.samples: list[RequestSample] = []
         self.polls: list[dict[str, float]] = []
-        self.abort_after = max(3, c)
+        self.abort_after = abort_after
         self._rate = RateWindow(1.0)
         self._last_tick: dict[int, int] = {}
         self._inflight: dict[int, int] = {}
@@ -643,9 +670,7 @@ class _LevelRun:
 
     async def run(self, server: ServerClient, *, poll: bool) -> tuple[list[LevelOutcome | None], Headroom | None]:
         """Run the level's plans; returns each probe's outcome and the sweep process's own headroom."""
-        sweep, cfg = self.sweep, self.sweep.config
-        runner = sweep._runner
-        assert runner is not None
+        runner, cfg = self.runner, self.config
         helpers = [asyncio.create_task(self._report())]
         on_host = None if isinstance(runner, (_InProcess, ProbePool)) else runner
         if on_host is not None:
@@ -653,20 +678,13 @@ class _LevelRun:
             on_host.metrics_poll_s = cfg.metrics_poll_s if poll else 0.0
         elif poll:
             helpers.append(asyncio.create_task(self._poll(server)))
-        plans = sweep._plans(
-            self.c,
-            self.total,
-            duration_s=cfg.duration_s,
-            max_seconds=sweep._max_seconds(),
-            abort_after_connection_failures=self.abort_after,
-        )
         local = isinstance(runner, (_InProcess, ProbePool))
         parent = None if isinstance(runner, _InProcess) else _ParentLoad(PARENT_TICK_S if local else PARENT_TICK_HOST_S)
         if parent is not None:
             parent.start()
         self._t0 = time.perf_counter_ns()
         try:
-            outcomes = await runner.run_level(plans, self)
+            outcomes = await runner.run_level(self.plans, self)
         finally:
             if on_host is not None:
                 on_host.metrics_poll_s = 0.0  # the warm-ups poll nothing
@@ -693,24 +711,23 @@ class _LevelRun:
 
     def sample(self, worker: int, s: RequestSample) -> None:
         """`LevelSink`: a finished request, stored at once (the store's writer thread commits it)."""
-        store = self.sweep.store
+        store = self.store
         self.samples.append(s)
         if store is not None and self.level_id is not None and self.run_id is not None:
             store.add_sample(self.run_id, self.level_id, s)
         if s.error in CONNECTION_FAILURES:
             self._conn_fail_streak += 1
-            if self._conn_fail_streak >= self.abort_after and self.sweep._runner is not None:
-                self.sweep._runner.abort(f"server unreachable ({s.error}: {s.detail[:120]})")
+            if self._conn_fail_streak >= self.abort_after:
+                self.runner.abort(f"server unreachable ({s.error}: {s.detail[:120]})")
         elif s.ok:
             self._conn_fail_streak = 0
 
     async def _report(self) -> None:
-        sweep = self.sweep
         while True:
-            await asyncio.sleep(sweep.config.progress_interval_s)
+            await asyncio.sleep(self.config.progress_interval_s)
             now = min(self._last_tick.values()) if self._last_tick else time.perf_counter_ns()
             failed = sum(1 for s in self.samples if not s.ok)
-            progress = LevelProgress(
+            progress = BenchTick(
                 self.mode,
                 self.c,
                 (now - self._t0) / 1e9,
@@ -721,11 +738,11 @@ class _LevelRun:
                 failed=failed,
                 inflight=sum(self._inflight.values()),
             )
-            await _call(sweep.on_progress, progress)
+            await _call(self.on_progress, progress)
 
     async def _poll(self, server: ServerClient) -> None:
         while True:
-            await asyncio.sleep(self.sweep.config.metrics_poll_s)
+            await asyncio.sleep(self.config.metrics_poll_s)
             m = await server.gauges()
             if m is None:
                 return

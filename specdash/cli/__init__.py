@@ -30,6 +30,7 @@ COMMANDS: tuple[str, ...] = (
     "status",
     "logs",
     "switch",
+    "advise",
     "bench",
     "runs",
     "compare",

@@ -42,9 +42,9 @@ def load_config(args: argparse.Namespace) -> Config:
     """The config named by `--config` (or the default location, where a missing file means no config)."""
     if args.config is not None and not args.config.exists():
         raise UsageError(f"--config {args.config}: no such file")
-    from specdash.engines.registry import names
+    from specdash.engines.registry import names, resident_refusal
 
-    return config_mod.load(args.config, engines=names())
+    return config_mod.load(args.config, engines=names(), residency=resident_refusal)
 
 
 def host_config(args: argparse.Namespace, cfg: Config) -> HostConfig:
@@ -61,8 +61,8 @@ def host_config(args: argparse.Namespace, cfg: Config) -> HostConfig:
 
 def open_session(args: argparse.Namespace, cfg: Config, hc: HostConfig) -> RemoteSession:
     """A `RemoteSession` for the host (not connected yet; `run()` connects)."""
-    from specdash.bench.levels import SweepConfig
     from specdash.bench.store import Store
+    from specdash.bench.sweep_data import SweepConfig
     from specdash.remote.options import SSHOptions
     from specdash.remote.ssh import SSHHost
     from specdash.server.remote_session import RemoteSession

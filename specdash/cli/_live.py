@@ -1,6 +1,6 @@
 """Headless viewing of a session: state changes as lines, a progress line, the crash excerpt.
 
-Every line is derived from the session's `ServerStatus` by `specdash.core.server_state`, the same
+Every line is derived from the session's `ServerStatus` by `specdash.core.status_text`, the same
 functions the dashboard's panels use, so the terminal and the dashboard say the same thing.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from specdash.core.events import Notice, ServerStatus, SessionEvent
-from specdash.core.server_state import headless_line, headless_progress, leftovers_text
+from specdash.core.status_text import headless_line, headless_progress, leftovers_text
 from specdash.remote.events import Connecting, ConnectionEvent, Lost, Reconnecting
 
 

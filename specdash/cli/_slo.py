@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from specdash.core.slo import Slo, SloError, parse_slo
 from specdash.errors import UsageError
+from specdash.slo import Slo, SloError, parse_slo
 
 SLO_HELP = "judge levels against an SLO, e.g. ttft_p90=500ms,tpot_p90=50ms (attainment, goodput, largest C)"
 

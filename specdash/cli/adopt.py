@@ -13,13 +13,11 @@ import asyncio
 
 from specdash.cli._host import add_host_arguments, connected, host_config, load_config
 from specdash.cli._live import StatusPrinter
-from specdash.core.models import Phase
 from specdash.errors import SpecdashError, UsageError
+from specdash.phases import SETTLED, Phase
 
 NAME = "adopt"
 HELP = "adopt a server started by hand (found by --port or --pid): watch it, bench it, stop it with specdash"
-
-SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -19,8 +19,8 @@ from specdash.core.levels import DEFAULT_LEVELS, LEVELS_GRAMMAR, MAX_LEVEL, form
 from specdash.errors import SpecdashError, UsageError
 
 if TYPE_CHECKING:
-    from specdash.bench.levels import SweepResult
     from specdash.bench.probe import ProbeSettings
+    from specdash.bench.sweep_data import SweepResult
     from specdash.core.greedy import GreedyCheck
     from specdash.server.remote_session import RemoteSession
 
@@ -129,8 +129,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the sweep and print the results."""
-    from specdash.bench.levels import url_origin, validate_url
     from specdash.bench.listener import server_command
+    from specdash.bench.sweep_data import url_origin, validate_url
 
     if bool(args.url) == bool(args.host):
         raise UsageError("give either HOST (measure over SSH) or --url (a server you can reach), not both or neither")
@@ -164,10 +164,11 @@ def run(args: argparse.Namespace) -> int:
 
     from specdash.bench.probe import ProbeSettings, install_uvloop
     from specdash.bench.prompts import load_prompts
-    from specdash.bench.report import level_table, progress_line, sweep_verdict
     from specdash.bench.sse import Endpoint
     from specdash.bench.store import RunMeta, Store
-    from specdash.bench.sweep import LevelProgress, LevelResult, SweepConfig, run_sweep
+    from specdash.bench.sweep import LevelResult, SweepConfig, run_sweep
+    from specdash.bench.text_tables import level_table, progress_line, sweep_verdict
+    from specdash.core.events import BenchTick
 
     prompts = load_prompts(args.prompts)
     config = SweepConfig(
@@ -193,9 +194,8 @@ def run(args: argparse.Namespace) -> int:
     config.effective_levels()
     live = sys.stderr if args.json else sys.stdout
 
-    def on_progress(p: LevelProgress) -> None:
-        print(progress_line(p.mode, p.concurrency, p.phase, p.t, p.tok_s, p.done, p.total, p.failed, p.inflight),
-              file=live, flush=True)  # fmt: skip
+    def on_progress(p: BenchTick) -> None:
+        print(progress_line(p), file=live, flush=True)
 
     def on_level_done(r: LevelResult) -> None:
         s = r.stats
@@ -269,7 +269,7 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
     """The HOST form: start or switch each mode through the lifecycle, sweep it, compare."""
     from dataclasses import replace
 
-    from specdash.bench.report import level_table, sweep_verdict
+    from specdash.bench.text_tables import level_table, sweep_verdict
     from specdash.cli._host import connected, host_config, load_config
     from specdash.cli._live import StatusPrinter
     from specdash.cli._slo import slo_from
@@ -358,7 +358,7 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
 
 def _print_repeats(args: argparse.Namespace, repeats: dict[str, list[SweepResult]]) -> int:
     """The pooled report of `--repeats N`: median ± MAD per level per mode, the crossover on the medians."""
-    from specdash.bench.report import repeats_table
+    from specdash.bench.text_tables import repeats_table
     from specdash.core.compare import compute_crossover, pool_runs
 
     modes = list(repeats)
@@ -424,7 +424,7 @@ async def _greedy_over_ssh(
     """`--check-greedy N` over SSH: the last swept mode first (it is live, no restart), then the reference mode
     (started again through the lifecycle). Both modes' outputs go to the store (`RemoteSession.greedy_texts`)."""
     from specdash.core.greedy import compare_outputs
-    from specdash.core.models import Phase
+    from specdash.phases import Phase
 
     texts: dict[str, list[str]] = {}
     for mode in (modes[-1], modes[0]):

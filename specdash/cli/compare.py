@@ -31,9 +31,9 @@ def run(args: argparse.Namespace) -> int:
     """Print the comparison."""
     from dataclasses import replace
 
-    from specdash.bench.report import compare_table, level_table, pareto_table, repeats_table
     from specdash.bench.run_data import alarms, check_workloads, load_runs, runs_verdict, series_names
     from specdash.bench.store import Store
+    from specdash.bench.text_tables import compare_table, level_table, pareto_table, repeats_table
     from specdash.core.compare import pool_runs
 
     slo = slo_from(args.slo)

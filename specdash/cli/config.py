@@ -38,8 +38,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not path.exists():
         raise UsageError(f"no config file at {path} (run 'specdash config init')")
-    from specdash.engines.registry import names
+    from specdash.engines.registry import names, resident_refusal
 
-    cfg = config.load(path, engines=names())
+    cfg = config.load(path, engines=names(), residency=resident_refusal)
     print(f"{path}: OK, {len(cfg.hosts)} host(s), {len(cfg.modes)} mode(s): {', '.join(cfg.modes)}")
     return 0

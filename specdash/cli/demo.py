@@ -29,6 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="a one-minute tour for presenters: baseline, sweep, EAGLE-3, sweep, crossover (any key stops it)",
     )
+    parser.add_argument(
+        "--resident",
+        action="store_true",
+        help="headless: switch between two resident modes (sleep, wake, verify) beside a restart, and print the times",
+    )
     add_screenshot_argument(parser)
     parser.add_argument(
         "--db", type=Path, help="store file (default: the demo's own, data dir's demo.db; see 'specdash runs --demo')"
@@ -43,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
         args.time_scale = TOUR_TIME_SCALE if args.autoplay else TIME_SCALE
     if not 0 < args.time_scale <= 10:
         raise UsageError(f"--time-scale must be in (0, 10], not {args.time_scale}")
+    if args.resident:
+        return asyncio.run(_resident(args.time_scale, args.db))
     return asyncio.run(_demo(args.autoplay, args.time_scale, args.screenshot_dir, args.db))
 
 
@@ -71,6 +78,41 @@ async def _demo(autoplay: bool, time_scale: float, screenshot_dir: Path | None =
     # After the demo's cleanup: its simulator and SSH host are gone.
     print("The demo stopped its simulator and its SSH host: nothing of it keeps running.")
     return app.return_code or 0
+
+
+async def _resident(time_scale: float, db: Path | None) -> int:
+    """Restart vs resident switch on the simulator: each switch's line, then the table."""
+    import time
+
+    from specdash.cli.demo_session import demo_session
+    from specdash.core.resident import duration_text
+    from specdash.phases import Phase
+    from specdash.server.remote_session import running
+
+    settled = (Phase.READY, Phase.CRASHED, Phase.EXITED)
+    rows: list[tuple[str, str, float, str]] = []
+    async with demo_session(time_scale, db=db) as demo, running(demo.session) as session:
+        for target in ("r-baseline", "r-eagle3", "r-baseline", "r-eagle3"):
+            began = time.monotonic()
+            outcome = await session.switch(target)
+            final = await session.wait_status(settled, timeout=900)
+            if final.phase is not Phase.READY:
+                print(f"{target} {final.phase.value}: {final.crash.reason if final.crash else ''}")
+                return 1
+            took = time.monotonic() - began
+            how = "resident switch" if outcome.resident else "restart"
+            check = f"verified {outcome.identical}/{outcome.total} identical" if outcome.resident else ""
+            if outcome.accept is not None:
+                check += f", accept length {outcome.accept:.2f}"
+            print(f"{target}: {outcome.text} (ready after {duration_text(took)})")
+            if outcome.steps:
+                print(f"  {outcome.steps_text}")
+            rows.append((target, how, took, check))
+    print(f"\nsimulator, Kimi-K2.5 TP=8 preset at --time-scale {time_scale:g} (startup and copy times scale alike)")
+    print(f"{'to':<20} {'how':<16} {'seconds':>8}  check")
+    for target, how, took, check in rows:
+        print(f"{target:<20} {how:<16} {took:8.1f}  {check}")
+    return 0
 
 
 def _hard_exit(abandon: Callable[[], None]) -> None:

@@ -13,16 +13,16 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import sys
 import tempfile
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specdash.config import Config, HostConfig, ModeConfig, TuneConfig
 from specdash.errors import SpecdashError
+from specdash.ports import free_port
 
 if TYPE_CHECKING:
     from specdash.server.remote_session import RemoteSession
@@ -96,6 +96,12 @@ def demo_config(port: int, time_scale: float = TIME_SCALE) -> Config:
             {"SGLANG_ENABLE_SPEC_V2": "1"},
         ),
     ]
+    # Resident modes: their servers sleep between switches instead of stopping (each on a port of its own).
+    for name, args, text in (
+        ("r-baseline", (), "no speculation; sleeps between switches (resident)"),
+        ("r-eagle3", eagle, "EAGLE-3; sleeps between switches (resident)"),
+    ):
+        modes.append(replace(mode(name, args, text), port=free_port(), resident=True))  # launch adds the flags
     # The dashboard's Tune view (T) offers this one; `specdash tune demo --tune eagle3-demo` runs the same.
     tune = TuneConfig("eagle3-demo", "eagle3", DEMO_TUNE_SPACE, levels="1,4,16", repeats=1)
     return Config(path=None, hosts={}, modes={m.name: m for m in modes}, tunes={tune.name: tune})
@@ -109,14 +115,9 @@ def gpu_host_env(base: Path) -> dict[str, str]:
     bin_dir = base / "bin"
     install(bin_dir)
     path = os.environ.get("PATH", "/usr/bin:/bin")
-    return {"PATH": f"{bin_dir}:{path}", DIR_ENV: str(base / "gpus"), COUNT_ENV: "8"}
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now (the simulator binds it shortly after)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    # An 8-GPU host's RAM (2 TiB) for the resident modes' memory plan: the demo's host is pretend, not this one.
+    ram = {"SPECDASH_SIM_HOST_RAM_MIB": str(2 * 1024 * 1024)}
+    return {"PATH": f"{bin_dir}:{path}", DIR_ENV: str(base / "gpus"), COUNT_ENV: "8", **ram}
 
 
 @dataclass
@@ -151,7 +152,7 @@ async def demo_session(
     from specdash.remote.embedded import EmbeddedSSHServer
     from specdash.remote.options import SSHOptions
     from specdash.remote.ssh import SSHHost
-    from specdash.server.lifecycle import Lifecycle
+    from specdash.server.lifecycle import Lifecycle, run_script
     from specdash.server.remote_session import RemoteSession
 
     # Short levels keep the demo moving: 5 s each (3 s in the tour; steady state inside), 128-token responses.
@@ -200,5 +201,9 @@ async def demo_session(
                 record = await lifecycle.current()
                 if record is not None and record.alive:
                     await lifecycle.stop(record, grace=10)
+                asleep = await run_script(host, "resident.sh", "list", state_dir=host_config.state_dir)
+                for word, rest in asleep.lines:  # the resident modes' sleeping servers
+                    if word == "asleep" and (run := await lifecycle.current(rest.split(" ", 1)[0])) is not None:
+                        await lifecycle.stop(run, grace=10)
         await server.stop()
         state.cleanup()

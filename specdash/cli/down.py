@@ -1,5 +1,6 @@
-"""`specdash down HOST`: stop the server specdash started there (SIGTERM the group, SIGKILL after a grace), and
-the probe agents that load it (a killed specdash leaves its agent running until its `link_wait` is over)."""
+"""`specdash down HOST`: stop the server specdash started there (SIGTERM the group, SIGKILL after a grace), the
+sleeping servers of resident modes (listed first; asked on a terminal), and the probe agents that load it (a
+killed specdash leaves its agent running until its `link_wait` is over)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import sys
 from specdash.cli._host import add_host_arguments, current_run
 from specdash.config import Config
 from specdash.core.events import ServerStatus
-from specdash.core.models import Origin, Phase
-from specdash.core.server_state import stop_question
+from specdash.core.status_text import stop_question
 from specdash.errors import SpecdashError, UsageError
 from specdash.limits import MAX_GRACE_S, number_option
+from specdash.phases import Origin, Phase
 from specdash.server.lifecycle import RunRecord
 from specdash.server.probe_agent import loopback_url, stop_agents
+from specdash.server.resident import Sleeper
 
 NAME = "down"
 HELP = (
@@ -31,7 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=number_option(0.0, MAX_GRACE_S),
         help="seconds between SIGTERM and SIGKILL, 0 to 3600 (default: the mode's stop_timeout, 30)",
     )
-    parser.add_argument("--yes", action="store_true", help="stop an adopted server without asking (it names it)")
+    parser.add_argument(
+        "--yes", action="store_true", help="stop an adopted server or sleeping ones without asking (it names them)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,21 +44,44 @@ def run(args: argparse.Namespace) -> int:
 
 async def _down(args: argparse.Namespace) -> int:
     async with current_run(args) as (session, cfg, record):
-        if record is None or not record.alive:
+        sleeping = await session.sleeping() if any(m.resident for m in cfg.modes.values()) else []
+        live = record is not None and record.alive
+        if not live and not sleeping:
             # Nothing to stop is what `down` wants: cleanup scripts call it unconditionally.
             print(f"Nothing to stop: no server started by specdash is running on {session.label}.")
             return 0
-        grace = args.grace if args.grace is not None else _grace(cfg, record.mode)
-        if record.adopted and not args.yes:
-            _confirm_adopted(record, session.label, grace)
-        # The agents first, while the server still answers: they end their level cleanly (`done`, recorded
-        # on the host) instead of failing every request they have in flight.
-        agents = await stop_agents(session.host, loopback_url(record.port))
-        report = await session.lifecycle.stop(record, grace)
-    print(report.summary())
+        if sleeping and not args.yes:
+            _confirm_sleeping(record if live else None, sleeping, session.label)
+        reports = []
+        agents: list[int] = []
+        if record is not None and record.alive:
+            grace = args.grace if args.grace is not None else _grace(cfg, record.mode)
+            if record.adopted and not args.yes:
+                _confirm_adopted(record, session.label, grace)
+            # The agents first, while the server still answers: they end their level cleanly (`done`, recorded
+            # on the host) instead of failing every request they have in flight.
+            agents = await stop_agents(session.host, loopback_url(record.port))
+            reports.append(await session.lifecycle.stop(record, grace))
+        for sleeper in sleeping:
+            grace = args.grace if args.grace is not None else _grace(cfg, sleeper.record.mode)
+            reports.append(await session.lifecycle.stop(sleeper.record, grace))
+    for report in reports:
+        print(report.summary())
     if agents:
         print(f"stopped {len(agents)} probe agent(s) loading it: pid {', '.join(map(str, agents))}")
-    return 0 if report.port_free and not report.survivors else 1
+    return 0 if all(r.port_free and not r.survivors for r in reports) else 1
+
+
+def _confirm_sleeping(live: RunRecord | None, sleeping: list[Sleeper], label: str) -> None:
+    """Sleeping servers are stopped with the live one; on a terminal, after a yes that lists them all."""
+    names = [f"{live.mode} (pid {live.pid}, running)"] if live is not None else []
+    names += [f"{s.record.mode} (pid {s.record.pid}, asleep, {s.held_gib:.1f} GiB held)" for s in sleeping]
+    question = f"Stop {len(names)} server(s) on {label}: {', '.join(names)}?"
+    if not sys.stdin.isatty():
+        print(question.replace("Stop ", "stopping ", 1).rstrip("?"))
+        return
+    if input(f"{question} [y/N] ").strip().lower() not in ("y", "yes"):
+        raise SpecdashError(f"not stopped: {len(names)} server(s) keep running on {label}")
 
 
 def _confirm_adopted(record: RunRecord, label: str, grace: float) -> None:

@@ -8,8 +8,8 @@ import shlex
 import sys
 
 from specdash.cli._host import add_host_arguments, current_run
-from specdash.engines.text import escape_controls
 from specdash.errors import SpecdashError, UsageError
+from specdash.safetext import escape_controls
 from specdash.server.lifecycle import run_framed
 from specdash.server.logfollow import LogFollower
 

@@ -10,8 +10,8 @@ import time
 
 from specdash.cli._host import add_host_arguments, current_run
 from specdash.cli._live import fmt_seconds
-from specdash.core.models import Phase
 from specdash.core.timeline import replay_text
+from specdash.phases import Phase
 from specdash.server.lifecycle import run_framed
 
 NAME = "status"
@@ -28,7 +28,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _status(args: argparse.Namespace) -> int:
-    async with current_run(args) as (session, _cfg, record):
+    async with current_run(args) as (session, cfg, record):
+        sleeping = await session.sleeping() if any(m.resident for m in cfg.modes.values()) else []
         log = ""
         if record is not None:
             # The last 4 MB say where the startup got to (a long-running server's log can be much larger).
@@ -53,6 +54,16 @@ async def _status(args: argparse.Namespace) -> int:
             "log": record.log_path,
             "reason": timeline.reason or None,
         }
+    info["sleeping"] = [
+        {
+            "mode": s.record.mode,
+            "pid": s.record.pid,
+            "port": s.record.port,
+            "run": s.record.id,
+            "held_gib": round(s.held_gib, 2),
+        }
+        for s in sleeping
+    ]
     if args.json:
         print(json.dumps(info, indent=2))
     else:
@@ -64,4 +75,7 @@ async def _status(args: argparse.Namespace) -> int:
             if info.get("reason"):
                 parts.append(f"reason: {info['reason']}")
         print(", ".join(parts))
+        for s in sleeping:
+            where = f"pid {s.record.pid}, port {s.record.port}"
+            print(f"  asleep: {s.record.mode}, {where}, {s.held_gib:.1f} GiB held on its busiest GPU")
     return 0

@@ -3,8 +3,9 @@
 `HOST` may be `demo`: the built-in simulator behind an embedded SSH server, as `specdash demo` uses (no
 sshd, no GPU), with the demo's modes (`baseline`, `eagle3`, `eagle3-dynamic`, `spec-v2`).
 
-The search, the drop rule and the policy are `specdash.core.tune`; the restarts and the journal are
-`specdash.server.tune`; the engine's own words are `specdash.core.spec_export`.
+The search, the drop rule and the policy are `specdash.core.tune`; the plan, the journal, the restarts and the
+end (export, verify, `--write-mode`) are `specdash.tune` (`TuneJob`, which the dashboard's T view runs too); the
+engine's own words are `specdash.core.spec_export`.
 """
 
 from __future__ import annotations
@@ -21,10 +22,9 @@ from specdash.errors import UsageError
 
 if TYPE_CHECKING:
     from specdash.bench.sse import Endpoint
-    from specdash.config import Config, HostConfig, ModeConfig
-    from specdash.core.tune import Policy
+    from specdash.config import Config
     from specdash.server.remote_session import RemoteSession
-    from specdash.server.tune import TunePlan, TuneResult
+    from specdash.tune.plan import TunePlan
 
 NAME = "tune"
 HELP = "search speculative settings per load with restarts, export the policy, verify it live"
@@ -149,8 +149,8 @@ def _check_tune(args: argparse.Namespace, cfg: Config) -> tuple[int, ...]:
 
 
 def make_plan(args: argparse.Namespace, cfg: Config, levels: tuple[int, ...]) -> TunePlan:
-    """The tune's plan from the flags and the config (`specdash.server.tune.build_plan`)."""
-    from specdash.server.tune import build_plan
+    """The tune's plan from the flags and the config (`specdash.tune.plan.build_plan`)."""
+    from specdash.tune.plan import build_plan
 
     return build_plan(
         cfg,
@@ -194,7 +194,7 @@ async def _main(args: argparse.Namespace) -> int:
 
                 demo.session.store = Store(args.db)
             async with running(demo.session) as session:
-                return await _tune(args, session, session.config, session.host_config, levels, demo=True)
+                return await _tune(args, session, session.config, levels, demo=True)
     from specdash.cli._host import connected, host_config, load_config
 
     cfg = load_config(args)
@@ -202,7 +202,7 @@ async def _main(args: argparse.Namespace) -> int:
     hc = host_config(args, cfg)
     async with contextlib.AsyncExitStack() as stack:
         session = await stack.enter_async_context(connected(args, cfg, hc))
-        return await _tune(args, session, cfg, hc, levels, demo=False)
+        return await _tune(args, session, cfg, levels, demo=False)
     return 1  # unreachable: the stack does not swallow exceptions
 
 
@@ -210,205 +210,68 @@ async def _tune(
     args: argparse.Namespace,
     session: RemoteSession,
     cfg: Config,
-    hc: HostConfig,
     levels: tuple[int, ...],
     *,
     demo: bool,
 ) -> int:
-    from dataclasses import replace
-
-    from specdash.bench.probe import ProbeSettings
-    from specdash.bench.prompts import load_prompts
     from specdash.bench.sse import Endpoint
-    from specdash.server.tune import Journal, TuneEvent, TuneRunner, open_journal
+    from specdash.tune.job import TuneJob, TuneOptions
+    from specdash.tune.runner import TuneEvent
 
     plan = make_plan(args, cfg, levels)
     live = sys.stderr if args.json else sys.stdout
-    prompts = load_prompts(args.prompts)
-    sweep = replace(
-        session.sweep_defaults,
-        duration_s=args.duration
-        if args.duration is not None
-        else (None if args.requests_per_level else (2.0 if demo else 30.0)),
+    options = TuneOptions(
+        duration_s=args.duration if args.duration is not None else (2.0 if demo else 30.0),
         requests_per_level=args.requests_per_level,
-        settings=ProbeSettings(
-            endpoint=Endpoint(args.endpoint) if args.endpoint else default_endpoint(plan.engine),
-            output_len=args.output_len or (128 if demo else 256),
-        ),
-        progress_interval_s=1.0,
-        on_link_loss="pause",
+        output_len=args.output_len or (128 if demo else 256),
+        endpoint=Endpoint(args.endpoint) if args.endpoint else None,
+        prompts=args.prompts,
+        journal_dir=args.journal_dir,
+        resume=args.resume,
+        verify=not args.no_verify,
+        verify_only=args.verify,
+        write_mode=args.write_mode,
+        config_path=_config_path(args, cfg, demo),
+        engine_version=args.engine_version,
+        hold=args.hold,
     )
-    path = (args.journal_dir or Journal.default_dir()) / f"{plan.name}.jsonl"
-    journal, state = open_journal(plan, path, resume=args.resume or args.verify is not None)
 
     def on_event(event: TuneEvent) -> None:
         eta = f" (ETA {eta_text(event.eta_s)})" if event.eta_s is not None else ""
         print(f"tune: {event.text}{eta}", file=live, flush=True)
 
+    job = TuneJob(session, plan, options, on_event)
     for s in plan.skipped:
         print(f"tune: skip {s.setting.label}: {s.reason}", file=live, flush=True)
-    records = session.store.startups(host=session.label, mode=plan.base_mode, limit=10) if session.store else []
-    history = tuple(r.total_s for r in records if r.outcome == "ready" and r.total_s is not None)
-    runner = TuneRunner(session, plan, journal, state, sweep, prompts, on_event, history_startup_s=history)
-    try:
-        if args.verify is None:
-            result = await runner.run()
-        else:
-            from specdash.core import tune as core
-            from specdash.server.tune import TuneResult
-
-            pts = core.points(state.measured(), plan.noise_floor)
-            if core.BASELINE not in pts:
-                raise UsageError(f"--verify: the journal {path} has no measured tune to verify against")
-            dropped = tuple(s.label for s in plan.order if core.dominated(s.label, pts))
-            result = TuneResult(plan, state, pts, core.build_policy(pts, dropped), dropped, state.restarts)
-        from specdash.server.tune_report import report
-
-        out = report(plan, result)
-        base = session.config.mode(plan.base_mode)
-        exported = _exports(plan, result.policy, base, simulated=_simulated(base), version=args.engine_version)
-        from specdash.server.launch import paste_command
-
-        out["exports"] = [{**e.to_json(), "command": paste_command(base, hc, e.args)} for e in exported]
-        verify_mode = args.verify
-        if verify_mode is None and exported and not args.no_verify and result.aborted is None:
-            chosen = next(
-                (e for e in exported if e.kind == "dynamic" and e.engine in ("sim", base.engine)), exported[0]
-            )
-            verify_mode = f"{plan.base_mode}-tuned"
-            mode = replace(base, name=verify_mode, args=chosen.args, description=f"tuned {chosen.kind}")
-            session.config = replace(session.config, modes={**session.config.modes, verify_mode: mode})
-        if args.write_mode and exported:
-            chosen = next(
-                (e for e in exported if e.kind == "dynamic" and e.engine in ("sim", base.engine)), exported[0]
-            )
-            out["write_mode"] = _write_mode(args, cfg, args.write_mode, base, chosen, demo)
-        if verify_mode is not None:
-            out["verify"] = await _verify(args, session, runner, result, verify_mode, live)
-    finally:
-        journal.close()
+    outcome = await job.run()
+    out, result = outcome.out, outcome.result
     if args.json:
         print(json.dumps(out, default=str))
     else:
         _print(out, live)
-    unsafe = bool(out.get("verify", {}).get("unsafe"))
     if not out.get("measured") and result.aborted is None:
         # Every level failed (e.g. an endpoint the server does not have): no policy, and not a success.
         print("specdash: error: the tune measured no level (see the failed levels above)", file=sys.stderr)
         return 1
-    return 1 if result.aborted or unsafe else 0
+    return 1 if result.aborted or outcome.unsafe else 0
 
 
-def _simulated(mode: ModeConfig) -> bool:
-    return len(mode.launcher) >= 2 and mode.launcher[-1] == "sim"
+def _config_path(args: argparse.Namespace, cfg: Config, demo: bool) -> Path | None:
+    """The config file `--write-mode` writes: `--config`, the loaded one, else the default path (the demo's
+    config is in memory: none, the TOML is printed)."""
+    if args.config is not None:
+        return Path(args.config)
+    if demo:
+        return None
+    if cfg.path is not None:
+        return Path(cfg.path)
+    from specdash.paths import config_file
 
-
-def _exports(
-    plan: TunePlan, policy: Policy, base: ModeConfig, *, simulated: bool, version: str | None = None
-) -> list[Any]:
-    from specdash.core.spec_export import exports
-
-    settings = {s.label: s for s in plan.order}
-    return exports(base, policy, settings, simulated, version)
-
-
-async def _verify(
-    args: argparse.Namespace, session: RemoteSession, runner: Any, result: TuneResult, mode: str, live: Any
-) -> dict[str, Any]:
-    from dataclasses import replace
-
-    from specdash.core import tune as core
-    from specdash.errors import SpecdashError
-
-    session.config.mode(mode)
-    policy = result.policy
-    ramp = core.verify_ramp(result.plan.levels, policy.disable_above)
-    hold = (policy.disable_above + 1) if policy.disable_above else ramp[-1]
-    print(f"tune: verify {mode}: ramp {','.join(map(str, ramp))}, hold at C={hold}", file=live, flush=True)
-    measured: dict[int, float] = {}
-    crash: dict[str, Any] | None = None
-
-    def grab(event: object) -> None:
-        from specdash.core.events import BenchUpdate
-
-        if isinstance(event, BenchUpdate):
-            for row in event.rows:
-                if row.mode == mode and row.status == "done" and row.tok_s is not None:
-                    measured.setdefault(row.concurrency, row.tok_s)
-
-    session.subscribe(grab)
-    held: float | None = None
-    try:
-        await session.sweep([mode], ramp, config=runner.sweep_config, prompts=runner.prompts)
-        base_cfg = runner.sweep_config
-        long = replace(base_cfg, duration_s=(base_cfg.duration_s or 30.0) * args.hold, requests_per_level=None)
-        before = dict(measured)
-        measured.pop(hold, None)
-        await session.sweep([mode], [hold], config=long, prompts=runner.prompts)
-        held = measured.get(hold)
-        measured.update({c: v for c, v in before.items() if c != hold})
-        if held is not None:
-            measured[hold] = min(held, before.get(hold, held))
-    except SpecdashError as exc:
-        status = session.status
-        level = next((c for c in (*ramp, hold) if c not in measured), None)
-        crash = {"line": status.crash.reason if status.crash else exc.message, "level": level, "error": exc.message}
-    finally:
-        session.unsubscribe(grab)
-    fixed = result.points.get(policy.fixed) if policy.fixed else None
-    checks = core.verify_levels(
-        measured, (*ramp,), fixed, result.points.get(core.BASELINE, {}), result.plan.noise_floor
-    )
-    worse = [v.concurrency for v in checks if v.ok is False]
-    record = {
-        "type": "verify",
-        "mode": mode,
-        "ramp": list(ramp),
-        "hold": hold,
-        "levels": [v.to_json() for v in checks],
-        "crash": crash,
-        "worse_at": worse,
-        "unsafe": crash is not None,
-        "ok": crash is None and not worse,
-    }
-    runner.journal.write(record)
-    return record
-
-
-def _write_mode(
-    args: argparse.Namespace, cfg: Config, name: str, base: ModeConfig, export: Any, demo: bool
-) -> dict[str, Any]:
-    from specdash.config import load
-    from specdash.core.spec_export import mode_toml
-    from specdash.engines.registry import names
-
-    if name in cfg.modes:
-        raise UsageError(f"--write-mode {name}: a mode of that name exists already")
-    text = mode_toml(name, base, export)
-    path = args.config if args.config is not None else (None if demo else cfg.path)
-    if path is None:
-        from specdash.paths import config_file
-
-        path = None if demo else config_file()
-    if path is None:
-        return {"mode": name, "written": None, "toml": text}
-    path = Path(path)
-    old = path.read_text(encoding="utf-8") if path.exists() else ""
-    new = old + ("\n" if old and not old.endswith("\n\n") else "") + text
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(new, encoding="utf-8")
-    try:
-        load(tmp, engines=names())  # the file must still be a valid config before it replaces the old one
-    except UsageError:
-        tmp.unlink()
-        raise
-    tmp.replace(path)
-    return {"mode": name, "written": str(path), "toml": text}
+    return config_file()
 
 
 def _print(out: dict[str, Any], live: Any) -> None:
-    from specdash.server.tune_report import policy_rows, speedup_chart
+    from specdash.tune.report import policy_line, policy_rows, speedup_chart
 
     policy = out["policy"]
     print(file=live)
@@ -424,8 +287,7 @@ def _print(out: dict[str, Any], live: Any) -> None:
     print(f"{'C range':>10}  {'setting':<14} {'speedup':>8}  {'± spread':>8}", file=live)
     for span, choice, speedup, spread in policy_rows(out):
         print(f"{span:>10}  {choice:<14} {speedup:>8}  {spread:>8}", file=live)
-    threshold = policy["disable_above"]
-    print(f"speculation stops paying above C = {threshold}" if threshold else "speculation never pays", file=live)
+    print(policy_line(out), file=live)
     print(f"best fixed setting: {policy['fixed'] or 'none (no speculation)'}", file=live)
     for c, members in policy.get("ties", {}).items():
         print(f"tie at C={c}: {', '.join(members)} (not separated; chosen: the highest median, {members[0]})",

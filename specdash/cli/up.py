@@ -8,13 +8,11 @@ import sys
 
 from specdash.cli._host import add_host_arguments, connected, host_config, load_config
 from specdash.cli._live import StatusPrinter
-from specdash.core.models import Phase
-from specdash.core.server_state import leftovers_text
+from specdash.core.status_text import leftovers_text
+from specdash.phases import SETTLED, Phase
 
 NAME = "up"
 HELP = "start a server in a mode (refused if one runs or the port is busy); --wait follows it to ready"
-
-SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +31,15 @@ async def start(args: argparse.Namespace, *, switch: bool) -> int:
     cfg.mode(args.mode)  # an unknown mode is a usage error before anything connects
     printer = StatusPrinter(host=args.host)
     async with connected(args, cfg, host_config(args, cfg), printer) as session:
-        await (session.switch(args.mode) if switch else session.start(args.mode))
+        if switch:
+            outcome = await session.switch(args.mode, restart=bool(getattr(args, "restart", False)))
+            print("; ".join((outcome.text, *outcome.notes)))
+            if outcome.resident:
+                print(f"  {outcome.steps_text}")
+            if outcome.resident:
+                return 0  # woken and verified: live already
+        else:
+            await session.start(args.mode)
         if not args.wait:
             pid = session.status.pid
             print(f"started {args.mode} on {session.label} (pid {pid}); follow it: specdash logs {args.host} -f")

@@ -22,8 +22,9 @@ def is_speculative(server_args: Mapping[str, Any] | None, argv: Sequence[str] = 
     args = server_args or {}
     if any(args.get(k) not in (None, "", "None", {}) for k in _SPEC_KEYS):
         return True
-    return any(str(a).startswith(("--speculative-algorithm", "--speculative-config", "--speculative-model"))
-               for a in argv)  # fmt: skip
+    return any(
+        str(a).startswith(("--speculative-algorithm", "--speculative-config", "--speculative-model")) for a in argv
+    )
 
 
 def acceptance_line(

@@ -29,7 +29,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from specdash.core.models import STARTUP_ORDER, Phase
+from specdash.phases import STARTUP_ORDER, Phase
 
 HISTORY = 5
 """How many of the most recent startups count."""

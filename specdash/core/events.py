@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from specdash.core.greedy import GreedyCheck
-from specdash.core.models import CrashInfo, Origin, Phase, Progress
-from specdash.core.slo import LevelSlo
 from specdash.core.startup_events import ClassifiedLine
+from specdash.phases import CrashInfo, Origin, Phase, Progress
+from specdash.slo import LevelSlo
 
 
 @dataclass(frozen=True)
@@ -62,17 +62,10 @@ class ServerStatus:
 class LogBatch:
     """New server log lines, in order (split on `\\r` and `\\n` once, by the watcher's tracker)."""
 
-    lines: tuple[str, ...]
-    """The lines: cleaned by the tracker when `classified` is given, else raw (the viewer classifies them)."""
+    lines: tuple[ClassifiedLine, ...]
+    """The lines as the tracker read them: cleaned text, kind, progress-bar identity (the one reading)."""
     reset: bool = False
     """True when a new run starts: the viewer clears what it shows first."""
-    classified: tuple[ClassifiedLine, ...] = ()
-    """The same lines as the tracker read them (kind, progress-bar identity), when a tracker read them."""
-
-    @property
-    def entries(self) -> tuple[ClassifiedLine, ...] | tuple[str, ...]:
-        """What a log view shows: the classified lines when there are, else the raw lines."""
-        return self.classified or self.lines
 
 
 @dataclass(frozen=True)
@@ -85,6 +78,9 @@ class ModeInfo:
     """`sglang` or `vllm`."""
     description: str = ""
     """One line."""
+    resident: str = ""
+    """A resident mode's server: `awake`, `asleep (0.6 GiB held)`, `waking`, `verifying`; `resident` when it has
+    none; empty for a mode that is not resident."""
 
 
 @dataclass(frozen=True)
@@ -150,7 +146,7 @@ class LevelRow:
 class BenchTick:
     """The live state of the running level (about 4 per second): the one object from the sweep to the chart.
 
-    The sweep makes it (`specdash.bench.sweep`, as `LevelProgress`), the session passes it on as it is, the
+    The sweep makes it (`specdash.bench.sweep`), the session passes it on as it is, the
     dashboard draws it and the headless CLI prints it.
     """
 
@@ -265,9 +261,13 @@ class TuneProgress:
     eta_s: float | None
     """The whole tune's seconds left (None when unknown or finished)."""
     report: Mapping[str, Any]
-    """The result so far (`specdash.server.tune_report.report`: policy, measured points), for the table and chart."""
+    """The result so far (`specdash.tune.report.report`: policy, measured points), for the table and chart."""
     resume: str
     """The command line that continues this tune."""
+    eta_restarts: int = 0
+    """Restarts left in `eta_s`."""
+    after: str = ""
+    """After a cancel: what runs now, in a sentence."""
 
 
 SessionEvent = (

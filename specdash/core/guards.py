@@ -78,11 +78,15 @@ def draft_mismatch(algorithm: str, architectures: Sequence[str]) -> str | None:
     eagle = any("eagle" in a for a in archs) and not eagle3
     names = ", ".join(architectures)
     if algorithm == "EAGLE" and eagle3:
-        return (f"the draft is an EAGLE-3 model ({names}) but the server runs --speculative-algorithm EAGLE: "
-                "acceptance will read about 1.0; launch with --speculative-algorithm EAGLE3")  # fmt: skip
+        return (
+            f"the draft is an EAGLE-3 model ({names}) but the server runs --speculative-algorithm EAGLE: "
+            "acceptance will read about 1.0; launch with --speculative-algorithm EAGLE3"
+        )
     if algorithm == "EAGLE3" and eagle:
-        return (f"the draft is an EAGLE (not EAGLE-3) model ({names}) but the server runs "
-                "--speculative-algorithm EAGLE3: acceptance will read low; launch with EAGLE")  # fmt: skip
+        return (
+            f"the draft is an EAGLE (not EAGLE-3) model ({names}) but the server runs "
+            "--speculative-algorithm EAGLE3: acceptance will read low; launch with EAGLE"
+        )
     return None
 
 

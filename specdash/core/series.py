@@ -238,8 +238,11 @@ def steady_state_window(
         # A request still queued when the first one of the wave finishes (the server caps running requests
         # below C) waits as part of the steady state, not of the ramp-up: its first token does not count.
         first_end = min(end for start, end in intervals if start <= opened < end)
-        ready = [ft for (start, end), ft in zip(intervals, first_tokens)
-                 if ft is not None and start <= opened < end and ft <= first_end]  # fmt: skip
+        ready = [
+            ft
+            for (start, end), ft in zip(intervals, first_tokens)
+            if ft is not None and start <= opened < end and ft <= first_end
+        ]
         opened = max([opened, *ready])
     if closed <= opened:
         return Window(first_start, last_end, steady=False)

@@ -161,8 +161,13 @@ class Export:
 
     def to_json(self) -> dict[str, object]:
         """Plain data."""
-        return {"kind": self.kind, "engine": self.engine, "args": list(self.args), "needs": self.needs,
-                "note": self.note}  # fmt: skip
+        return {
+            "kind": self.kind,
+            "engine": self.engine,
+            "args": list(self.args),
+            "needs": self.needs,
+            "note": self.note,
+        }
 
 
 def exports(

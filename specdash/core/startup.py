@@ -56,7 +56,6 @@ from collections import deque
 from collections.abc import Mapping
 
 from specdash.core.lines import LineSplitter
-from specdash.core.models import CrashInfo, Phase, Progress
 from specdash.core.startup_events import (
     ClassifiedLine,
     Crashed,
@@ -91,7 +90,9 @@ from specdash.engines.base import (
     VersionHint,
 )
 from specdash.engines.registry import make_rules
-from specdash.engines.text import bar_label, escape_controls
+from specdash.engines.text import bar_label
+from specdash.phases import CrashInfo, Phase, Progress
+from specdash.safetext import escape_controls
 
 # The stuck limits and their rules live in `core.stuck`; the tracker applies them.
 

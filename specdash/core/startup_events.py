@@ -9,8 +9,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from specdash.core.models import CrashInfo, Phase, Progress
 from specdash.engines.observations import Metrics
+from specdash.phases import CrashInfo, Phase, Progress
 
 
 @dataclass(frozen=True, slots=True)

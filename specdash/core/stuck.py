@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from specdash.config import HISTORY_FACTOR, HISTORY_FLOOR_S, StuckPolicy, phase_named
-from specdash.core.models import Phase
+from specdash.phases import Phase
 
 __all__ = [
     "DEFAULT_STUCK_TIMEOUTS",

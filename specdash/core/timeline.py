@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import BinaryIO
 
 from specdash.core.lines import LineSplitter, split_lines
-from specdash.core.models import Phase, Progress
 from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import (
     Crashed,
@@ -36,6 +35,7 @@ from specdash.core.startup_events import (
 )
 from specdash.engines.metrics import ServerLimits
 from specdash.engines.registry import UNKNOWN, detect_engine, make_rules
+from specdash.phases import Phase, Progress
 
 __all__ = ["Outcome", "PhaseSpan", "Timeline", "replay_file", "replay_lines", "replay_text"]
 

@@ -2,7 +2,7 @@
 
 A tune measures a set of speculative settings of one engine mode, each across the same concurrency levels,
 with one server restart per (setting, repeat) and every level of it on that restart; the baseline mode is
-measured the same way as the reference. Nothing here does I/O (`specdash.server.tune` runs it).
+measured the same way as the reference. Nothing here does I/O (`specdash.tune` runs it).
 
 **Space.** `parse_space("steps=1,2,3,5 topk=1,4,8 draft=2,4,8,16")` is the cartesian product. Each point
 goes through the engine's own rules (`specdash.engines.spec_settings`): a refused point is skipped with
@@ -19,8 +19,9 @@ more repeats) once, at every level it has measured, it is worse than the current
 more than both spreads: `best.median - x.median > best.spread + x.spread`, where the best is the
 highest median at that level among all settings and the baseline, and a spread is
 `max(MAD over repeats, noise_floor x median)` (the floor, 2 % by default, stands in for the run-to-run
-noise a single run cannot show). Restarts saved = the full grid's `(settings + 1) x R` minus those run.
-Every restart gets its own engine seed (`specdash.server.tune.seeded_args`), so a repeat is a new
+noise a single run cannot show). Restarts saved: a dropped (or crashed) setting's restarts in the passes that
+began after it was dropped; restarts a cancel kept from running are not saved.
+Every restart gets its own engine seed (`specdash.tune.plan.seeded_args`), so a repeat is a new
 sample, not a replay of the last one's random draws.
 
 **Contention and the precision target.** A level's value is the median of its *blocks*: one block per

@@ -49,8 +49,10 @@ def crossover_sentence(mode: str, reference: str, x: Crossover, what: str = "") 
         first = x.ratios[0].concurrency
         wins = {c: r for c, r in ratios.items() if r > 1.0}
         if wins:  # loses at the lowest level, wins higher up: "never" would be false
-            return (f"{mode} loses to {reference}{how} at C={first} ({ratios[first]:.2f}x) but beats it at "
-                    f"{_levels(wins)}{best if len(wins) > 1 else ''}")  # fmt: skip
+            return (
+                f"{mode} loses to {reference}{how} at C={first} ({ratios[first]:.2f}x) but beats it at "
+                f"{_levels(wins)}{best if len(wins) > 1 else ''}"
+            )
         down = f", down to {worst:.2f}x" if worst < ratios[first] else ""
         return f"{mode} never beats {reference}{how}: {ratios[first]:.2f}x at C={first}{down}"
     return f"{mode} and {reference} share no measured level"

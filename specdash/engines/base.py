@@ -20,7 +20,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from specdash.core.models import STARTUP_ORDER, Phase
 from specdash.engines.evidence import generic_observations
 from specdash.engines.observations import (
     CrashKind,
@@ -36,7 +35,9 @@ from specdash.engines.observations import (
     SuspectHint,
     VersionHint,
 )
+from specdash.engines.residency import Residency
 from specdash.engines.text import trim_traceback, unwrap_tagged
+from specdash.phases import STARTUP_ORDER, Phase
 
 __all__ = [
     "CrashKind",
@@ -103,6 +104,8 @@ class EngineRules(ABC):
     """Substrings only this engine prints: each hit in a log is one vote for it (`registry.detect_engine`)."""
     prefix_shape: ClassVar[re.Pattern[str] | None] = None
     """The shape of this engine's own line prefix (after `unwrap`): each line of that shape is one vote."""
+    residency: ClassVar[Residency | None] = None
+    """How a server of this engine sleeps and wakes (`engines.residency`); None: it cannot stay resident."""
 
     @classmethod
     @abstractmethod

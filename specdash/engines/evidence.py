@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import re
 
-from specdash.core.models import Phase, Progress
 from specdash.engines.observations import (
     CrashKind,
     CrashSignal,
@@ -38,6 +37,7 @@ from specdash.engines.observations import (
     StopHint,
 )
 from specdash.engines.text import TRACEBACK, bar_counts, bar_label, exception_line, trim_traceback
+from specdash.phases import Phase, Progress
 
 # `File "/x/y.py", line 12, in f` (also `File "<frozen runpy>", line 198, in _run_module_as_main`).
 _FRAME = re.compile(r'\s*File "[^"]+", line \d+(?:, in \S+)?')
@@ -89,10 +89,39 @@ _TEARDOWN = (
 # Whether a line can mean anything here (most lines cannot): every branch below needs one of these words.
 # Plain substring tests: for a set of words this size they are several times faster than one alternation.
 _ANCHORS = (
-    "%", "batch", "throughput", "metrics", " HTTP/", "dead", "Traceback", 'File "', "Error", "Exception",
-    "Interrupt", "Exit", "Failed", "Fault", "fault", "ssert", "atal", "SIG", "signal ", "dump", "termin", "fail",
-    "died", "xited", "bort", "in use", "hut", "inished", "racefully", "shutdown", "startup complete", "Uvicorn",
-)  # fmt: skip
+    "%",
+    "batch",
+    "throughput",
+    "metrics",
+    " HTTP/",
+    "dead",
+    "Traceback",
+    'File "',
+    "Error",
+    "Exception",
+    "Interrupt",
+    "Exit",
+    "Failed",
+    "Fault",
+    "fault",
+    "ssert",
+    "atal",
+    "SIG",
+    "signal ",
+    "dump",
+    "termin",
+    "fail",
+    "died",
+    "xited",
+    "bort",
+    "in use",
+    "hut",
+    "inished",
+    "racefully",
+    "shutdown",
+    "startup complete",
+    "Uvicorn",
+)
 _DEATH_WORDS = ("ssert", "atal", "fault", "SIG", "dump", "termin", "xception", "fail", "died", "dead", "xited", "bort")
 
 

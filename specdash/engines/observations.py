@@ -9,8 +9,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from specdash.core.models import Phase, Progress
 from specdash.engines.metrics import BatchStats, EngineStats, ServerLimits, SpecDecodeStats
+from specdash.phases import Phase, Progress
 
 
 @dataclass(frozen=True, slots=True)

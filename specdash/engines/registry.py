@@ -93,3 +93,10 @@ def detect_engine(lines: Iterable[str], *, default: str = UNKNOWN, max_lines: in
         return default
     winners = [name for name, score in votes.items() if score == best]
     return default if default in winners else winners[0]
+
+
+def resident_refusal(engine: str, args: tuple[str, ...], level: int) -> str | None:
+    """Why a mode of `engine` with `args` cannot be resident at sleep `level` (`engines.residency.refusal`)."""
+    from specdash.engines.residency import refusal
+
+    return refusal(engine, engines()[engine].residency if engine in engines() else None, args, level)

@@ -15,7 +15,6 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from specdash.core.models import Phase, Progress
 from specdash.engines.base import (
     CrashKind,
     EngineRules,
@@ -30,7 +29,9 @@ from specdash.engines.base import (
     owned_by,
 )
 from specdash.engines.metrics import BatchStats, ServerLimits, to_float, to_fraction, to_int
+from specdash.engines.residency import HttpCall, Residency
 from specdash.engines.text import bar_counts, epoch_seconds
+from specdash.phases import Phase, Progress
 
 # `[2025-10-31 02:15:42 TP1] `, `[04:40:55 TP0] `, `[2025-07-02 07:41:58.123 DP0 TP0 EP0] ` (engines.md 5.8).
 _PREFIX = re.compile(r"\[(?:(\d{4})-(\d\d)-(\d\d) )?(\d\d):(\d\d):(\d\d)(?:\.(\d+))?((?: [A-Z][A-Z_]*\d+)*)\] ?")
@@ -79,6 +80,15 @@ class SGLangRules(EngineRules):
     model_flag = "--model-path"
     launch_env: ClassVar[Mapping[str, str]] = {}
     ready_lines = ("The server is fired up and ready to roll!",)
+    residency = Residency(
+        flags=("--enable-memory-saver", "--enable-weights-cpu-backup"),
+        draft_flags=("--enable-draft-weights-cpu-backup",),
+        sleep=HttpCall("POST", "/release_memory_occupation", {}),  # no tags: weights, KV cache and graphs
+        wake=HttpCall("POST", "/resume_memory_occupation", {}),
+        is_sleeping=None,
+        spec_markers=("--speculative-algorithm",),
+        draft_markers=("--speculative-draft-model-path", "--speculative-draft-model"),
+    )
     votes = (
         " TP0]",
         " TP1]",

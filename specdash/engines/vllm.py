@@ -14,7 +14,6 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from specdash.core.models import Phase, Progress
 from specdash.engines.base import (
     CrashKind,
     EngineRules,
@@ -36,7 +35,9 @@ from specdash.engines.metrics import (
     to_fraction,
     to_int,
 )
+from specdash.engines.residency import HttpCall, Residency
 from specdash.engines.text import bar_counts, epoch_seconds
+from specdash.phases import Phase, Progress
 
 VLLM_STARTUP_ORDER: tuple[Phase, ...] = (
     Phase.LAUNCHING,
@@ -125,6 +126,16 @@ class VLLMRules(EngineRules):
     launch_module = "vllm.entrypoints.openai.api_server"
     model_flag = "--model"
     launch_env: ClassVar[Mapping[str, str]] = {"VLLM_HOST_IP": "127.0.0.1"}  # internal sockets on loopback
+    residency = Residency(
+        flags=("--enable-sleep-mode",),
+        env={"VLLM_SERVER_DEV_MODE": "1"},  # without it /sleep, /wake_up and /is_sleeping answer 404
+        sleep=HttpCall("POST", "/sleep?level={level}"),
+        wake=HttpCall("POST", "/wake_up"),
+        is_sleeping="/is_sleeping",
+        spec_markers=("--speculative-config", "--speculative_config"),
+        draft_markers=(),  # the draft model is inside --speculative-config's JSON (`has_draft_model`)
+        refused_lines=("Sleep mode is not supported",),  # ModelConfig: "... on current platform." (CPU, XPU)
+    )
     # uvicorn's line; and `Starting vLLM API server 0 on http://...`: the engine is fully initialised by then.
     ready_lines = ("Application startup complete", "Starting vLLM API server")
     votes = (

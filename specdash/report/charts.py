@@ -10,6 +10,7 @@ import io
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import matplotlib
 
@@ -66,6 +67,11 @@ def _new(width: float = 6.4, height: float = 3.6) -> tuple[Figure, Axes]:
     return fig, fig.add_subplot()
 
 
+def _note(ax: Axes, text: str, xy: tuple[float, float], offset: tuple[float, float], **style: Any) -> None:
+    """A small label `offset` points away from the data point `xy`."""
+    ax.annotate(text, xy, xytext=offset, textcoords="offset points", **style)
+
+
 def tok_s_chart(series: Sequence[Series], crossover: float | None = None) -> Figure:
     """Aggregate output tok/s against C (log x), a marker at each measured level, the crossover marked."""
     fig, ax = _new()
@@ -74,8 +80,7 @@ def tok_s_chart(series: Sequence[Series], crossover: float | None = None) -> Fig
         ax.plot(cs, [s.points[c] for c in cs], marker="o", color=colour(i), label=s.name)
     if crossover is not None:
         ax.axvline(crossover, color="#d62728", linestyle="--", linewidth=1)
-        ax.annotate(f"crossover C≈{crossover:.1f}", (crossover, 0), xytext=(4, 4), textcoords="offset points",
-                    color="#d62728", fontsize=8)  # fmt: skip
+        _note(ax, f"crossover C≈{crossover:.1f}", (crossover, 0), (4, 4), color="#d62728", fontsize=8)
     _log_c_axis(ax, _levels(series))
     ax.set_ylim(bottom=0)
     ax.set_ylabel("output tok/s (steady state)")
@@ -89,8 +94,7 @@ def speedup_chart(reference: str, series: Sequence[Series]) -> Figure:
     fig, ax = _new()
     levels = _levels(series)
     ax.axhline(1.0, color="#333333", linewidth=1)
-    ax.annotate(f"= {reference}", (levels[0] if levels else 1, 1.0), xytext=(2, 3), textcoords="offset points",
-                fontsize=8)  # fmt: skip
+    _note(ax, f"= {reference}", (levels[0] if levels else 1, 1.0), (2, 3), fontsize=8)
     top = 1.0
     for i, s in enumerate(series, start=1):
         cs = sorted(s.points)
@@ -118,13 +122,18 @@ def pareto_chart(points: Sequence[ParetoPoint], *, per_gpu: bool = False, tpot_l
         ys = [p.per_gpu_tok_s if per_gpu else p.total_tok_s for p in pts]
         ax.plot([p.per_user_tok_s for p in pts], ys, marker="o", color=colour(i), label=mode)
         for p, y in zip(pts, ys, strict=True):
-            ax.annotate(f"C={p.concurrency}", (p.per_user_tok_s, y), xytext=(4, 3), textcoords="offset points",
-                        fontsize=7, color=colour(i))  # fmt: skip
+            _note(ax, f"C={p.concurrency}", (p.per_user_tok_s, y), (4, 3), fontsize=7, color=colour(i))
     front = frontier(points, per_gpu=per_gpu)
     corners = staircase(front, per_gpu=per_gpu)
     if corners:
-        ax.plot([x for x, _ in corners], [y for _, y in corners], color="#222222", linestyle=":", linewidth=1.2,
-                label="Pareto frontier")  # fmt: skip
+        ax.plot(
+            [x for x, _ in corners],
+            [y for _, y in corners],
+            color="#222222",
+            linestyle=":",
+            linewidth=1.2,
+            label="Pareto frontier",
+        )
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     ax.set_xlabel(f"tok/s per user (1000 / TPOT {tpot_label})")
@@ -146,8 +155,15 @@ def latency_chart(series: Sequence[Series]) -> Figure:
                 values = s.extra.get(f"{metric}_{pct}", {})
                 cs = [c for c in sorted(values) if values[c] is not None]
                 if cs:
-                    ax.plot(cs, [values[c] for c in cs], marker="o", markersize=3, linestyle=style, color=colour(i),
-                            label=f"{s.name} {pct}")  # fmt: skip
+                    ax.plot(
+                        cs,
+                        [values[c] for c in cs],
+                        marker="o",
+                        markersize=3,
+                        linestyle=style,
+                        color=colour(i),
+                        label=f"{s.name} {pct}",
+                    )
         _log_c_axis(ax, levels)
         ax.set_ylim(bottom=0)
         ax.set_ylabel(unit)
@@ -162,8 +178,7 @@ def acceptance_chart(series: Sequence[Series]) -> Figure:
     fig, ax = _new(6.4, 3.0)
     levels = _levels(series)
     ax.axhline(1.0, color="#d62728", linewidth=1, linestyle="--")
-    ax.annotate("1.0: drafts never accepted", (levels[0] if levels else 1, 1.0), xytext=(2, 3),
-                textcoords="offset points", fontsize=7, color="#d62728")  # fmt: skip
+    _note(ax, "1.0: drafts never accepted", (levels[0] if levels else 1, 1.0), (2, 3), fontsize=7, color="#d62728")
     top = 1.0
     for i, s in enumerate(series):
         values = s.extra.get("accept", {})

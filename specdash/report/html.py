@@ -19,9 +19,9 @@ from matplotlib.figure import Figure
 from specdash import __version__
 from specdash.bench.run_data import RunData, alarms, runs_verdict, series_names, workload_mismatches
 from specdash.core.compare import CrossoverKind, compute_crossover
-from specdash.core.slo import Slo
 from specdash.core.verdict import speedups
 from specdash.report import charts
+from specdash.slo import Slo
 
 CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 70rem;
@@ -142,8 +142,20 @@ def _comparison(runs: Sequence[RunData], names: Sequence[str]) -> str:
 
 
 def _levels_table(r: RunData, reference: Mapping[int, float] | None) -> str:
-    header = ["C", "status", "tok/s", "speedup", "TTFT p50", "TTFT p90", "TPOT p50", "TPOT p90", "tok/s/user",
-              "accept", "ok", "failed"]  # fmt: skip
+    header = [
+        "C",
+        "status",
+        "tok/s",
+        "speedup",
+        "TTFT p50",
+        "TTFT p90",
+        "TPOT p50",
+        "TPOT p90",
+        "tok/s/user",
+        "accept",
+        "ok",
+        "failed",
+    ]
     has_slo = any(lv.slo is not None for lv in r.levels)
     if has_slo:
         header += ["SLO", "attain %", "goodput req/s", "goodput tok/s"]
@@ -186,17 +198,18 @@ def _acceptance(r: RunData) -> str:
         positions = lv.server.get("accept_per_position") or []
         if lv.accept_length is None and share is None and not positions:
             continue
-        rows.append([
-            str(lv.concurrency),
-            _f(lv.accept_length, ".2f"),
-            "–" if share is None else f"{share * 100:.0f} %",
-            " · ".join(f"{p * 100:.0f} %" for p in positions) or "–",
-            _e(lv.server.get("accept_source") or ""),
-        ])  # fmt: skip
+        rows.append(
+            [
+                str(lv.concurrency),
+                _f(lv.accept_length, ".2f"),
+                "–" if share is None else f"{share * 100:.0f} %",
+                " · ".join(f"{p * 100:.0f} %" for p in positions) or "–",
+                _e(lv.server.get("accept_source") or ""),
+            ]
+        )
     if not rows:
         return ""
-    return _table(["C", "accept length", "output from drafts", "accepted by position (1st, 2nd, ...)", "source"],
-                  rows)  # fmt: skip
+    return _table(["C", "accept length", "output from drafts", "accepted by position (1st, 2nd, ...)", "source"], rows)
 
 
 def _provenance(r: RunData) -> str:
@@ -210,20 +223,25 @@ def _provenance(r: RunData) -> str:
         ("engine", f"{m.engine or '?'} {m.engine_version}".strip()),
         ("command", " ".join(str(a) for a in command) if command else str(p.get("command_source") or "(not recorded)")),
         *([("command read from", str(p["command_source"]))] if command and p.get("command_source") else []),
-        ("GPUs", f"{gpus.get('count')} x {', '.join(gpus.get('models') or [])}, driver {gpus.get('driver')}"
-         if gpus else "(no nvidia-smi on the host)"),
+        (
+            "GPUs",
+            f"{gpus.get('count')} x {', '.join(gpus.get('models') or [])}, driver {gpus.get('driver')}"
+            if gpus
+            else "(no nvidia-smi on the host)",
+        ),
         ("GPUs per replica set (TP x DP)", str(r.gpus)),
         ("specdash", str(p.get("specdash", "(before provenance was recorded)"))),
         ("workload", json.dumps(r.workload, sort_keys=True)),
         ("fingerprint", str(p.get("fingerprint", "–"))),
         ("SLO", str(p.get("slo") or "–")),
-    ]  # fmt: skip
+    ]
     body = "".join(f"<tr><th class='l'>{_e(k)}</th><td class='l'><code>{_e(v)}</code></td></tr>" for k, v in rows)
     return f"<table>{body}</table>"
 
 
-def build_report(runs: Sequence[RunData], *, slo: Slo | None = None, tpot_pct: str = "p50",
-                 forced: Sequence[str] = ()) -> Report:  # fmt: skip
+def build_report(
+    runs: Sequence[RunData], *, slo: Slo | None = None, tpot_pct: str = "p50", forced: Sequence[str] = ()
+) -> Report:
     """The page for `runs` (the first is the reference mode)."""
     names = series_names(runs)
     figures = build_figures(runs, slo, tpot_pct)

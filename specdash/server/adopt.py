@@ -28,9 +28,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from specdash.config import Config, HostConfig
-from specdash.engines.text import escape_controls
 from specdash.errors import SpecdashError
 from specdash.remote.host import Host
+from specdash.safetext import escape_controls
 from specdash.server.launch import launch_argv
 from specdash.server.lifecycle import Lifecycle, RunRecord, ServerAlreadyRunning, run_script
 

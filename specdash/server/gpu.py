@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 from specdash.config import ModeConfig
 from specdash.core.events import GpuSample, GpuStats, SessionEvent
-from specdash.engines.text import escape_controls
 from specdash.remote.host import Host
 from specdash.remote.ssherror import SSHError
+from specdash.safetext import escape_controls
 
 GPU_EVERY_S = 2.0
 """Seconds between the end of one poll and the start of the next."""

@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from specdash.config import HostConfig, ModeConfig
 from specdash.engines.registry import get
+from specdash.engines.residency import resident_args
 
 # Launch environment every engine gets: SGLang's warmup honours proxies (sglang#2468), vLLM colours its
 # prefixes on a TTY, output is not held back in buffers (the log is how we watch the start).
@@ -31,6 +32,9 @@ def launch_argv(mode: ModeConfig, host: HostConfig) -> list[str]:
     """The argv that starts `mode` on `host`."""
     engine = get(mode.engine)
     launcher = list(mode.launcher) or [host.python, "-m", engine.launch_module]
+    args = mode.args
+    if mode.resident and engine.residency is not None:
+        args = resident_args(engine.residency, args)  # the flags that let it sleep, unless given
     return [
         *launcher,
         engine.model_flag,
@@ -39,13 +43,15 @@ def launch_argv(mode: ModeConfig, host: HostConfig) -> list[str]:
         "127.0.0.1",
         "--port",
         str(mode.port),
-        *mode.args,
+        *args,
     ]
 
 
 def launch_env(mode: ModeConfig, host: HostConfig) -> dict[str, str]:
     """The environment added to the remote shell's for the launch (mode over host over defaults)."""
-    return {**BASE_ENV, **get(mode.engine).launch_env, **host.env, **mode.env}
+    engine = get(mode.engine)
+    sleep_env = engine.residency.env if mode.resident and engine.residency is not None else {}
+    return {**BASE_ENV, **engine.launch_env, **sleep_env, **host.env, **mode.env}
 
 
 def paste_command(mode: ModeConfig, host: HostConfig, args: Sequence[str]) -> str:

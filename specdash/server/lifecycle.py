@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from specdash.config import HostConfig, ModeConfig
-from specdash.engines.text import escape_controls
 from specdash.errors import SpecdashError
 from specdash.redact import redact_argv
 from specdash.remote.host import Host, RunResult
+from specdash.safetext import escape_controls
 from specdash.server.launch import launch_argv, launch_env
 
 
@@ -263,10 +263,18 @@ class Lifecycle:
         if "badrecord" in fields or "pid" not in fields:
             # An empty or half-written pid file (a full disk at launch): nothing can be verified, so
             # nothing is signalled; the run counts as dead and a new launch replaces it.
-            return RunRecord(id=fields["id"], mode=escape_controls(str(meta.get("mode", "?"))),
-                             engine=escape_controls(str(meta.get("engine", "sglang"))),
-                             port=_int(meta.get("port")), pid=0, pgid=0, started_at=0.0, log_path="",
-                             alive=False, damaged=True)  # fmt: skip
+            return RunRecord(
+                id=fields["id"],
+                mode=escape_controls(str(meta.get("mode", "?"))),
+                engine=escape_controls(str(meta.get("engine", "sglang"))),
+                port=_int(meta.get("port")),
+                pid=0,
+                pgid=0,
+                started_at=0.0,
+                log_path="",
+                alive=False,
+                damaged=True,
+            )
         pid, pgid, started = (fields["pid"].split() + ["0", "0", "0"])[:3]
         size, _, log_path = fields.get("log", "").partition(" ")
         command = meta.get("command", ())

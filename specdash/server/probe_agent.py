@@ -219,8 +219,11 @@ class HostRunner:
                 raise AgentUnavailable(f"cannot install the probe agent on the host: {done.stderr.strip()[:200]}")
         self.orphans_stopped = await stop_agents(self.host, self.remote_url, idle_s=ORPHAN_IDLE_S)
         if self.orphans_stopped:
-            log.warning("stopped orphaned probe agents %s loading %s (their specdash is gone)",
-                        self.orphans_stopped, self.remote_url)  # fmt: skip
+            log.warning(
+                "stopped orphaned probe agents %s loading %s (their specdash is gone)",
+                self.orphans_stopped,
+                self.remote_url,
+            )
         self._prepared = True
         return self.python_version
 

@@ -8,20 +8,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shlex
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import replace
 
 from specdash.bench.greedy import chosen_prompts, greedy_outputs, workload_key
 from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import PromptSet, load_prompts
 from specdash.bench.store import RunMeta, Store
-from specdash.bench.sweep import LevelProgress, LevelResult, Sweep, SweepConfig, SweepResult
-from specdash.config import Config, HostConfig
+from specdash.bench.sweep import LevelResult, Sweep, SweepConfig, SweepResult
+from specdash.config import Config, HostConfig, ModeConfig
+from specdash.core.advisor import Report as AdviceReport
 from specdash.core.compare import CrossoverKind, compute_crossover
 from specdash.core.eta import estimate
 from specdash.core.events import (
+    BenchTick,
     BenchUpdate,
     GreedyUpdate,
     LevelRow,
@@ -30,28 +33,34 @@ from specdash.core.events import (
     Notice,
     ServerStatus,
     SessionEvent,
-    TuneEntry,
 )
 from specdash.core.greedy import GreedyCheck, compare_outputs
-from specdash.core.models import Origin, Phase
-from specdash.core.server_state import RECORD_KINDS, sweep_plan
-from specdash.core.slo import Slo, goodput_curve, max_concurrency_meeting
+from specdash.core.levels import DEFAULT_LEVELS
+from specdash.core.resident import SwitchOutcome
+from specdash.core.status_text import RECORD_KINDS, sweep_plan
 from specdash.core.timeline import Timeline
 from specdash.core.tune import tune_refusal
 from specdash.core.verdict import verdict
+from specdash.engines.registry import get as get_engine
 from specdash.engines.registry import make_rules
 from specdash.errors import SpecdashError
+from specdash.phases import Origin, Phase
 from specdash.remote.events import Connected, ConnectionEvent, ConnectionState, Failed, Lost
 from specdash.remote.ssh import SSHHost
 from specdash.remote.ssherror import SSHError
 from specdash.server import adopt as adoption
+from specdash.server import resident
 from specdash.server.adopt import Adoptable
 from specdash.server.gpu import draft_architectures, gpu_inventory, poll_gpus
-from specdash.server.lifecycle import Lifecycle, RunRecord
+from specdash.server.lifecycle import Lifecycle, RunRecord, run_framed
 from specdash.server.probe_agent import HostRunner, loopback_url
+from specdash.server.resident import NotResident, Sleeper
 from specdash.server.session import Listener
 from specdash.server.watch import ServerWatch
+from specdash.slo import Slo, goodput_curve, max_concurrency_meeting
 
+ADVISOR_LOG_BYTES = 16 * 1024 * 1024
+"""The startup advisor reads at most this much of a start's log: its head (a start's lines come first)."""
 READY_TIMEOUT_S = 3600.0
 """An A/B sweep waits this long at most for a restarted server to become ready."""
 CRASH_DRAIN_S = 10.0
@@ -105,6 +114,15 @@ class RemoteSession:
         self._hidden_modes: set[str] = set()  # a tune's per-setting modes: listed only while one runs
         self._tune_task: asyncio.Task[object] | None = None
         self._tune_name = ""
+        self._resident: dict[str, str] = {}  # a resident mode's state for the mode list (`ModeInfo.resident`)
+        self._not_resident: set[str] = set()  # resident modes whose engine refused sleep mode on this host
+        self._plain_restart: asyncio.Task[None] | None = None
+        self.accept_by_run: dict[str, float | None] = {}
+        """A resident server's accept length at its last wake (by run id): its next sleep need not ask again."""
+        self._advice: dict[str, AdviceReport] = {}  # the advisor's report on each mode's last start here
+        self._advice_task: asyncio.Task[None] | None = None
+        self.last_switch: SwitchOutcome | None = None
+        """How the last `switch` went (resident or restart, with its timing and why)."""
         self._closed = asyncio.Event()
         self._queue = host.subscribe()
         self._changed: asyncio.Future[None] | None = None  # resolved on the next status change
@@ -132,20 +150,19 @@ class RemoteSession:
         per-setting modes: one per candidate would flood the list)."""
         self._hidden_modes.update(names)
 
-    def tune_entries(self) -> tuple[TuneEntry, ...]:
-        """The config's `[tune.NAME]` entries, each with its size or why it cannot run."""
-        from specdash.server.tune import tune_entries
-
-        return tune_entries(self.config, self.label)
-
     def tune_running(self) -> bool:
-        """True while a tune started by `tune()` runs."""
+        """True while a tune holds the claim (`claim_for_tune`)."""
         return self._tune_task is not None and not self._tune_task.done()
 
-    async def tune(self, name: str) -> None:
-        """Run the `[tune.NAME]` entry (resuming its journal), reporting `TuneProgress`; returns at its end."""
-        from specdash.server.tune import run_entry
+    @contextlib.contextmanager
+    def claim_for_tune(self, name: str) -> Iterator[None]:
+        """While in it, the current task (a tune, `specdash.tune`) owns the server: the viewers' actions are
+        refused with `core.tune.tune_refusal`'s sentence; the task's own calls are not. All the session knows
+        of a tune.
 
+        Raises:
+            SpecdashError: a tune or a sweep runs already.
+        """
         if self.tune_running():
             raise SpecdashError("a tune is already running")
         if self.sweep_running():
@@ -153,13 +170,9 @@ class RemoteSession:
         self._tune_task = asyncio.current_task()
         self._tune_name = name
         try:
-            result = await run_entry(self, name, self._emit)
+            yield
         finally:
             self._tune_task = None
-        if result.aborted:
-            self._emit(Notice(f"tune {name} stopped: {result.aborted}", "warning", bell=True))
-        else:
-            self._emit(Notice(f"tune {name} done", bell=True))
 
     def refusal(self, action: str) -> str | None:
         """Why `action` (a viewer's: `start`, `stop`, `sweep`...) is refused now: a tune started by `tune()`
@@ -178,12 +191,6 @@ class RemoteSession:
         why = self.refusal(action)
         if why is not None:
             raise SpecdashError(why)
-
-    async def cancel_tune(self) -> None:
-        """Stop the running tune; finished levels are kept in its journal."""
-        task = self._tune_task
-        if task is not None and not task.done():
-            task.cancel()
 
     async def run(self) -> None:
         relay = asyncio.create_task(self._relay_connection_events())
@@ -212,6 +219,10 @@ class RemoteSession:
     async def attach(self) -> RunRecord | None:
         """Find the live run recorded on the host and watch it, without launching anything."""
         record = await self.lifecycle.current()
+        if any(m.resident for m in self.config.modes.values()):
+            await self.sleeping()
+            if record is not None and record.alive:
+                self._set_resident(record.mode, "awake")
         if record is not None and record.alive:
             origin = Origin.ADOPTED if record.adopted else Origin.ATTACHED
             self._watch_run(record, note=f"{origin.value}: run {record.id}", origin=origin)
@@ -239,12 +250,29 @@ class RemoteSession:
                 origin=Origin.LAUNCHED,
             )
         )
+        if cfg.name in self._not_resident:
+            cfg = replace(cfg, resident=False)  # its engine refused sleep mode here: launched without the flags
         try:
             record = await self.lifecycle.start(cfg)
         except SpecdashError:
             self._set_status(ServerStatus(Phase.STOPPED, origin=Origin.NONE))
             raise
+        except asyncio.CancelledError:
+            # A cancelled start leaves nothing running: the launch may have reached the host already.
+            await self._undo_launch(cfg.name)
+            raise
         self._watch_run(record, origin=Origin.LAUNCHED)
+
+    async def _undo_launch(self, mode: str) -> None:
+        """Stop the run of `mode` that a cancelled `start` may have launched (found by the host's record)."""
+        try:
+            record = await self.lifecycle.current()
+            if record is not None and record.alive and record.mode == mode:
+                report = await self.lifecycle.stop(record, self._grace(mode))
+                self._emit(Notice(f"start of {mode} cancelled: {report.summary()}", "warning"))
+        except (SpecdashError, SSHError) as exc:
+            self._emit(Notice(f"start of {mode} cancelled; it may still be starting: {exc}", "warning"))
+        self._set_status(ServerStatus(Phase.STOPPED, mode=mode, origin=Origin.NONE))
 
     async def stop(self) -> None:
         self._check_free("stop")
@@ -295,12 +323,134 @@ class RemoteSession:
             raise SpecdashError("nothing to restart: no mode has run yet")
         await self.switch(mode)
 
-    async def switch(self, mode: str) -> None:
+    async def switch(self, mode: str, *, restart: bool = False) -> SwitchOutcome:
+        """Make `mode` the live one: the live server sleeps if its mode is resident (else it stops), then a
+        sleeping server of `mode` is woken and verified (`server.resident`), or `mode` is (re)started; any
+        failure of a sleep or a wake falls back to a stop or a restart and says why. `restart`: never wake."""
         self._check_free("switch")
-        self.config.mode(mode)  # a bad name fails before anything is stopped
+        cfg = self.config.mode(mode)  # a bad name fails before anything is stopped
+        began = time.monotonic()
+        notes: list[str] = []
+        steps: list[tuple[str, float]] = []
+
+        def step(name: str) -> None:
+            steps.append((name, time.monotonic() - began - sum(t for _, t in steps)))
+
         if self.server_live() or (self._record is not None and self._record.alive):
-            await self.stop()
+            record = self._record or await self.lifecycle.current()
+            live_cfg = self.config.modes.get(record.mode) if record is not None else None
+            if (
+                record is not None
+                and live_cfg is not None
+                and self._is_resident(live_cfg.name)
+                and record.mode != mode
+                and not record.adopted
+                and self._status.phase is Phase.READY
+                and not self.sweep_running()
+            ):
+                notes += await self._put_to_sleep(record, live_cfg)
+                step(f"sleep {record.mode}")
+            else:
+                await self.stop()
+                step(f"stop {record.mode if record is not None else 'server'}")
+        why = ""
+        if self._is_resident(mode):
+            mine = [s for s in await resident.sleepers(self) if s.record.mode == mode]
+            step("find sleeping")
+            if mine and restart:
+                why = "a restart was asked for (--restart)"
+            elif mine:
+                try:
+
+                    def on_state(state: str) -> None:
+                        step({"waking": "check room", "verifying": "wake"}.get(state, state))
+                        self._set_resident(mode, state)
+
+                    identical, total, accept = await resident.wake(self, mine[0], cfg, on_state)
+                    step("verify")
+                    await resident.mark_awake(self, mine[0].record)
+                except NotResident as exc:
+                    why = exc.message
+                else:
+                    outcome = SwitchOutcome(
+                        mode,
+                        True,
+                        time.monotonic() - began,
+                        identical,
+                        total,
+                        accept,
+                        self._restart_s(mode),
+                        notes=tuple(notes),
+                        steps=tuple(steps),
+                    )
+                    self._set_resident(mode, "awake")
+                    self._watch_run(mine[0].record, note=outcome.text, origin=Origin.ATTACHED)
+                    self._emit(Notice("; ".join((outcome.text, *notes))))
+                    self.last_switch = outcome
+                    return outcome
+            for sleeper in mine:  # not woken: stopped, then started afresh
+                await self.lifecycle.stop(sleeper.record, self._grace(mode))
+        if any(m.resident for m in self.config.modes.values()):
+            asleep = [s for s in await resident.sleepers(self) if s.record.mode != mode]
+            if asleep and not (memory := await resident.plan(self, cfg, asleep)).fits:
+                names = ", ".join(s.record.mode for s in asleep)
+                raise SpecdashError(
+                    "; ".join(memory.lines) + f". Not started: stop the sleeping ones ({names}) with 'specdash down'"
+                )
         await self.start(mode)
+        self._set_resident(mode, "awake" if self._is_resident(mode) else "")
+        outcome = SwitchOutcome(
+            mode, False, time.monotonic() - began, restart_s=self._restart_s(mode), why_restart=why, notes=tuple(notes)
+        )
+        if why or notes:
+            self._emit(Notice("; ".join((outcome.text, *notes)), "warning"))
+        self.last_switch = outcome
+        return outcome
+
+    async def _put_to_sleep(self, record: RunRecord, cfg: ModeConfig) -> list[str]:
+        """Put the live server of a resident mode to sleep; if it cannot, stop it and say why."""
+        self._set_resident(cfg.name, "going to sleep")
+        try:
+            sleeper = await resident.sleep(self, record, cfg)
+        except NotResident as exc:
+            self._set_resident(cfg.name, "")
+            await self.stop()
+            self._set_resident(cfg.name, "resident")
+            return [f"{cfg.name} could not sleep ({exc.message}): stopped it instead"]
+        if self._watch is not None:
+            self._watch.mark_stopping()
+        await self._stop_watching()
+        self._record = None
+        self._set_resident(cfg.name, f"asleep ({sleeper.held_gib:.1f} GiB held)")
+        asleep = f"{record.mode} asleep, pid {record.pid}"
+        self._set_status(
+            ServerStatus(Phase.STOPPED, mode=record.mode, engine=record.engine, origin=Origin.NONE, note=asleep)
+        )
+        return []
+
+    async def sleeping(self) -> list[Sleeper]:
+        """The sleeping servers of resident modes on the host (for `status`, `down` and the mode list)."""
+        found = await resident.sleepers(self)
+        for sleeper in found:
+            self._resident[sleeper.record.mode] = f"asleep ({sleeper.held_gib:.1f} GiB held)"
+        self._emit(self._modes_event())
+        return found
+
+    def _set_resident(self, mode: str, state: str) -> None:
+        cfg = self.config.modes.get(mode)
+        if cfg is None or not cfg.resident:
+            return
+        self._resident[mode] = state or "resident"
+        self._emit(self._modes_event())
+
+    def _restart_s(self, mode: str) -> float | None:
+        """The last start to ready of `mode` on this host, from the store."""
+        if self.store is None:
+            return None
+        for r in self.store.startups(host=self.label, mode=mode, limit=5, kind=RECORD_KINDS[Origin.LAUNCHED]):
+            if r.outcome == "ready" and r.total_s:
+                return float(r.total_s)
+        return None
 
     async def sweep(
         self,
@@ -309,14 +459,19 @@ class RemoteSession:
         *,
         config: SweepConfig | None = None,
         prompts: PromptSet | None = None,
+        quiet: bool = False,
         reference: str | None = None,
-    ) -> None:
-        """See `Session.sweep`; `config` and `prompts` override the session's defaults (headless CLI).
+    ) -> dict[str, SweepResult]:
+        """See `Session.sweep`; `config` and `prompts` override the session's defaults (headless CLI); `quiet`:
+        no notice that it measures or is done (a tune, measuring one level per call, says so itself).
 
         `reference` is the mode the others are compared with (the verdict, the greedy check); it defaults to
         the first of `modes`. The order of `modes` is only the order of measuring (the live mode first saves a
-        restart): it never changes the reference. Results per mode are kept in `self.results` (the store has
-        every sample as it arrived).
+        restart): it never changes the reference.
+
+        Returns what it measured: the result per mode that finished its levels (also in `self.results`; the
+        store has every sample as it arrived). A crash raises `SpecdashError` (levels before it are in the
+        store and in the results of the call that measured them).
         """
         self._check_free("sweep" if len(modes) < 2 else "ab")
         if self.sweep_running():
@@ -344,7 +499,7 @@ class RemoteSession:
         self._publish_bench(running=True)
         try:
             for mode in modes:
-                await self._ensure_ready(mode)
+                await self._ensure_ready(mode, quiet=quiet)
                 await self._sweep_mode(mode, config, prompts)
                 result = self.results.get(mode)
                 if len(modes) > 1 and self.greedy_prompts and result is not None and result.aborted is None:
@@ -355,7 +510,9 @@ class RemoteSession:
         finally:
             self._sweep_task = None
             self._publish_bench(running=False)
-        self._emit(Notice(f"sweep done: {self._crossover_text() or 'see the table'}", bell=True))
+        if not quiet:
+            self._emit(Notice(f"sweep done: {self._crossover_text() or 'see the table'}", bell=True))
+        return dict(self.results)
 
     async def check_greedy(self, reference: str) -> None:
         """The greedy spot check on the live mode: fetch its outputs for `greedy_prompts` prompts at
@@ -436,7 +593,7 @@ class RemoteSession:
         """The latest server status."""
         return self._status
 
-    async def wait_status(self, phases: Sequence[Phase], timeout: float | None = None) -> ServerStatus:
+    async def wait_status(self, phases: Collection[Phase], timeout: float | None = None) -> ServerStatus:
         """Wait until the server is in one of `phases` (returns at once if it is)."""
         async with asyncio.timeout(timeout):
             while self._status.phase not in phases:
@@ -448,8 +605,8 @@ class RemoteSession:
         when it has listed what the crash left in the process group."""
         task = self._watch_task
         if task is not None and not task.done():
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(task), timeout)
+            # `wait` never raises the watch's own end, and a cancel of the caller still reaches it.
+            await asyncio.wait({task}, timeout=timeout)
 
     async def cancel_sweep(self) -> None:
         self._check_free("cancel_sweep")
@@ -459,8 +616,9 @@ class RemoteSession:
         task = self._sweep_task
         if task is not None and not task.done() and task is not asyncio.current_task():
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, SpecdashError):
-                await task
+            # gather returns the task's end (its CancelledError included) but raises a cancel of the caller:
+            # suppressing CancelledError around `await task` would swallow that one too.
+            await asyncio.gather(task, return_exceptions=True)
 
     async def close(self) -> None:
         await self._cancel_sweep()
@@ -498,8 +656,9 @@ class RemoteSession:
         task, self._watch_task, self._watch = self._watch_task, None, None
         if task is not None and not task.done():
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            # Not `suppress(CancelledError)` around `await task`: that would swallow a cancel of the caller
+            # too (a cancelled tune's stop went on to start the next setting).
+            await asyncio.gather(task, return_exceptions=True)
 
     def _emit_watch(self, event: SessionEvent) -> None:
         if isinstance(event, ServerStatus):
@@ -513,6 +672,41 @@ class RemoteSession:
         records = self.store.startups(host=self.label, mode=mode, limit=10, kind=RECORD_KINDS[Origin.LAUNCHED])
         return [dict(r.phases) for r in reversed(records) if r.outcome == "ready"]
 
+    async def advise(self, record: RunRecord, used_max: int = max(DEFAULT_LEVELS)) -> AdviceReport:
+        """The startup advisor's report on a run's log (`core.advisor`), for sweeps up to `used_max` concurrent
+        requests; `AdvisorError` for a log it refuses."""
+        from specdash.core.advisor import advise
+
+        _, log = await run_framed(self.host, f"head -c {ADVISOR_LOG_BYTES} {shlex.quote(record.log_path)}")
+        return advise(log.splitlines(), used_max, record.engine)
+
+    async def _advise_start(self, record: RunRecord) -> None:
+        """After a start this session launched: the advisor's best piece of advice as a notice, and for advice
+        given at the mode's previous start and applied since, the measured saving beside the prediction."""
+        from specdash.core.advisor import AdvisorError, measured_saving
+
+        try:
+            report = await self.advise(record)
+        except (AdvisorError, SpecdashError, SSHError, OSError):
+            return  # advice is a bonus: a log it cannot read says nothing
+        before = self._advice.get(record.mode)
+        self._advice[record.mode] = report
+        for given in before.advice if before is not None else ():
+            token = given.flag.split()[0]
+            if token.startswith("--") and token in record.command:
+                saved = measured_saving(before, report, given) if before is not None else 0.0
+                self._emit(
+                    Notice(f"{record.mode}: {given.title}: saved {saved:.0f} s (predicted {given.saving_s:.0f} s)")
+                )
+        if report.advice:
+            best = report.advice[0]
+            self._emit(
+                Notice(
+                    f"startup advice for {record.mode}: {best.title}: save about {best.saving_s:.0f} s "
+                    f"({best.flag}; {best.caveat}). All of it: specdash advise {self.label} --mode {record.mode}"
+                )
+            )
+
     def _seen_ready(self, timeline: Timeline) -> None:
         """Record what was seen: a startup (phase durations, for the ETA) only when watched from launch."""
         watch, run = self._watch, self._record
@@ -520,6 +714,7 @@ class RemoteSession:
             return
         kind = RECORD_KINDS.get(watch.origin, "attach")
         if watch.origin is Origin.LAUNCHED:
+            self._advice_task = asyncio.create_task(self._advise_start(run), name=f"advise-{run.id}")
             phases = timeline.history_record()
             if phases is None:
                 return
@@ -527,12 +722,23 @@ class RemoteSession:
         else:
             self.store.add_startup(self.label, run.mode, {}, None, "ready", run.engine, kind)
 
-    async def _ensure_ready(self, mode: str) -> None:
+    async def _ensure_ready(self, mode: str, *, quiet: bool = False) -> None:
         # The same plan the A/B dialog told the user (`sweep_plan`): a live run of this mode is waited for,
         # never restarted (a restart throws a long load away); anything else is (re)started.
         step = sweep_plan(self._status, [mode])[0]
         if step.action != "measure":
             await self.switch(mode)
+        await self.wait_ready(mode)
+        if not quiet:
+            how = {"measure": "as it runs", "start": "started", "restart": "restarted"}[step.action]
+            self._emit(Notice(f"sweep: measuring {mode}, pid {self._status.pid} ({how})"))
+
+    async def wait_ready(self, mode: str) -> ServerStatus:
+        """Wait (at most `READY_TIMEOUT_S`) until the server started in `mode` is ready.
+
+        Raises:
+            SpecdashError: it crashed, exited or stopped before it was ready.
+        """
         async with asyncio.timeout(READY_TIMEOUT_S):
             while self._status.phase is not Phase.READY:
                 settled = self._watch is None or self._watch.done.is_set()
@@ -542,8 +748,7 @@ class RemoteSession:
                     reason = self._status.crash.reason if self._status.crash else self._status.phase.value
                     raise SpecdashError(f"{mode} did not become ready: {reason}")
                 await self._status_changed()
-        how = {"measure": "as it runs", "start": "started", "restart": "restarted"}[step.action]
-        self._emit(Notice(f"sweep: measuring {mode}, pid {self._status.pid} ({how})"))
+        return self._status
 
     # -- bench ------------------------------------------------------------------------------------------
 
@@ -572,7 +777,7 @@ class RemoteSession:
         }
         meta = RunMeta(host=self.label, mode=mode, engine=engine, provenance=provenance)
 
-        def progress(p: LevelProgress) -> None:
+        def progress(p: BenchTick) -> None:
             key = (mode, p.concurrency)
             if p.phase == "paused":  # rare: published at once, so the table says why nothing moves
                 self._rows[key] = replace(self._rows[key], status="paused", warning="link lost: waiting for it")
@@ -721,7 +926,12 @@ class RemoteSession:
     def _modes_event(self) -> ModesChanged:
         status = self._status
         modes = tuple(
-            ModeInfo(m.name, m.engine, m.description)
+            ModeInfo(
+                m.name,
+                m.engine,
+                m.description,
+                self._resident.get(m.name, "resident") if self._is_resident(m.name) else "",
+            )
             for m in self.config.modes.values()
             if m.name not in self._hidden_modes or m.name == status.mode
         )
@@ -731,7 +941,42 @@ class RemoteSession:
             modes += (ModeInfo(status.mode, status.engine, f"unmanaged (adopted) {flags}".rstrip()),)
         return ModesChanged(modes, status.mode or None)
 
+    def _is_resident(self, mode: str) -> bool:
+        cfg = self.config.modes.get(mode)
+        return cfg is not None and cfg.resident and mode not in self._not_resident
+
+    def _sleep_refused(self, status: ServerStatus) -> None:
+        """A resident mode whose engine refused the sleep flags at launch (vLLM's CPU build): said, and the
+        mode restarted as a plain server for this session."""
+        cfg = self.config.modes.get(status.mode)
+        residency = get_engine(cfg.engine).residency if cfg is not None else None
+        if cfg is None or residency is None or not self._is_resident(cfg.name) or status.crash is None:
+            return
+        text = [status.crash.reason, *status.crash.excerpt]
+        evidence = next((line for line in text for marker in residency.refused_lines if marker in line), None)
+        if evidence is None:
+            return
+        self._not_resident.add(cfg.name)
+        self._set_resident(cfg.name, "")
+        self._emit(
+            Notice(
+                f"{cfg.name}: {cfg.engine} refuses sleep mode on {self.label} ({evidence.strip()[:160]}): "
+                "restarting it as a plain server (not resident)",
+                "warning",
+                bell=True,
+            )
+        )
+        self._plain_restart = asyncio.create_task(self._restart_plain(cfg.name), name=f"plain-{cfg.name}")
+
+    async def _restart_plain(self, mode: str) -> None:
+        if self._watch_task is not None:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(self._watch_task), 15.0)
+        await self.switch(mode)
+
     def _set_status(self, status: ServerStatus) -> None:
+        if status.phase is Phase.CRASHED and self._status.phase is not Phase.CRASHED:
+            self._sleep_refused(status)
         mode_changed = status.mode != self._status.mode
         self._status = status
         self._emit(status)

@@ -8,10 +8,11 @@ message the viewer shows). The session never touches widgets.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
-from specdash.core.events import SessionEvent, TuneEntry
+from specdash.bench.sweep import SweepResult
+from specdash.core.events import SessionEvent
 from specdash.remote.events import ConnectionEvent
 from specdash.server.adopt import Adoptable
 
@@ -63,14 +64,18 @@ class Session(Protocol):
         """Stop, then start the same mode."""
         ...
 
-    async def switch(self, mode: str) -> None:
-        """Stop the live server (if any), then start `mode`."""
+    async def switch(self, mode: str) -> object:
+        """Make `mode` live: the live server stops (or sleeps, for a resident mode), then `mode` starts (or a
+        sleeping server of it wakes, verified). What it returns (how the switch went) is for the caller."""
         ...
 
-    async def sweep(self, modes: Sequence[str], levels: Sequence[int], *, reference: str | None = None) -> None:
+    async def sweep(
+        self, modes: Sequence[str], levels: Sequence[int], *, reference: str | None = None
+    ) -> Mapping[str, SweepResult]:
         """Run a concurrency sweep on the live server (one mode) or an A/B across `modes` (restarting
-        the server between them), in that order; returns when the sweep ends. `reference` (default: the
-        first of `modes`) is the mode the others are compared with, whatever the order."""
+        the server between them), in that order; returns what it measured (the result per mode) when the
+        sweep ends. `reference` (default: the first of `modes`) is the mode the others are compared with,
+        whatever the order."""
         ...
 
     async def cancel_sweep(self) -> None:
@@ -82,17 +87,8 @@ class Session(Protocol):
         `reference`'s stored outputs for the same prompts; reported as `GreedyUpdate` events."""
         ...
 
-    def tune_entries(self) -> Sequence[TuneEntry]:
-        """The config's `[tune.NAME]` entries, each with its size (restarts at most) or why it cannot run."""
-        ...
-
     def tune_running(self) -> bool:
-        """True while a tune runs."""
-        ...
-
-    async def tune(self, name: str) -> None:
-        """Run the `[tune.NAME]` entry `name` (going on from its journal), emitting `TuneProgress` after every
-        step; returns when the tune ends. It restarts the server once per setting and pass."""
+        """True while a tune (`specdash.tune`) holds the session's claim on the server."""
         ...
 
     def refusal(self, action: str) -> str | None:
@@ -100,10 +96,6 @@ class Session(Protocol):
         `cancel_sweep`, `greedy`) is refused now, in a sentence that says the way out; None when it may run.
         While a tune runs it owns the server (`core.tune.TUNE_OWNS`), and the session's own methods refuse
         these calls with the same sentence."""
-        ...
-
-    async def cancel_tune(self) -> None:
-        """Stop the running tune; its finished levels stay in the journal (`specdash tune --resume` goes on)."""
         ...
 
     async def close(self) -> None:

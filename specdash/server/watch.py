@@ -36,13 +36,13 @@ import httpx
 
 from specdash.core.eta import estimate
 from specdash.core.events import LogBatch, Notice, ServerStatus, SessionEvent
-from specdash.core.models import CrashInfo, Origin, Phase
 from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import ClassifiedLine, Crashed, Exited, MetricsSeen, Ready, StartupEvent, Stuck
 from specdash.core.stuck import StuckPolicy, stuck_limits
 from specdash.core.timeline import Outcome, Timeline
 from specdash.engines.registry import make_rules
 from specdash.errors import SpecdashError
+from specdash.phases import CrashInfo, Origin, Phase
 from specdash.remote.ssh import SSHHost
 from specdash.remote.ssherror import SSHError
 from specdash.server.lifecycle import RunRecord, run_script
@@ -213,7 +213,7 @@ class ServerWatch:
     def _flush(self) -> None:
         if self._pending_lines:
             batch, self._pending_lines, self._pending_chars = tuple(self._pending_lines), [], 0
-            self.emit(LogBatch(tuple(line.text for line in batch), classified=batch))
+            self.emit(LogBatch(batch))
 
     async def _liveness(self) -> None:
         while True:

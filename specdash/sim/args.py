@@ -55,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sg.add_argument("--skip-server-warmup", action="store_true")
     sg.add_argument("--decode-log-interval", type=int, default=40)
     sg.add_argument("--random-seed", type=int, default=None, help="SGLang's seed; when given, it is the --sim-seed")
+    sg.add_argument("--enable-memory-saver", action="store_true", help="memory release/resume really release")
+    sg.add_argument("--enable-weights-cpu-backup", action="store_true", help="weights survive a release")
+    sg.add_argument("--enable-draft-weights-cpu-backup", action="store_true", help="draft weights survive it")
     sim = parser.add_argument_group("simulator flags")
     sim.add_argument("--sim-time-scale", type=float, default=1.0, help="multiplies startup/shutdown durations")
     sim.add_argument("--sim-speed", type=float, default=1.0, help="divides decode step times (stress tests only)")
@@ -69,6 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="PATH",
         help="append one JSON line per finished request (ground truth)",
+    )
+    sim.add_argument(
+        "--sim-h2d-gbps", type=float, default=25.0, metavar="GB/S", help="host-device copy rate of a resume"
     )
     sim.add_argument("--sim-exit-with", type=int, default=None, metavar="PID", help="exit when PID is gone (demo)")
     parser.epilog = f"{faults_epilog()}\n\n{NVIDIA_SMI_NOTE}"
@@ -132,6 +138,14 @@ class SimConfig:
     faults: Faults = field(default_factory=Faults)
     exit_with: int | None = None
     """Exit (with the whole tree) once this PID is gone: `specdash demo` leaves no simulator behind."""
+    memory_saver: bool = False
+    """`--enable-memory-saver`: `/release_memory_occupation` really releases (`specdash.sim.memory`)."""
+    weights_cpu_backup: bool = False
+    """`--enable-weights-cpu-backup`: the weights are copied to host memory on release."""
+    draft_weights_cpu_backup: bool = False
+    """`--enable-draft-weights-cpu-backup`: the draft model's too."""
+    h2d_gbps: float = 25.0
+    """Host-device copy rate per GPU (GB/s) for a release or resume with weights backup."""
     request_log: str | None = None
     """Append one JSON line per finished request here (see `specdash.sim.app.request_record`): the
     server-side timestamps benchmarks compare a client's measurements with."""
@@ -209,6 +223,8 @@ def resolve(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> tup
     bad = [flag for flag in unknown if flag.startswith("--sim-")]
     if bad:
         raise UsageError(f"unrecognized simulator flag: {bad[0]}")
+    if ns.sim_h2d_gbps <= 0:
+        raise UsageError("--sim-h2d-gbps must be > 0")
     if ns.sim_time_scale < 0 or ns.sim_speed <= 0:
         raise UsageError("--sim-time-scale must be >= 0 and --sim-speed > 0")
     faults = parse_faults(ns.sim_fault)
@@ -294,6 +310,10 @@ def resolve(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> tup
         disable_spec_above=ns.sim_disable_spec_above,
         exit_with=ns.sim_exit_with,
         request_log=ns.sim_request_log,
+        memory_saver=bool(ns.enable_memory_saver),
+        weights_cpu_backup=bool(ns.enable_weights_cpu_backup),
+        draft_weights_cpu_backup=bool(ns.enable_draft_weights_cpu_backup),
+        h2d_gbps=ns.sim_h2d_gbps,
         faults=faults,
         unknown_flags=unknown,
     )

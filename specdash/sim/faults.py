@@ -13,6 +13,9 @@
 - `slow-health[=S]`: every /health and /health_generate answers after S seconds (default 25); at 20 s or
   more, SGLang's `Health check failed...` line and 503.
 
+- `sleep-500`, `sleep-holds-memory`, `wake-404`, `wake-500`, `wake-hangs`, `wake-corrupts`: the memory
+  release and resume (`specdash.sim.memory`) fail in each way a real engine has been seen to.
+
 A real busy port behaves exactly like `port-in-use`: the port is never pre-checked, as in SGLang.
 """
 
@@ -42,6 +45,12 @@ FAULT_HELP: tuple[tuple[str, str], ...] = (
     ("warmup-fail", "the warmup request fails with a 502, exit status -9"),
     ("slow-health[=S]", "every health probe answers after S seconds (default 25; from 20 s: 503)"),
     ("spec-diverge=N", "greedy output differs from the target's at token N (a lossy verify step)"),
+    ("sleep-500", "/release_memory_occupation answers 500 and releases nothing"),
+    ("sleep-holds-memory", "/release_memory_occupation answers 200 but the GPUs keep their memory"),
+    ("wake-404", "/resume_memory_occupation answers 404"),
+    ("wake-500", "/resume_memory_occupation answers 500 (CUDA out of memory)"),
+    ("wake-hangs", "/resume_memory_occupation never answers"),
+    ("wake-corrupts", "the resume answers 200, then greedy outputs are wrong (weights corrupted)"),
 )
 """Every `--sim-fault`, one line each (for `specdash sim --help` and the error for an unknown one)."""
 
@@ -76,6 +85,21 @@ class Faults:
     """Seconds every health probe takes."""
     spec_diverge: int | None = None
     """Speculative modes only: greedy output differs from the target's at this token (a lossy verify bug)."""
+    sleep_500: bool = False
+    """The memory release answers 500."""
+    sleep_holds_memory: bool = False
+    """The memory release answers 200 and releases nothing."""
+    wake_404: bool = False
+    """The resume answers 404."""
+    wake_500: bool = False
+    """The resume answers 500."""
+    wake_hangs: bool = False
+    """The resume never answers."""
+    wake_corrupts: bool = False
+    """The resume succeeds, with corrupted weights."""
+
+
+_FLAG_FAULTS = ("sleep-500", "sleep-holds-memory", "wake-404", "wake-500", "wake-hangs", "wake-corrupts")
 
 
 def parse_faults(specs: list[str]) -> Faults:
@@ -102,6 +126,8 @@ def parse_faults(specs: list[str]) -> Faults:
                 kw["spec_diverge"] = int(value)
                 if kw["spec_diverge"] < 0:  # type: ignore[operator]
                     raise ValueError(spec)
+            elif name in _FLAG_FAULTS and not value:
+                kw[name.replace("-", "_")] = True
             elif name == "slow-health":
                 kw["slow_health"] = float(value) if value else 25.0
             else:

@@ -85,6 +85,17 @@ def write_load(running: int, max_running: int) -> None:
     _write(state_dir() / f"load-{os.getpid()}.json", {"running": running, "max_running": max(1, max_running)})
 
 
+def write_sleep(held_mib: float | None) -> None:
+    """The main process reports its memory released (each of its ranks' GPUs then shows `held_mib`), or
+    resumed (None: the ranks' own figures apply again)."""
+    path = state_dir() / f"sleep-{os.getpid()}.json"
+    if held_mib is None:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return
+    _write(path, {"held_mib": held_mib})
+
+
 def pid_alive(pid: int) -> bool:
     """Whether `pid` runs; a zombie counts as gone (a container's PID 1 may reap it only much later)."""
     try:
@@ -145,6 +156,7 @@ def read_gpus(count: int | None = None) -> list[Reading]:
         count = int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_GPUS
     base = state_dir()
     loads: dict[int, tuple[float, float]] = {}
+    asleep: dict[int, float] = {}
     held: dict[int, list[dict[str, object]]] = {}
     with contextlib.suppress(OSError):
         for path in base.glob("*.json"):
@@ -156,14 +168,16 @@ def read_gpus(count: int | None = None) -> list[Reading]:
             data = _read(path)
             if data is None:
                 continue
-            if path.name.startswith("load-"):
+            if path.name.startswith("sleep-"):
+                asleep[pid] = float(str(data.get("held_mib", 0.0)))
+            elif path.name.startswith("load-"):
                 loads[pid] = load_util(int(str(data.get("running", 0))), int(str(data.get("max_running", 1))))
             elif isinstance(data.get("index"), int):
                 held.setdefault(int(str(data["index"])), []).append(data)
     readings = []
     for index in range(max(count, max(held, default=-1) + 1)):
         ranks = held.get(index, [])
-        used = IDLE_MIB + sum(float(str(r["mem_used_mib"])) for r in ranks)
+        used = IDLE_MIB + sum(_held(r, asleep) for r in ranks)
         total = max((float(str(r.get("mem_total_mib", TOTAL_MIB))) for r in ranks), default=TOTAL_MIB)
         util, power = 0.0, 0.0
         for r in ranks:
@@ -173,6 +187,13 @@ def read_gpus(count: int | None = None) -> list[Reading]:
             power = max(power, own / 100 * 0.6, served[1])
         readings.append(Reading(index, util, min(used, total), total, IDLE_W + (MAX_W - IDLE_W) * power))
     return readings
+
+
+def _held(rank: dict[str, object], asleep: dict[int, float]) -> float:
+    """What a rank's GPU holds: its own figure, or what its server holds while its memory is released."""
+    own = float(str(rank["mem_used_mib"]))
+    owner = int(str(rank.get("owner", 0)))
+    return min(own, asleep[owner]) if owner in asleep else own
 
 
 # ------------------------------------------------------------------------------------------ nvidia-smi

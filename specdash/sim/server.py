@@ -24,6 +24,7 @@ from aiohttp import web
 
 from specdash.sim.args import SimConfig
 from specdash.sim.logstyle import LogWriter
+from specdash.sim.memory import MemoryOccupation
 from specdash.sim.presets import Preset
 from specdash.sim.scheduler import Scheduler, SimRequest
 
@@ -114,6 +115,8 @@ class SimServer:
         """Called once on the first request: SGLang installs its SIGTERM handler lazily then."""
         self._rid_counter = 0
         self.created = int(time.time())
+        self.memory = MemoryOccupation(config, preset)
+        """Memory release and resume (`specdash.sim.memory`)."""
         self.receipts: dict[object, float] = {}
         """Connection protocol -> when its pending request's first bytes were read (`ReceiptStamp`)."""
 
@@ -160,7 +163,9 @@ class SimServer:
             stop_at=stop_at,
             internal=internal,
             word_seed=word_seed,
-            diverge_at=self.c.faults.spec_diverge
+            diverge_at=0
+            if greedy_prompt is not None and self.memory.corrupt
+            else self.c.faults.spec_diverge
             if greedy_prompt is not None and self.c.speculative_algorithm
             else None,
         )
@@ -210,6 +215,7 @@ class SimServer:
         r.add_post("/v1/completions", self.openai)
         r.add_post("/v1/chat/completions", self.openai)
         r.add_route("*", "/flush_cache", self.flush_cache)
+        self.memory.routes(app)
         if self.c.enable_metrics:
             r.add_get("/metrics", self.metrics)
         return app
@@ -373,7 +379,7 @@ class SimServer:
     def _shutting_down(self) -> web.Response | None:
         if self.gracefully_exit:
             return web.json_response({"error": {"message": "The server is shutting down."}}, status=503, dumps=_dumps)
-        return None
+        return self.memory.refusal()
 
     async def generate(self, request: web.Request) -> web.StreamResponse:
         """Native `/generate`: SSE with cumulative text and counts, or one JSON body."""

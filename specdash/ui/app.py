@@ -37,7 +37,11 @@ from specdash.core.events import (
 )
 from specdash.errors import SpecdashError
 from specdash.remote.events import Connected, ConnectionEvent
+from specdash.server.remote_session import RemoteSession
 from specdash.server.session import Session
+from specdash.tune.job import DashboardTunes, Tunes
+from specdash.tune.journal import Journal
+from specdash.tune.report import load_latest
 from specdash.ui.messages import (
     BenchTicked,
     BenchUpdated,
@@ -118,6 +122,7 @@ class SpecdashApp(App[None]):
         quit_note: str = QUIT_KEEPS_SERVER,
         quit_stops_server: bool = False,
         screenshot_dir: Path | None = None,
+        tunes: Tunes | None = None,
     ) -> None:
         """Args:
         session: What the dashboard shows and controls.
@@ -131,8 +136,14 @@ class SpecdashApp(App[None]):
         quit_note: What `q` does to the server, for the help screen (the demo stops its simulator).
         quit_stops_server: Quitting stops the server (the demo): the quit question says so, not `specdash down`.
         screenshot_dir: Where the palette's Screenshot saves (created if missing); default `paths.screenshot_dir()`.
+        tunes: The `[tune.NAME]` entries the T view starts (`specdash.tune.job.DashboardTunes` of a
+            `RemoteSession` by default; none for other sessions).
         """
         super().__init__()
+        if tunes is None and isinstance(session, RemoteSession):
+            tunes = DashboardTunes(session)
+        self.tunes = tunes
+        """The tunes the T view lists and starts (None: the session has none)."""
         ui = config_ui or UIConfig()
         self.session = session
         self.bell_enabled = ui.bell
@@ -294,7 +305,7 @@ class SpecdashApp(App[None]):
     # --------------------------------------------------------------------------------------- workers
 
     def run_session_action(
-        self, name: str, call: Callable[[], Coroutine[Any, Any, None]], group: str = "action"
+        self, name: str, call: Callable[[], Coroutine[Any, Any, object]], group: str = "action"
     ) -> None:
         """Run one session action in a worker; its failure becomes a notification.
 
@@ -326,17 +337,20 @@ class SpecdashApp(App[None]):
 
     @work(thread=True, exclusive=True, group="tune-view", exit_on_error=False)
     def _load_tune(self) -> None:
-        from specdash.server.tune import Journal
-        from specdash.server.tune_report import load_latest
-
         # The newest journal is a small local file, but still read off the event loop; so is each entry's plan.
         report = None if self.tune_progress is not None else load_latest(Journal.default_dir())
-        entries = tuple(self.session.tune_entries())
+        entries = tuple(self.tunes.entries()) if self.tunes is not None else ()
         self.call_from_thread(self.push_screen, TuneScreen(report, entries, self.tune_progress, self.start_tune))
 
     def start_tune(self, name: str) -> None:
         """Run the `[tune.NAME]` entry in a worker (the Tune view asked, after its confirmation)."""
-        self.run_session_action(f"tune {name}", partial(self.session.tune, name), group="tune")
+        if self.tunes is not None:
+            self.run_session_action(f"tune {name}", partial(self.tunes.run, name, self._on_session_event), group="tune")
+
+    def cancel_tune(self) -> None:
+        """Stop the running tune (the Tune view's `c`): nothing new starts."""
+        if self.tunes is not None:
+            self.run_session_action("cancel tune", self.tunes.cancel)
 
     def help_sections(self) -> list[tuple[str, list[HelpRow]]]:
         """Every binding, grouped, with the keys the keymap gives it."""
@@ -434,6 +448,7 @@ def make_app(
     quit_note: str = QUIT_KEEPS_SERVER,
     quit_stops_server: bool = False,
     screenshot_dir: Path | None = None,
+    tunes: Tunes | None = None,
 ) -> SpecdashApp:
     """The dashboard as the CLI runs it (`live=True`), or frozen for tests: no clock tick, charts drawn at once.
 
@@ -452,4 +467,5 @@ def make_app(
         quit_note=quit_note,
         quit_stops_server=quit_stops_server,
         screenshot_dir=screenshot_dir,
+        tunes=tunes,
     )

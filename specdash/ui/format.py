@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.dom import DOMNode
 
 from specdash.core.events import ServerStatus
-from specdash.core.server_state import duration, look
+from specdash.core.status_text import duration, look
 
 __all__ = ["STATE_CLASSES", "bar", "duration", "rate", "state_class", "swap_class"]
 

@@ -120,8 +120,7 @@ class LogMailbox:
 
 def _cut(batch: LogBatch, n: int) -> tuple[LogBatch, LogBatch]:
     """The first `n` lines of `batch` (with its reset) and the rest."""
-    head = LogBatch(batch.lines[:n], reset=batch.reset, classified=batch.classified[:n])
-    return head, LogBatch(batch.lines[n:], classified=batch.classified[n:])
+    return LogBatch(batch.lines[:n], reset=batch.reset), LogBatch(batch.lines[n:])
 
 
 @dataclass

@@ -29,14 +29,15 @@ import pytest_asyncio
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 
-from specdash.bench.levels import SweepConfig
 from specdash.bench.probe import ProbeSettings
 from specdash.bench.store import Store
+from specdash.bench.sweep_data import SweepConfig
 from specdash.config import HostConfig
 from specdash.core.acceptance import acceptance_line
 from specdash.core.events import GreedyUpdate
-from specdash.core.models import Phase
 from specdash.core.verdict import verdict
+from specdash.phases import Phase
+from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession
 from specdash.ui.app import SpecdashApp, make_app
@@ -46,7 +47,7 @@ from tests.engine.conftest import ENGINE_PYTHON, RESULTS_DIR
 from tests.engine.test_vllm_engine import START_TIMEOUT_S, engine_config
 from tests.integration.conftest import target
 from tests.integration.test_dashboard_live import Waker, text
-from tests.sshd import Keys, Sshd, free_port
+from tests.sshd import Keys, Sshd
 
 pytestmark = pytest.mark.engine
 

@@ -23,26 +23,26 @@ import pytest
 import pytest_asyncio
 
 from specdash import config
-from specdash.bench.levels import SweepConfig, SweepResult
 from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import PromptSet, load_prompts
 from specdash.bench.sse import Endpoint
+from specdash.bench.sweep_data import SweepConfig, SweepResult
 from specdash.config import Config, HostConfig
 from specdash.core.compare import compute_crossover
 from specdash.core.events import LogBatch, ServerStatus
-from specdash.core.models import Phase
 from specdash.engines.registry import names
 from specdash.engines.vllm import VLLM_STARTUP_ORDER
+from specdash.phases import SETTLED, Phase
+from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession, running
 from tests.engine.conftest import ENGINE_DTYPE, ENGINE_PYTHON, MODEL_DIR, RESULTS_DIR
 from tests.integration.conftest import remote_alive, target
-from tests.sshd import TEST_USER, Keys, Sshd, free_port
+from tests.sshd import TEST_USER, Keys, Sshd
 from tests.support.eventually import eventually
 
 pytestmark = [pytest.mark.engine, pytest.mark.asyncio(loop_scope="module")]
 
-SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
 START_TIMEOUT_S = 240.0
 """One engine start takes 30-75 s here (reference/environment.md 9.4); leave room for a loaded machine."""
 LEVELS = (1, 4, 16)
@@ -103,7 +103,7 @@ class Recorder:
         return out
 
     def log_lines(self, since: int = 0) -> list[str]:
-        return [line for e in self.events[since:] if isinstance(e, LogBatch) for line in e.lines]
+        return [line.text for e in self.events[since:] if isinstance(e, LogBatch) for line in e.lines]
 
 
 @dataclass

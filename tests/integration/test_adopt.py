@@ -22,7 +22,8 @@ from specdash.bench.store import Store
 from specdash.bench.sweep import SweepConfig
 from specdash.config import Config, HostConfig
 from specdash.core.events import LogBatch
-from specdash.core.models import Origin, Phase
+from specdash.phases import SETTLED, Origin, Phase
+from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.launch import launch_argv, launch_env
 from specdash.server.lifecycle import PortBusy
@@ -30,9 +31,7 @@ from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import remote_alive, target
 from tests.integration.remote_sim import sim_config
 from tests.recorder import Recorder
-from tests.sshd import Keys, Sshd, free_port
-
-SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
+from tests.sshd import Keys, Sshd
 
 
 @pytest.fixture
@@ -109,7 +108,7 @@ async def test_a_server_started_by_hand_is_adopted_watched_benched_and_stopped(
         assert (ready.origin, ready.pid, ready.mode) == (Origin.ADOPTED, pid, "baseline")
         # Followed from the start of the file: the first line the simulator wrote is there.
         first_line = (await session.host.run(f"head -n 1 {log}")).stdout.strip()
-        lines = [line for batch in seen.of(LogBatch) for line in batch.lines]  # type: ignore[attr-defined]
+        lines = [line.text for batch in seen.of(LogBatch) for line in batch.lines]  # type: ignore[attr-defined]
         assert first_line and lines and lines[0] == first_line
 
         settings = ProbeSettings(endpoint=Endpoint.GENERATE, output_len=16, stall_timeout_s=20, request_timeout_s=60)

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from specdash.ports import free_port
 from tests.integration.conftest import target
 from tests.integration.remote_sim import sim_config, with_host
-from tests.sshd import Keys, Sshd, free_port
+from tests.sshd import Keys, Sshd
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from textual.widgets import DataTable, Label
 from specdash.cli.demo_session import demo_session
 from specdash.config import Config, HostConfig
 from specdash.core.events import GreedyUpdate
-from specdash.core.models import Phase
+from specdash.phases import Phase
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession
 from specdash.ui.app import SpecdashApp, make_app
@@ -192,8 +192,8 @@ async def test_crash_fault_is_shown_with_its_line() -> None:
 
 
 async def _crash_in_compare_and_report(session: RemoteSession) -> None:
-    from specdash.bench.report import compare_table
     from specdash.bench.run_data import alarms, load_run
+    from specdash.bench.text_tables import compare_table
     from specdash.report.html import build_report
 
     store = session.store
@@ -237,12 +237,12 @@ async def test_greedy_key_over_the_real_stack_finds_a_lossy_verify_step(
     """The greedy check and the SLO against the simulator over the real sshd: an A/B stores baseline's outputs as the
     reference and shows the mode with the `spec-diverge` fault as a finding with its first difference; key `o`
     on eagle3 then matches baseline's stored outputs without restarting baseline; every output is stored."""
-    from specdash.bench.levels import SweepConfig
     from specdash.bench.probe import ProbeSettings
     from specdash.bench.store import Store
-    from specdash.core.slo import parse_slo
+    from specdash.bench.sweep_data import SweepConfig
+    from specdash.ports import free_port
+    from specdash.slo import parse_slo
     from tests.integration.remote_sim import sim_config
-    from tests.sshd import free_port
 
     diverge = '[modes.diverge]\nextends = "eagle3"\nargs = ["--sim-fault", "spec-diverge=5"]\n'
     cfg = sim_config(tmp_path, port=free_port(), time_scale=FAST, extra_modes=diverge)

@@ -17,9 +17,9 @@ from textual.widgets import Label, Static
 from specdash.cli.demo_session import demo_session
 from specdash.config import TuneConfig
 from specdash.core.events import ModesChanged, TuneProgress
-from specdash.core.models import Phase
+from specdash.phases import Phase
 from specdash.server.remote_session import RemoteSession
-from specdash.server.tune import Journal
+from specdash.tune.journal import Journal
 from specdash.ui.app import SpecdashApp, make_app
 from specdash.ui.screens.confirm import ConfirmScreen
 from specdash.ui.screens.tune import TuneScreen

@@ -17,7 +17,8 @@ import pytest
 
 from specdash.config import Config, HostConfig
 from specdash.core.lines import split_lines
-from specdash.core.models import STARTUP_ORDER, Phase
+from specdash.phases import SETTLED, STARTUP_ORDER, Phase
+from specdash.ports import free_port
 from specdash.remote.events import Connected, Lost
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle, PortBusy, ServerAlreadyRunning
@@ -26,9 +27,7 @@ from tests.cpuhog import cpu_hog
 from tests.integration.conftest import remote_alive, target
 from tests.integration.remote_sim import overload, sim_config
 from tests.recorder import Recorder
-from tests.sshd import Sshd, free_port
-
-SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
+from tests.sshd import Sshd
 
 
 @pytest.fixture

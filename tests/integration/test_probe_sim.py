@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import select
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -18,16 +17,11 @@ from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import load_prompts
 from specdash.bench.sse import Endpoint
 from specdash.bench.sweep import SweepConfig, SweepResult, run_sweep
+from specdash.ports import free_port
 
 READY = "The server is fired up and ready to roll!"
 EAGLE = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/d", "--speculative-num-steps", "3",
          "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]  # fmt: skip
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_sim(extra: list[str]) -> tuple[subprocess.Popen[bytes], str]:

@@ -17,7 +17,8 @@ from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import load_prompts
 from specdash.bench.sse import Endpoint
 from specdash.bench.store import Store
-from specdash.bench.sweep import LevelProgress, LevelResult, Sweep, SweepConfig, run_sweep
+from specdash.bench.sweep import LevelResult, Sweep, SweepConfig, run_sweep
+from specdash.core.events import BenchTick
 from specdash.errors import UsageError
 from tests.support.fake_server import FakeConfig, FakeServer
 
@@ -116,7 +117,7 @@ async def test_server_cap_and_client_view_warnings(server: FakeServer) -> None:
 
 
 async def test_sweep_in_probe_processes_with_live_progress(server: FakeServer) -> None:
-    progress: list[LevelProgress] = []
+    progress: list[BenchTick] = []
     cfg = config(
         (2,), processes=None, requests_per_level=20, settings=ProbeSettings(endpoint=Endpoint.GENERATE, output_len=30)
     )
@@ -185,7 +186,7 @@ async def test_cancelled_sweep_is_marked_interrupted_and_keeps_samples(server: F
     with Store(tmp_path / "s.db") as store:
         holder: list[asyncio.Task[object]] = []
 
-        def on_progress(p: LevelProgress) -> None:
+        def on_progress(p: BenchTick) -> None:
             if p.phase == "running" and p.done >= 2:
                 holder[0].cancel()
 
@@ -202,7 +203,7 @@ async def test_cancelled_sweep_is_marked_interrupted_and_keeps_samples(server: F
 
 
 async def test_results_map_to_session_events(server: FakeServer) -> None:
-    ticks: list[LevelProgress] = []
+    ticks: list[BenchTick] = []
     res = await run_sweep(
         server.url, config((2,), requests_per_level=10), load_prompts("chat"), on_progress=ticks.append
     )
@@ -246,7 +247,7 @@ async def test_a_starved_client_marks_the_level_client_limited(server: FakeServe
     server.config.interval_s = 0.01
     hogged: list[bool] = []
 
-    def hog(p: LevelProgress) -> None:
+    def hog(p: BenchTick) -> None:
         # A UI freezing the probe's own event loop (processes=0) for longer than two ticker periods, once:
         # some tick is then at least 0.1 s late, whatever the phase. Worker processes exist to avoid this.
         if p.phase == "running" and not hogged:
@@ -273,7 +274,7 @@ async def test_a_busy_sweep_process_is_the_ui_lagging_unless_it_carries_the_link
     progress tick (every 50 ms)."""
     server.config.interval_s = 0.01
 
-    def hog(p: LevelProgress) -> None:
+    def hog(p: BenchTick) -> None:
         if p.phase == "running":
             end = time.perf_counter() + 0.03
             while time.perf_counter() < end:
@@ -297,7 +298,7 @@ async def test_a_busy_sweep_process_is_the_ui_lagging_unless_it_carries_the_link
 
 
 async def test_duration_mode_level(server: FakeServer) -> None:
-    progress: list[LevelProgress] = []
+    progress: list[BenchTick] = []
     res = await run_sweep(server.url, config((2,), duration_s=0.3), load_prompts("chat"), on_progress=progress.append)
     lv = res.levels[0]
     assert lv.status == "done" and lv.stats.completed >= 2 and lv.stats.failed == 0
@@ -318,7 +319,7 @@ async def test_a_dead_link_seen_before_the_loss_event_pauses_and_reruns_the_leve
         checks.append(False)
         return False
 
-    def progress(p: LevelProgress) -> None:
+    def progress(p: BenchTick) -> None:
         if p.phase == "paused":
             paused.set()
 
@@ -374,7 +375,7 @@ async def test_guards_warn_before_the_first_level_and_slo_and_provenance_are_sto
     server: FakeServer, tmp_path: Path
 ) -> None:
     from specdash.bench.store import RunMeta
-    from specdash.core.slo import parse_slo
+    from specdash.slo import parse_slo
 
     server.config.max_running_requests = 2
     warned: list[str] = []

@@ -12,10 +12,11 @@ from pathlib import Path
 import aiohttp
 
 from specdash.core.events import GpuSample
+from specdash.ports import free_port
 from specdash.server.gpu import QUERY, parse_gpus
 from specdash.sim.gpus import COUNT_ENV, DIR_ENV, install
 from tests.support.eventually import eventually
-from tests.support.sim_harness import SimProcess, free_port, stream_generate
+from tests.support.sim_harness import SimProcess, stream_generate
 
 READY = "The server is fired up and ready to roll!"
 

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from tests.support.sim_harness import READY, Simulators, free_port, probe_health
+from specdash.ports import free_port
+from tests.support.sim_harness import READY, Simulators, probe_health
 
 # engines.md 5.8, version-tolerant patterns.
 PREFIX = r"\[(\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(\.\d+)?( DP\d+)?( PP\d+)?( TP\d+)?( EP\d+)?\]"

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from specdash.core.models import STARTUP_ORDER, Phase
 from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import Crashed, PhaseChanged, ProgressChanged, Ready
+from specdash.phases import STARTUP_ORDER, Phase
 from tests.support.sim_harness import Simulators
 
 

@@ -16,17 +16,17 @@ from specdash import config
 from specdash.bench.store import Store
 from specdash.config import Config, HostConfig
 from specdash.core.events import Notice
-from specdash.core.models import Origin, Phase
 from specdash.engines.registry import names
+from specdash.phases import SETTLED, Origin, Phase
+from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle
 from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import remote_alive, target
 from tests.integration.remote_sim import remote_python
 from tests.recorder import Recorder
-from tests.sshd import Sshd, free_port
+from tests.sshd import Sshd
 
-SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
 ENGINE = Path(__file__).with_name("fake_engine.py")
 
 

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from specdash.config import Config, HostConfig
-from specdash.core.models import Phase
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle
 from tests import netns as netns_mod
@@ -31,7 +30,6 @@ from tests.integration.conftest import (  # noqa: F401  (fixtures re-exported fo
 from tests.netns import Netns
 from tests.sshd import TEST_HOME, TEST_USER, Keys, Sshd
 
-SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
 TIMINGS: list[str] = []
 """Measured recovery times, printed at the end of the session (and by each test with -s)."""
 

@@ -21,7 +21,7 @@ from specdash.bench.store import Store
 from specdash.bench.sweep import SweepConfig
 from specdash.core.events import BenchTick, BenchUpdate
 from specdash.core.lines import split_lines
-from specdash.core.models import Phase
+from specdash.phases import SETTLED, Phase
 from specdash.remote.events import Connected, Lost, Reconnecting
 from specdash.remote.ssh import SSHHost
 from specdash.server.probe_agent import HostRunner
@@ -29,7 +29,7 @@ from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import remote_alive
 from tests.integration.remote_sim import sim_config
 from tests.recorder import Recorder
-from tests.reliability.conftest import SETTLED, RemoteHost, state_dir, timing
+from tests.reliability.conftest import RemoteHost, state_dir, timing
 from tests.sshd import TEST_HOME
 from tests.support.eventually import eventually
 

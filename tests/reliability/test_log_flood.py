@@ -116,8 +116,8 @@ async def test_log_flood_keeps_memory_bounded_and_the_tracker_never_raises(
         if isinstance(event, LogBatch) and event.lines:
             batches += 1
             lines += len(event.lines)
-            chars += sum(len(line) for line in event.lines)
-            last = event.lines[-1]
+            chars += sum(len(line.text) for line in event.lines)
+            last = event.lines[-1].text
 
     try:
         async with SSHHost(target(sshd), ssh_options) as host, flood(host, tmp_path) as (record, log):

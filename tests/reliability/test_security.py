@@ -22,13 +22,14 @@ from specdash.bench.prompts import load_prompts
 from specdash.bench.store import REDACTED, Store, redact
 from specdash.bench.sweep import SweepConfig, run_sweep
 from specdash.config import HostConfig
+from specdash.ports import free_port
 from specdash.remote.embedded import EmbeddedSSHServer
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle
 from tests.integration.conftest import target
 from tests.integration.remote_sim import sim_config
 from tests.reliability.conftest import state_dir
-from tests.sshd import Sshd, free_port
+from tests.sshd import Sshd
 from tests.support.eventually import eventually_sync
 from tests.support.fake_server import FakeServer
 

@@ -15,8 +15,9 @@ from specdash.bench.store import Store
 from specdash.bench.sweep import SweepConfig
 from specdash.config import HostConfig
 from specdash.core.events import BenchUpdate, ServerStatus
-from specdash.core.models import Phase
 from specdash.errors import SpecdashError
+from specdash.phases import Phase
+from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle, PortBusy
 from specdash.server.remote_session import RemoteSession, running
@@ -25,7 +26,7 @@ from tests.integration.conftest import remote_alive, target
 from tests.integration.remote_sim import sim_config
 from tests.recorder import Recorder
 from tests.reliability.conftest import state_dir, timing
-from tests.sshd import Sshd, free_port, make_dir
+from tests.sshd import Sshd, make_dir
 from tests.support.eventually import eventually
 
 

@@ -17,7 +17,6 @@ import json
 import os
 import re
 import signal
-import socket
 import sys
 import time
 from collections.abc import Sequence
@@ -27,17 +26,11 @@ from types import TracebackType
 import aiohttp
 
 from specdash.core.lines import LineSplitter
+from specdash.ports import free_port
 from tests.support.eventually import eventually
 
 READY = "The server is fired up and ready to roll!"
 """SGLang's ready line, which the simulator prints once it serves."""
-
-
-def free_port() -> int:
-    """A loopback port that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class SimProcess:

@@ -8,7 +8,7 @@ import pytest
 
 from specdash.config import UIConfig
 from specdash.ui.app import SpecdashApp, make_app
-from tests.ui.fake_session import Event, FakeSession
+from tests.ui.fake_session import Event, FakeSession, FakeTunes
 from tests.ui.scenarios import NOW
 
 AppFactory = Callable[..., tuple[SpecdashApp, FakeSession]]
@@ -25,7 +25,14 @@ def build() -> AppFactory:
         bell: bool = True,
     ) -> tuple[SpecdashApp, FakeSession]:
         session = FakeSession(events, label="root@gpu-box")
-        app = make_app(session, config_ui=UIConfig(bell=bell), keymap=keymap, clock=lambda: NOW, live=False)
+        app = make_app(
+            session,
+            config_ui=UIConfig(bell=bell),
+            keymap=keymap,
+            clock=lambda: NOW,
+            live=False,
+            tunes=FakeTunes(session),
+        )
         return app, session
 
     return factory

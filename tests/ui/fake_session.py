@@ -6,12 +6,13 @@ A test double for the dashboard only; the real session is exercised over the emb
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from specdash.bench.sweep import SweepResult
 from specdash.core.events import ModeInfo, ModesChanged, ServerStatus, SessionEvent, TuneEntry
-from specdash.core.models import Phase
 from specdash.core.tune import tune_refusal
 from specdash.errors import SpecdashError
+from specdash.phases import Phase
 from specdash.remote.events import ConnectionEvent
 from specdash.server.adopt import Adoptable
 from specdash.server.session import Listener
@@ -44,9 +45,9 @@ class FakeSession:
         self.fail_with: SpecdashError | None = None
         """Raise this from the next action (then clear it)."""
         self.tunes: tuple[TuneEntry, ...] = ()
-        """What `tune_entries` answers."""
+        """What the tunes' `entries` answers (`FakeTunes`)."""
         self.tuning = asyncio.Event()
-        """Set while `tune()` runs; `tune()` returns when `finish_tune` is set (or it is cancelled)."""
+        """Set while `FakeTunes.run` runs; it returns when `finish_tune` is set (or it is cancelled)."""
         self.finish_tune = asyncio.Event()
         self.tune_name = ""
         """The entry `tune()` runs (what `refusal` names)."""
@@ -107,8 +108,11 @@ class FakeSession:
     async def switch(self, mode: str) -> None:
         await self._record("switch", mode)
 
-    async def sweep(self, modes: Sequence[str], levels: Sequence[int], *, reference: str | None = None) -> None:
+    async def sweep(
+        self, modes: Sequence[str], levels: Sequence[int], *, reference: str | None = None
+    ) -> Mapping[str, SweepResult]:
         await self._record("sweep", tuple(modes), tuple(levels), *((reference,) if reference else ()))
+        return {}
 
     async def cancel_sweep(self) -> None:
         await self._record("cancel_sweep")
@@ -116,28 +120,36 @@ class FakeSession:
     async def check_greedy(self, reference: str) -> None:
         await self._record("check_greedy", reference)
 
-    def tune_entries(self) -> tuple[TuneEntry, ...]:
-        return self.tunes
-
     def tune_running(self) -> bool:
         return self.tuning.is_set()
-
-    async def tune(self, name: str) -> None:
-        await self._record("tune", name)
-        self.tune_name = name
-        self.tuning.set()
-        try:
-            await self.finish_tune.wait()
-        finally:
-            self.tuning.clear()
 
     def refusal(self, action: str) -> str | None:
         return tune_refusal(self.tune_name, action) if self.tune_running() else None
 
-    async def cancel_tune(self) -> None:
-        await self._record("cancel_tune")
-        self.finish_tune.set()
-
     async def close(self) -> None:
         self.calls.append(("close", ()))
         self._closed.set()
+
+
+class FakeTunes:
+    """Implements `specdash.tune.job.Tunes` on a `FakeSession`: records `tune` and `cancel_tune` in its calls."""
+
+    def __init__(self, session: FakeSession) -> None:
+        self.session = session
+
+    def entries(self) -> tuple[TuneEntry, ...]:
+        return self.session.tunes
+
+    async def run(self, name: str, emit: Callable[[SessionEvent], None]) -> None:
+        session = self.session
+        await session._record("tune", name)  # noqa: SLF001 - the fake's own log of calls
+        session.tune_name = name
+        session.tuning.set()
+        try:
+            await session.finish_tune.wait()
+        finally:
+            session.tuning.clear()
+
+    async def cancel(self) -> None:
+        await self.session._record("cancel_tune")  # noqa: SLF001
+        self.session.finish_tune.set()

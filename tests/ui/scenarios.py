@@ -10,16 +10,16 @@ from specdash.core.events import (
     GpuSample,
     GpuStats,
     LevelRow,
-    LogBatch,
     ModeInfo,
     ModesChanged,
     ServerStatus,
 )
-from specdash.core.models import CrashInfo, Phase, Progress
-from specdash.core.slo import LevelSlo, TargetResult, goodput_curve, max_concurrency_meeting, parse_slo
 from specdash.core.verdict import verdict
 from specdash.errors import SpecdashError
+from specdash.phases import CrashInfo, Phase, Progress
 from specdash.remote.events import Connected, Lost, Reconnecting
+from specdash.slo import LevelSlo, TargetResult, goodput_curve, max_concurrency_meeting, parse_slo
+from tests.support.log_batches import RawLog
 from tests.ui.fake_session import Event
 
 NOW = 1_700_000_000.0
@@ -92,38 +92,37 @@ CRASHED = ServerStatus(
     crash=CrashInfo(CRASH_REASON, ("Traceback ...",)),
 )
 
-STARTUP_LOG = LogBatch(
-    (
-        "[2025-04-16 14:21:40] server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', tp_size=4)",
-        "[2025-04-16 14:21:42 TP0] Init torch distributed begin.",
-        "[2025-04-16 14:21:42 TP1] Init torch distributed begin.",
-        "[2025-04-16 14:21:49 TP0] Load weight begin. avail mem=78.50 GB",
-        "\x1b[33m[2025-04-16 14:21:50] WARNING  fused_moe.py:12: Using default MoE config.\x1b[0m",
-        *(
-            f"Loading safetensors checkpoint shards:  {round(i / 64 * 100)}% Completed | {i}/64 [00:{i:02d}<00:30]"
-            for i in range(1, 30)
-        ),
-    )
+STARTUP_LINES = (
+    "[2025-04-16 14:21:40] server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', tp_size=4)",
+    "[2025-04-16 14:21:42 TP0] Init torch distributed begin.",
+    "[2025-04-16 14:21:42 TP1] Init torch distributed begin.",
+    "[2025-04-16 14:21:49 TP0] Load weight begin. avail mem=78.50 GB",
+    "\x1b[33m[2025-04-16 14:21:50] WARNING  fused_moe.py:12: Using default MoE config.\x1b[0m",
+    *(
+        f"Loading safetensors checkpoint shards:  {round(i / 64 * 100)}% Completed | {i}/64 [00:{i:02d}<00:30]"
+        for i in range(1, 30)
+    ),
 )
-READY_LOG = LogBatch(
-    (
-        "[2025-04-16 14:23:30 TP0] Capture cuda graph end. Time elapsed: 41.02 s. mem usage=2.10 GB.",
-        "[2025-04-16 14:23:31] INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)",
-        "[2025-04-16 14:23:33] The server is fired up and ready to roll!",
-        "[2025-04-16 14:24:02 TP0] Decode batch. #running-req: 10, #token: 5120, gen throughput (token/s): 1714.22",
-    )
+READY_LINES = (
+    "[2025-04-16 14:23:30 TP0] Capture cuda graph end. Time elapsed: 41.02 s. mem usage=2.10 GB.",
+    "[2025-04-16 14:23:31] INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)",
+    "[2025-04-16 14:23:33] The server is fired up and ready to roll!",
+    "[2025-04-16 14:24:02 TP0] Decode batch. #running-req: 10, #token: 5120, gen throughput (token/s): 1714.22",
 )
-CRASH_LOG = LogBatch(
-    (
-        "[2025-04-16 14:22:53 TP3] Scheduler hit an exception: Traceback (most recent call last):",
-        '  File "/sglang/srt/managers/scheduler.py", line 1999, in run_scheduler_process',
-        "    scheduler.event_loop_overlap()",
-        '  File "/sglang/srt/model_executor/model_runner.py", line 312, in load_model',
-        "    self.model = get_model(...)",
-        CRASH_REASON,
-        "[2025-04-16 14:22:53] Received sigquit from a child process. It usually means the child failed.",
-    )
+CRASH_LINES = (
+    "[2025-04-16 14:22:53 TP3] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/sglang/srt/managers/scheduler.py", line 1999, in run_scheduler_process',
+    "    scheduler.event_loop_overlap()",
+    '  File "/sglang/srt/model_executor/model_runner.py", line 312, in load_model',
+    "    self.model = get_model(...)",
+    CRASH_REASON,
+    "[2025-04-16 14:22:53] Received sigquit from a child process. It usually means the child failed.",
 )
+_run = RawLog()  # one run's tracker: the startup, then its ready lines (a session reads them in one run)
+STARTUP_LOG, READY_LOG = _run.batch(STARTUP_LINES), _run.batch(READY_LINES)
+_crashed = RawLog()  # the same startup, then the crash
+_crashed.classify(STARTUP_LINES)
+CRASH_LOG = _crashed.batch(CRASH_LINES)
 
 ROWS = (
     LevelRow("baseline", 1, "done", 152.0, 151.0, 38.0, 6.5, 64, 0, 150.2),

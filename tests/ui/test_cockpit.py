@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from textual.widgets import OptionList
 
-from specdash.core.events import LogBatch
 from specdash.ui.screens.confirm import ConfirmScreen
 from specdash.ui.widgets.bench import BenchTable
 from specdash.ui.widgets.logpanel import LogPanel
 from specdash.ui.widgets.logview import LogView
+from tests.support.log_batches import log_batch
 from tests.ui import scenarios as sc
 from tests.ui.conftest import AppFactory
 
@@ -33,7 +33,7 @@ async def test_layout_follows_the_terminal_size(
 ) -> None:
     app, session = build(sc.ready_with_bench())
     async with app.run_test(size=size) as pilot:
-        session.emit(LogBatch((LONG,)))
+        session.emit(log_batch((LONG,)))
         await pilot.pause()
         screen = app.screen
         assert screen.has_class(width_class)
@@ -95,7 +95,7 @@ async def test_z_never_zooms_to_a_blank_screen(
 ) -> None:
     app, session = build(sc.ready_with_bench())
     async with app.run_test(size=size) as pilot:
-        session.emit(LogBatch(tuple(f"line {i} ready" for i in range(50))))
+        session.emit(log_batch(tuple(f"line {i} ready" for i in range(50))))
         await pilot.pause()
         screen = app.screen
         if focus is not None:
@@ -126,7 +126,7 @@ async def test_j_k_g_G_move_the_focused_list_or_the_log(build: AppFactory) -> No
         assert modes.highlighted == 0
         await pilot.press("G")
         assert modes.highlighted == 2
-        session.emit(LogBatch(tuple(f"line {i}" for i in range(300))))
+        session.emit(log_batch(tuple(f"line {i}" for i in range(300))))
         await pilot.pause()
         view = app.screen.query_one(LogView)
         view.focus()
@@ -141,7 +141,7 @@ async def test_j_k_g_G_move_the_focused_list_or_the_log(build: AppFactory) -> No
 async def test_w_wraps_long_lines_and_t_hides_timestamps(build: AppFactory) -> None:
     app, session = build(sc.stopped())
     async with app.run_test(size=(80, 24)) as pilot:
-        session.emit(LogBatch((LONG, "short")))
+        session.emit(log_batch((LONG, "short")))
         await pilot.pause()
         view = app.screen.query_one(LogView)
         width = view.scrollable_content_region.width
@@ -166,10 +166,10 @@ async def test_progress_bar_redraws_fold_into_one_updating_line(build: AppFactor
             f"Loading safetensors checkpoint shards: {i * 100 // 4:3d}% Completed | {i}/4 [00:0{i}<00:01]"
             for i in range(5)
         ]
-        session.emit(LogBatch(("[2025-04-16 14:21:49 TP0] Load weight begin.", *shards[:3])))
-        session.emit(LogBatch((*shards[3:], "[2025-04-16 14:21:55 TP0] Load weight end.")))
+        session.emit(log_batch(("[2025-04-16 14:21:49 TP0] Load weight begin.", *shards[:3])))
+        session.emit(log_batch((*shards[3:], "[2025-04-16 14:21:55 TP0] Load weight end.")))
         # The draft model's shards: the same description counting from 0 again is a new bar.
-        session.emit(LogBatch(("Loading safetensors checkpoint shards:   0% Completed | 0/1 [00:00<?]",)))
+        session.emit(log_batch(("Loading safetensors checkpoint shards:   0% Completed | 0/1 [00:00<?]",)))
         await pilot.pause()
         view = app.screen.query_one(LogView)
         assert [line.text for line in view.shown] == [

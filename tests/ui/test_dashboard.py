@@ -6,8 +6,8 @@ import pytest
 from textual.binding import Binding
 from textual.widgets import Label, OptionList
 
-from specdash.core.events import LogBatch, Notice, ServerStatus
-from specdash.core.models import Phase
+from specdash.core.events import Notice, ServerStatus
+from specdash.phases import Phase
 from specdash.remote.events import Connected, Failed, Lost, Reconnecting
 from specdash.remote.ssherror import SSHError, SSHErrorKind
 from specdash.ui.app import APP_BINDINGS, SpecdashApp
@@ -16,6 +16,7 @@ from specdash.ui.screens.dashboard import DashboardScreen
 from specdash.ui.widgets.header import StatusHeader
 from specdash.ui.widgets.logview import LogView
 from tests.support.eventually import eventually
+from tests.support.log_batches import log_batch
 from tests.ui import scenarios as sc
 from tests.ui.conftest import AppFactory
 from tests.ui.settle import settle
@@ -117,7 +118,7 @@ async def test_follow_keeps_the_tail_in_view_and_pause_holds_it(build: AppFactor
     app, session = build(sc.loading())
     async with app.run_test(size=SIZE) as pilot:
         view = app.screen.query_one(LogView)
-        session.emit(LogBatch(tuple(f"line {i}" for i in range(500))))
+        session.emit(log_batch(tuple(f"line {i}" for i in range(500))))
         # The end is where it is once the layout after the batch is done (two refreshes on a loaded box).
         for _ in range(3):
             await pilot.pause()
@@ -125,7 +126,7 @@ async def test_follow_keeps_the_tail_in_view_and_pause_holds_it(build: AppFactor
         assert view.scroll_offset.y == view.max_scroll_y > 0
         await pilot.press("f")
         held = view.scroll_offset.y
-        session.emit(LogBatch(tuple(f"more {i}" for i in range(200))))
+        session.emit(log_batch(tuple(f"more {i}" for i in range(200))))
         await pilot.pause()
         assert not view.follow and view.scroll_offset.y == held
 
@@ -135,10 +136,10 @@ async def test_log_is_bounded_and_reset_clears(build: AppFactory) -> None:
     async with app.run_test(size=SIZE) as pilot:
         view = app.screen.query_one(LogView)
         for batch in range(5):
-            session.emit(LogBatch(tuple(f"b{batch} line {i}" for i in range(2500))))
+            session.emit(log_batch(tuple(f"b{batch} line {i}" for i in range(2500))))
         await pilot.pause()
         assert len(view.shown) == 5000 and view.shown[-1].text == "b4 line 2499"
-        session.emit(LogBatch(("new run",), reset=True))
+        session.emit(log_batch(("new run",), reset=True))
         await pilot.pause()
         assert [line.text for line in view.shown] == ["new run"]
 
@@ -374,14 +375,14 @@ async def test_command_palette_runs_an_action(build: AppFactory) -> None:
 async def test_scrolling_up_with_keys_pauses_follow(build: AppFactory) -> None:
     app, session = build(sc.loading())
     async with app.run_test(size=SIZE) as pilot:
-        session.emit(LogBatch(tuple(f"line {i}" for i in range(500))))
+        session.emit(log_batch(tuple(f"line {i}" for i in range(500))))
         await pilot.pause()
         view = app.screen.query_one(LogView)
         view.focus()
         await pilot.press("pageup")
         assert not view.follow
         held = view.scroll_offset.y
-        session.emit(LogBatch(("one more",)))
+        session.emit(log_batch(("one more",)))
         await pilot.pause()
         assert view.scroll_offset.y == held
 
@@ -399,7 +400,7 @@ async def test_stopped_says_so_without_a_startup_bar(build: AppFactory) -> None:
 async def test_scrolling_back_to_the_end_resumes_follow(build: AppFactory) -> None:
     app, session = build(sc.loading())
     async with app.run_test(size=SIZE) as pilot:
-        session.emit(LogBatch(tuple(f"line {i}" for i in range(500))))
+        session.emit(log_batch(tuple(f"line {i}" for i in range(500))))
         await pilot.pause()
         view = app.screen.query_one(LogView)
         view.focus()
@@ -410,7 +411,7 @@ async def test_scrolling_back_to_the_end_resumes_follow(build: AppFactory) -> No
         await pilot.press("pageup", "pageup")
         await pilot.press("end")
         assert view.follow
-        session.emit(LogBatch(("newest",)))
+        session.emit(log_batch(("newest",)))
         await pilot.pause()
         assert view.scroll_offset.y == view.max_scroll_y and view.shown[-1].text == "newest"
 
@@ -418,7 +419,7 @@ async def test_scrolling_back_to_the_end_resumes_follow(build: AppFactory) -> No
 async def test_a_line_without_a_break_is_cut_in_view(build: AppFactory) -> None:
     app, session = build(sc.loading())
     async with app.run_test(size=SIZE) as pilot:
-        session.emit(LogBatch(("x" * 262_144, "short")))
+        session.emit(log_batch(("x" * 262_144, "short")))
         await pilot.pause()
         view = app.screen.query_one(LogView)
         long = view.shown[-2].text
@@ -457,7 +458,7 @@ async def test_a_busy_port_held_by_a_hand_started_server_offers_adoption(build: 
 
 
 async def test_mode_list_marker_follows_the_server_state(build: AppFactory) -> None:
-    from specdash.core.models import CrashInfo
+    from specdash.phases import CrashInfo
     from specdash.ui.widgets.modes import ModeList
 
     app, session = build(sc.ready_with_bench()[:4])
@@ -476,7 +477,7 @@ async def test_mode_list_marker_follows_the_server_state(build: AppFactory) -> N
 
 
 async def test_after_a_crash_x_offers_to_clean_up_what_is_left_in_the_group(build: AppFactory) -> None:
-    from specdash.core.models import CrashInfo
+    from specdash.phases import CrashInfo
 
     app, session = build(sc.stopped())
     async with app.run_test(size=SIZE) as pilot:

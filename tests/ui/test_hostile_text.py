@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import re
 
-from specdash.core.events import LogBatch, Notice, ServerStatus
-from specdash.core.models import Phase
+from specdash.core.events import Notice, ServerStatus
 from specdash.core.startup import StartupTracker
 from specdash.engines.registry import make_rules
-from specdash.engines.text import escape_controls, escape_controls_in
+from specdash.phases import Phase
 from specdash.remote.events import Connected
+from specdash.safetext import escape_controls, escape_controls_in
 from specdash.server.lifecycle import _replies
+from tests.support.log_batches import log_batch
 from tests.ui import scenarios as sc
 from tests.ui.conftest import AppFactory
 
@@ -61,7 +62,7 @@ async def test_hostile_text_renders_without_controls(build: AppFactory) -> None:
     status = _status()
     notice = Notice(f"{status.mode} crashed: {status.crash.reason if status.crash else ''}", "error")
     for size in SIZES:
-        app, _ = build([sc.MODES, Connected(sc.HOST, 1), status, LogBatch(HOSTILE_LOG + CRASH_LOG), notice])
+        app, _ = build([sc.MODES, Connected(sc.HOST, 1), status, log_batch(HOSTILE_LOG + CRASH_LOG), notice])
         async with app.run_test(size=size) as pilot:
             await pilot.pause()
             await pilot.pause()

@@ -4,28 +4,36 @@ from __future__ import annotations
 
 from specdash.core.startup_events import ClassifiedLine, LineKind
 from specdash.ui.widgets.loglines import (
-    Classifier,
     Kind,
+    LogLine,
     level_spans,
     match_spans,
     prefix_span,
     rank_spans,
     timestamp_span,
+    view_line,
 )
+from tests.support.log_batches import RawLog
 from tests.ui import scenarios as sc
 from tests.ui.conftest import AppFactory
 
 
+def read(log: RawLog, raw: str) -> LogLine:
+    """`raw` as the view shows it after the session's tracker (`log`) read it."""
+    (line,) = log.classify([raw])
+    return view_line(1, line)
+
+
 def kinds(lines: list[str]) -> list[LineKind]:
-    classifier = Classifier()
-    return [classifier.feed(line).line_kind for line in lines]
+    log = RawLog()
+    return [read(log, line).line_kind for line in lines]
 
 
 def test_traceback_runs_until_the_exception_line() -> None:
     """The marker that opens the traceback and the sigquit after it are crash lines (tinted as errors); the
     frames, code lines and exception line between them are the traceback."""
-    assert kinds(list(sc.CRASH_LOG.lines)) == [LineKind.CRASH] + [LineKind.TRACEBACK] * 5 + [LineKind.CRASH]
-    assert Classifier().feed(sc.CRASH_LOG.lines[0]).kind is Kind.ERROR
+    assert kinds(list(sc.CRASH_LINES)) == [LineKind.CRASH] + [LineKind.TRACEBACK] * 5 + [LineKind.CRASH]
+    assert read(RawLog(), sc.CRASH_LINES[0]).kind is Kind.ERROR
 
 
 def test_headerless_unindented_traceback_is_a_traceback() -> None:
@@ -41,26 +49,26 @@ def test_headerless_unindented_traceback_is_a_traceback() -> None:
 
 
 def test_progress_bars_carry_their_identity() -> None:
-    classifier = Classifier()
-    a = classifier.feed("Loading safetensors checkpoint shards:  25% Completed | 1/4 [00:01<00:03]")
-    b = classifier.feed("Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:02<00:02]")
-    c = classifier.feed("Capturing batches (bs=512 avail_mem=3.1 GB):   0%|          | 0/51 [00:00<?, ?it/s]")
+    classifier = RawLog()
+    a = read(classifier, "Loading safetensors checkpoint shards:  25% Completed | 1/4 [00:01<00:03]")
+    b = read(classifier, "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:02<00:02]")
+    c = read(classifier, "Capturing batches (bs=512 avail_mem=3.1 GB):   0%|          | 0/51 [00:00<?, ?it/s]")
     assert a.line_kind is b.line_kind is c.line_kind is LineKind.PROGRESS
     assert a.bar == b.bar != c.bar and c.bar is not None and "Capturing batches" in c.bar
 
 
 def test_levels_ready_lines_and_ansi() -> None:
-    classifier = Classifier()
-    warning = classifier.feed("\x1b[33m[2025-04-16 14:21:50] WARNING  fused_moe.py:12: default config\x1b[0m")
+    classifier = RawLog()
+    warning = read(classifier, "\x1b[33m[2025-04-16 14:21:50] WARNING  fused_moe.py:12: default config\x1b[0m")
     assert warning.kind is Kind.WARNING and "\x1b" not in warning.text
-    assert classifier.feed("[2025-04-16 14:23:33] The server is fired up and ready to roll!").kind is Kind.READY
-    assert classifier.feed("RuntimeError: CUDA error: an illegal memory access").kind is Kind.ERROR
-    vllm = Classifier()
-    assert vllm.feed("(APIServer pid=1) ERROR 10-21 09:11:55 [core.py:1] EngineCore failed").kind is Kind.ERROR
-    assert vllm.feed("(APIServer pid=1) INFO:     Application startup complete.").kind is Kind.READY
+    assert read(classifier, "[2025-04-16 14:23:33] The server is fired up and ready to roll!").kind is Kind.READY
+    assert read(classifier, "RuntimeError: CUDA error: an illegal memory access").kind is Kind.ERROR
+    vllm = RawLog()
+    assert read(vllm, "(APIServer pid=1) ERROR 10-21 09:11:55 [core.py:1] EngineCore failed").kind is Kind.ERROR
+    assert read(vllm, "(APIServer pid=1) INFO:     Application startup complete.").kind is Kind.READY
     assert (
-        vllm.feed(
-            "(APIServer pid=1) INFO 05-26 19:19:56 [core.py:1] [shutdown] API server: shutdown triggered"
+        read(
+            vllm, "(APIServer pid=1) INFO 05-26 19:19:56 [core.py:1] [shutdown] API server: shutdown triggered"
         ).line_kind
         is LineKind.STOP
     )
@@ -68,7 +76,7 @@ def test_levels_ready_lines_and_ansi() -> None:
 
 def test_lines_the_session_classified_are_taken_as_they_are() -> None:
     line = ClassifiedLine(7, "[t TP0] Decode batch, #running-req: 1", LineKind.SERVING)
-    taken = Classifier().take(line)
+    taken = view_line(1, line)
     assert (taken.text, taken.kind, taken.line_kind) == (line.text, Kind.NORMAL, LineKind.SERVING)
 
 
@@ -88,12 +96,11 @@ def test_level_and_match_spans() -> None:
     assert match_spans("anything", "") == []
 
 
-def test_classifier_numbers_and_cleans_a_long_stream() -> None:
-    # Its speed at 10,000 lines/s is measured in benchmarks/ui_latency.py; here: order and cleaning hold.
+def test_the_tracker_numbers_and_cleans_a_long_stream() -> None:
+    # The view's speed at 10,000 lines/s is measured in benchmarks/ui_latency.py; here: order and cleaning hold.
     lines = [f"\x1b[0;36m[2025-04-16 14:22:{i % 60:02d} TP{i % 8}]\x1b[0m Decode batch. #r: {i}" for i in range(10_000)]
-    classifier = Classifier()
-    out = [classifier.feed(line) for line in lines]
-    assert [line.seq for line in out] == list(range(1, 10_001))
+    out = RawLog().classify(lines)
+    assert [line.no for line in out] == list(range(1, 10_001))
     assert all("\x1b" not in line.text for line in out)
     assert out[-1].text.endswith("#r: 9999")
 
@@ -103,11 +110,11 @@ async def test_log_view_keeps_a_bounded_ring_under_a_flood(build: AppFactory) ->
 
     How fast it does so is measured in benchmarks/ui_latency.py, not asserted here.
     """
-    from specdash.core.events import LogBatch
     from specdash.ui.widgets.logview import LogView
+    from tests.support.log_batches import log_batch
 
     app, session = build(sc.loading())
-    batch = LogBatch(tuple(f"[2025-04-16 14:22:53 TP{i % 8}] Decode batch. #token: {i}" for i in range(2_500)))
+    batch = log_batch(tuple(f"[2025-04-16 14:22:53 TP{i % 8}] Decode batch. #token: {i}" for i in range(2_500)))
     async with app.run_test(size=(120, 40)) as pilot:
         view = app.screen.query_one(LogView)
         for _ in range(40):  # 4 batches a second for 10 s

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from specdash.core.events import LogBatch
 from specdash.ui.messages import LogMailbox
+from tests.support.log_batches import log_batch
 
 
 def _batch(first: int, n: int, *, reset: bool = False) -> LogBatch:
-    return LogBatch(tuple(f"line {i}" for i in range(first, first + n)), reset=reset)
+    return log_batch((f"line {i}" for i in range(first, first + n)), reset=reset)
 
 
 def test_one_message_is_waiting_at_a_time_and_it_takes_every_batch() -> None:
@@ -16,7 +17,7 @@ def test_one_message_is_waiting_at_a_time_and_it_takes_every_batch() -> None:
     assert box.put(_batch(0, 3)) is True  # the dashboard must be told
     assert box.put(_batch(3, 3)) is False  # one message already waits: it will take this too
     taken = box.take()
-    assert [line for batch in taken for line in batch.lines] == [f"line {i}" for i in range(6)]
+    assert [line.text for batch in taken for line in batch.lines] == [f"line {i}" for i in range(6)]
     assert not box.pending
     assert box.put(_batch(6, 1)) is True  # taken: the next batch tells again
 
@@ -31,7 +32,7 @@ def test_a_long_backlog_is_taken_in_slices_in_order() -> None:
     assert box.put(_batch(10, 2)) is False  # still told: the taker posts the next slice itself
     rest = box.take(limit=7)
     assert not any(b.reset for b in rest)  # the reset belongs to the first slice only
-    lines = [line for batch in (*first, *rest) for line in batch.lines]
+    lines = [line.text for batch in (*first, *rest) for line in batch.lines]
     assert lines == [f"line {i}" for i in range(12)]
     assert not box.pending
 
@@ -41,4 +42,4 @@ def test_a_reset_drops_what_waited_before_it() -> None:
     box.put(_batch(0, 4))
     box.put(_batch(100, 2, reset=True))
     taken = box.take()
-    assert [b.lines for b in taken] == [("line 100", "line 101")] and taken[0].reset
+    assert [[line.text for line in b.lines] for b in taken] == [["line 100", "line 101"]] and taken[0].reset

@@ -60,12 +60,13 @@ async def test_any_key_stops_the_tour_and_does_nothing_else() -> None:
     app, session = app_for([sc.MODES], autoplay=True)
     started = asyncio.Event()
 
-    async def endless_sweep(modes: object, levels: object, *, reference: str | None = None) -> None:
+    async def endless_sweep(modes: object, levels: object, *, reference: str | None = None) -> dict[str, object]:
         session.calls.append(("sweep", ()))
         started.set()
         await asyncio.Event().wait()
+        return {}
 
-    session.sweep = endless_sweep  # type: ignore[method-assign]
+    session.sweep = endless_sweep  # type: ignore[method-assign,assignment]
     async with app.run_test(size=SIZE) as pilot:
         session.emit(Connected(sc.HOST, 1), sc.STOPPED)
         await asyncio.wait_for(started.wait(), 5)
@@ -85,7 +86,7 @@ async def test_the_tour_shows_each_page_it_talks_about_at_every_size(size: tuple
     step = asyncio.Queue[str]()
     go = asyncio.Event()
 
-    async def scripted_sweep(modes: object, levels: object, *, reference: str | None = None) -> None:
+    async def scripted_sweep(modes: object, levels: object, *, reference: str | None = None) -> dict[str, object]:
         for events, name in (
             ((sc.LOADING,), "starting"),
             ((sc.READY, replace(sc.BENCH, rows=sc.ROWS[:2])), "measuring"),
@@ -96,8 +97,9 @@ async def test_the_tour_shows_each_page_it_talks_about_at_every_size(size: tuple
             await step.put(name)
             await go.wait()
             go.clear()
+        return {}
 
-    session.sweep = scripted_sweep  # type: ignore[method-assign]
+    session.sweep = scripted_sweep  # type: ignore[method-assign, assignment]
     async with app.run_test(size=size) as pilot:
         session.emit(Connected(sc.HOST, 1), sc.STOPPED)
         dashboard = app.dashboard

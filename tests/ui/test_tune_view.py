@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from textual.widgets import Label, Static
 
 from specdash.core.events import TuneEntry, TuneProgress
-from specdash.server.tune import Journal
+from specdash.tune.journal import Journal
 from specdash.ui.app import SpecdashApp
 from specdash.ui.screens.confirm import ConfirmScreen
 from specdash.ui.screens.tune import TuneScreen
@@ -91,8 +92,10 @@ BROKEN = TuneEntry("bad", "eagle3", "baseline", "k=1,2", problem="--space: mode 
 def progress(phase: str = "running", **changes: object) -> TuneProgress:
     """A step of a tune: the baseline and one setting measured at two levels, one setting dropped."""
     from specdash.core import tune as core
-    from specdash.server.tune import TunePlan, TuneResult, TuneState
-    from specdash.server.tune_report import report
+    from specdash.tune.journal import TuneState
+    from specdash.tune.plan import TunePlan
+    from specdash.tune.report import report
+    from specdash.tune.runner import result_of
 
     state = TuneState()
     for name, levels in {"baseline": {1: 70.0, 4: 225.0}, "s3-k4-d8": {1: 91.0, 4: 195.0}}.items():
@@ -101,8 +104,8 @@ def progress(phase: str = "running", **changes: object) -> TuneProgress:
             state.apply({"type": "level", "candidate": name, "repeat": 0, "c": c, "tok_s": v})
     order = tuple(p for p in core.parse_space(ENTRY.space)[1] if p.label in ("s3-k4-d8", "s1-k1-d4"))
     plan = TunePlan("night", "gpu1", "eagle3", "baseline", "sglang", ENTRY.space, (1, 4, 16), 2, order, ())
-    pts = core.points(state.measured(), plan.noise_floor)
-    rep = report(plan, TuneResult(plan, state, pts, core.build_policy(pts), ("s1-k1-d4",), state.restarts))
+    state.apply({"type": "drop", "candidate": "s1-k1-d4", "after": 0})
+    rep = report(plan, result_of(plan, state))
     base: dict[str, object] = dict(
         name="night", phase=phase, line="[s3-k4-d8 #1 C=4] 195.0 tok/s", setting="s3-k4-d8", repeat=0, repeats=2,
         levels_done=2, levels_total=3, restarts=2, full_grid_restarts=12, dropped=("s1-k1-d4",), eta_s=390.0,
@@ -165,10 +168,12 @@ async def test_a_running_tune_is_shown_live_and_cancelled(build: AppFactory, siz
         await pilot.press("c")
         await pilot.pause()
         assert ("cancel_tune", ()) in session.calls
-        session.emit(progress("cancelled", setting=""))
+        after = "nothing runs now: eagle3@s1-k1-d4, starting for the tune's next setting, was stopped"
+        session.emit(progress("cancelled", setting="", after=after))
         await pilot.pause()
         live = shown(app, "#tune-live")
-        assert "cancelled: finished levels are kept; specdash tune gpu1 --tune night --resume continues" in live
+        assert f"tune night cancelled: {after}" in live, "the screen says what runs after the cancel"
+        assert "finished levels are kept; specdash tune gpu1 --tune night --resume continues" in live
         assert "1.300x" in shown(app, "#tune-policy"), "finished results stay on the screen"
 
 
@@ -232,3 +237,55 @@ async def test_quitting_while_a_tune_runs_asks_first_and_says_how_it_goes_on(bui
         await pilot.press("n")
         await pilot.pause()
         assert not isinstance(app.screen, ConfirmScreen) and app.is_running
+
+
+def baseline_only(phase: str = "running", **changes: object) -> TuneProgress:
+    """A tune that has measured only the baseline (its first restart) so far."""
+    from specdash.core import tune as core
+    from specdash.tune.journal import TuneState
+    from specdash.tune.plan import TunePlan
+    from specdash.tune.report import report
+    from specdash.tune.runner import result_of
+
+    state = TuneState()
+    state.apply({"type": "startup", "candidate": "baseline", "repeat": 0, "seconds": 6.0})
+    for c, v in {1: 70.0, 4: 225.0}.items():
+        state.apply({"type": "level", "candidate": "baseline", "repeat": 0, "c": c, "tok_s": v})
+    order = tuple(core.parse_space(ENTRY.space)[1][: ENTRY.settings])
+    plan = TunePlan("night", "gpu1", "eagle3", "baseline", "sglang", ENTRY.space, (1, 4, 16), 2, order, ())
+    base = progress(phase, report=report(plan, result_of(plan, state)), restarts=1, dropped=())
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 45)])
+async def test_no_verdict_on_speculation_before_a_speculative_setting_is_measured(
+    build: AppFactory, size: tuple[int, int]
+) -> None:
+    app, session = build(sc.loading())
+    async with app.run_test(size=size) as pilot:
+        await open_tune(app, pilot)
+        session.tuning.set()
+        session.emit(baseline_only())
+        await pilot.pause()
+        summary = shown(app, "#tune-summary")
+        assert "never pays" not in summary and "stops paying" not in summary
+        assert "no speculative setting measured yet" in summary
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 45)])
+async def test_after_a_cancel_the_view_says_what_runs_and_saves_nothing(
+    build: AppFactory, size: tuple[int, int]
+) -> None:
+    """Cancelled after the first restart of a 12-restart tune: no "11 saved"; the first lines say what runs."""
+    app, session = build(sc.loading())
+    async with app.run_test(size=size) as pilot:
+        await open_tune(app, pilot)
+        after = "nothing runs now: eagle3@s3-k4-d8, starting for the tune's next setting, was stopped"
+        session.emit(baseline_only("cancelled", setting="", after=after, eta_s=None))
+        await pilot.pause()
+        live = shown(app, "#tune-live")
+        assert live.splitlines()[0] == f"tune night cancelled: {after}"[: len(live.splitlines()[0])]
+        assert after in live.replace("\n", " ") or after in live
+        summary = shown(app, "#tune-summary")
+        assert "1 restarts of 12 (0 saved by the drop rule)" in summary.replace("\n", " ")
+        assert "never pays" not in summary

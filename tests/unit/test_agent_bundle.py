@@ -129,7 +129,7 @@ s = RequestSample(index=1, prompt_index=0, worker=0, error=Failure.STALL, detail
 back = sample_from_list(json.loads(json.dumps(sample_to_list(s))), 10)
 assert back.error is Failure.STALL and back.start_ns == 12 and back.credits() == [(1012, 1), (2012, 1)], back
 from specdash.bench.sse import StreamAccount
-from specdash.engines.text import escape_controls_in
+from specdash.safetext import escape_controls_in
 a = StreamAccount(Endpoint.GENERATE, 2)
 a.feed(b'data: {"text":"a","meta_info":{"completion_tokens":1}}\n\n', 1)
 a.feed(b'data: {"text":"ab","meta_info":{"completion_tokens":2,"spec_accept_length":1.5}}\n\ndata: [DONE]\n\n', 2)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from specdash.bench.report import repeats_table
+from specdash.bench.text_tables import repeats_table
 from specdash.core.compare import CrossoverKind, Spread, compute_crossover, level_ratios, pool_runs
 
 

@@ -10,9 +10,9 @@ import pytest
 
 from specdash import config
 from specdash.cli.config import example_text
-from specdash.core.models import Phase
 from specdash.engines.registry import names
 from specdash.errors import UsageError
+from specdash.phases import Phase
 
 P = Path("/cfg/config.toml")
 ENGINES = names()

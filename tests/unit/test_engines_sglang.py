@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from specdash.core.models import Phase, Progress
 from specdash.engines.base import (
     CrashKind,
     CrashSignal,
@@ -18,6 +17,7 @@ from specdash.engines.base import (
 )
 from specdash.engines.metrics import BatchStats, ServerLimits
 from specdash.engines.sglang import SGLangRules, is_rank0
+from specdash.phases import Phase, Progress
 
 
 def observe(*lines: str) -> list[Observation]:

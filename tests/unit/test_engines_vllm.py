@@ -9,12 +9,12 @@ from typing import Any, TypeVar
 
 import pytest
 
-from specdash.core.models import Phase, Progress
 from specdash.engines.base import CrashKind, CrashSignal, HealthState, Observation, PhaseHint, ProgressHint, VersionHint
 from specdash.engines.metrics import EngineStats, ServerLimits, SpecDecodeStats
 from specdash.engines.registry import detect_engine, make_rules
 from specdash.engines.text import bar_counts, strip_ansi, unwrap
 from specdash.engines.vllm import VLLM_STARTUP_ORDER, VLLMRules
+from specdash.phases import Phase, Progress
 
 T = TypeVar("T")
 

@@ -1,4 +1,4 @@
-"""`engines.text.escape_controls`: the one home for making untrusted text safe for the terminal."""
+"""`safetext.escape_controls`: the one home for making untrusted text safe for the terminal."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from specdash.engines.text import escape_controls, escape_controls_in, unwrap_tagged
+from specdash.engines.text import unwrap_tagged
+from specdash.safetext import escape_controls, escape_controls_in
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from specdash.core.eta import PACE_RANGE, estimate, phase_medians
-from specdash.core.models import Phase
+from specdash.phases import Phase
 
 P = Phase
 RUN = {"launching": 2.0, "loading weights": 10.0, "capturing CUDA graphs": 100.0, "warming up": 8.0}

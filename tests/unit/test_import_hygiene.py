@@ -1,10 +1,12 @@
-"""The core packages never import Textual: each is imported in a fresh interpreter and checked."""
+"""The core packages never import Textual: each is imported in a fresh interpreter and checked. No file-level import
+cycle, however it is imported (module level or inside a function): grimp's graph, the one `lint-imports` reads."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
+import grimp
 import pytest
 
 CORE_PACKAGES = [
@@ -16,6 +18,7 @@ CORE_PACKAGES = [
     "specdash.sim",
     "specdash.cli",
     "specdash.report",
+    "specdash.tune",
 ]
 
 
@@ -31,3 +34,30 @@ def test_package_does_not_import_textual(package: str) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", f"{package} pulls in {out.stdout.strip()}"
+
+
+def _cycles(graph: grimp.ImportGraph) -> list[set[str]]:
+    """The strongly connected components of more than one module: a module's component is what it reaches and
+    what reaches it (grimp's own graph queries; fast enough for a few hundred modules)."""
+    found: list[set[str]] = []
+    for module in sorted(graph.modules):
+        if any(module in c for c in found):
+            continue
+        component = graph.find_upstream_modules(module) & graph.find_downstream_modules(module)
+        if component:
+            found.append(component | {module})
+    return found
+
+
+def test_no_file_level_import_cycle() -> None:
+    assert _cycles(grimp.build_graph("specdash", cache_dir=None)) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    graph = grimp.ImportGraph()
+    for name in ("p", "p.a", "p.b", "p.c"):
+        graph.add_module(name)
+    graph.add_import(importer="p.a", imported="p.b")
+    graph.add_import(importer="p.b", imported="p.a")
+    graph.add_import(importer="p.c", imported="p.a")
+    assert _cycles(graph) == [{"p.a", "p.b"}]

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from specdash.bench.gauges import POLL_NAMES, read_gauges
-from specdash.bench.report import compare_table, level_table
 from specdash.bench.samples import Failure, RequestSample
 from specdash.bench.server_view import ServerView, level_view, parse_prometheus, running_cap, warnings_for
 from specdash.bench.summary import summarize
 from specdash.bench.sweep import SweepConfig, validate_levels, validate_url
+from specdash.bench.text_tables import compare_table, level_table
 from specdash.bench.workers import processes_for, split_level
 from specdash.errors import UsageError
 

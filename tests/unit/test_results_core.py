@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from specdash.core.pareto import ParetoPoint, frontier, gpu_count, points_for, staircase
-from specdash.core.slo import Outcome, SloError, evaluate_level, goodput_curve, max_concurrency_meeting, parse_slo
 from specdash.core.verdict import speedups, verdict
+from specdash.slo import Outcome, SloError, evaluate_level, goodput_curve, max_concurrency_meeting, parse_slo
 
 # -- SLO ---------------------------------------------------------------------------------------------------
 

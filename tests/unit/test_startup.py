@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from specdash.core.models import Phase, Progress
 from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import (
     Crashed,
@@ -23,6 +22,7 @@ from specdash.core.startup_events import (
 from specdash.core.stuck import DEFAULT_STUCK_TIMEOUTS
 from specdash.core.timeline import Outcome, Timeline
 from specdash.engines.metrics import BatchStats
+from specdash.phases import SETTLED, STARTUP_ORDER, Phase, Progress
 
 LOGS = Path(__file__).parent.parent / "fixtures" / "logs"
 SGLANG_READY = (LOGS / "synthetic" / "sglang_v056_eagle3_tp2_ready.log").read_text()
@@ -477,3 +477,9 @@ def test_a_long_mixed_log_goes_through_without_errors() -> None:
     assert tracker.internal_errors == 0
     assert tracker.phase is Phase.READY
     assert sum(1 for e in events if isinstance(e, MetricsSeen)) >= count // 3
+
+
+def test_a_start_settles_when_ready_or_gone_and_not_before() -> None:
+    assert SETTLED == {Phase.READY, Phase.STOPPED, Phase.CRASHED, Phase.EXITED}
+    assert all(phase.is_settled == (phase in SETTLED) for phase in Phase)
+    assert not any(phase.is_settled for phase in STARTUP_ORDER[:-1]) and not Phase.STOPPING.is_settled

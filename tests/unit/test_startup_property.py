@@ -10,11 +10,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specdash.core.models import Phase
 from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import Crashed, PhaseChanged, ProgressChanged, Ready, StartupEvent
 from specdash.core.timeline import Timeline
 from specdash.engines.registry import make_rules
+from specdash.phases import Phase
 
 LOGS = Path(__file__).parent.parent / "fixtures" / "logs"
 ALL_LOGS = sorted(LOGS.rglob("*.log"))

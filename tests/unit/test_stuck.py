@@ -3,10 +3,10 @@ warning says which rule fired."""
 
 from __future__ import annotations
 
-from specdash.core.models import Phase
 from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import Stuck
 from specdash.core.stuck import DEFAULT_STUCK_TIMEOUTS, StuckPolicy, phase_named, stuck_limits
+from specdash.phases import Phase
 
 HISTORY = [
     {"loading weights": 96.2, "capturing CUDA graphs": 41.0, "dist-init": 7.9},

@@ -99,7 +99,7 @@ def test_the_dashboard_and_the_cli_build_the_same_plan_from_a_tune_table() -> No
     import argparse
 
     from specdash.cli.tune import _check_tune, add_arguments, make_plan
-    from specdash.server.tune import plan_for_entry, tune_entries
+    from specdash.tune.plan import plan_for_entry, tune_entries
 
     cfg = parse(
         MODES + '[tune.night]\nmode = "eagle3"\nspace = "steps=1,3 topk=1,4 draft=4"\nlevels = "1,4"\n'

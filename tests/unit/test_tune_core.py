@@ -240,7 +240,7 @@ def policy_k(policy: core.Policy) -> int:
 
 
 def test_candidate_modes_replace_the_draft_settings_in_the_engines_words() -> None:
-    from specdash.server.tune import candidate_mode
+    from specdash.tune.plan import candidate_mode
 
     sgl = ModeConfig(
         "e3", "sglang", "/m", args=("--tp", "8", "--speculative-num-steps", "2", "--speculative-eagle-topk=4")
@@ -302,7 +302,7 @@ def test_separation_and_ties_in_the_policy() -> None:
 
 
 def test_every_restart_gets_its_own_seed_in_the_engines_words() -> None:
-    from specdash.server.tune import restart_seed, seeded_args
+    from specdash.tune.plan import restart_seed, seeded_args
 
     seeds = {restart_seed(c, r) for c in ("baseline", "s3-k4-d8") for r in range(3)}
     assert len(seeds) == 6, "distinct per (candidate, pass)"
@@ -325,7 +325,7 @@ def test_the_simulator_takes_sglangs_random_seed() -> None:
 
 
 def test_the_journal_state_keeps_every_block_once() -> None:
-    from specdash.server.tune import TuneState
+    from specdash.tune.journal import TuneState
 
     state = TuneState()
     records = [

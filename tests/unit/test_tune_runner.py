@@ -1,10 +1,12 @@
-"""The tune's search loop (`specdash.server.tune.TuneRunner.run`) over recorded figures: which settings each
+"""The tune's search loop (`specdash.tune.runner.TuneRunner.run`) over recorded figures: which settings each
 pass measures and what the result says was dropped. The restart itself (`_measure`) is replaced by one that
 records the figures a real run measured, so only the pure search logic runs here; the real restarts are in
 tests/integration/test_tune_demo.py (simulator) and tests/engine/test_engine_cli.py (vLLM)."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 from specdash.config import HostConfig, parse
@@ -13,7 +15,9 @@ from specdash.engines.spec_settings import SpecSetting
 from specdash.remote.options import SSHOptions
 from specdash.remote.ssh import SSHHost
 from specdash.server.remote_session import RemoteSession
-from specdash.server.tune import Journal, TunePlan, TuneRunner, TuneState
+from specdash.tune.journal import Journal, TuneState
+from specdash.tune.plan import TunePlan
+from specdash.tune.runner import TuneRunner
 
 CONFIG = """
 [modes.plain]
@@ -35,21 +39,36 @@ FIGURES = {
 }
 
 
-async def test_a_setting_dropped_after_a_pass_stays_dropped_in_the_result(tmp_path: Path) -> None:
+def session_and_plan(tmp_path: Path) -> tuple[RemoteSession, TunePlan]:
+    """A session that is never connected (the search loop is all that runs) and a 3-setting, 2-pass plan."""
     cfg = parse(CONFIG, tmp_path / "config.toml", engines=names())
-    address = "u@127.0.0.1:1"  # never connected: the search loop is all that runs
+    address = "u@127.0.0.1:1"
     session = RemoteSession(SSHHost(address, SSHOptions()), HostConfig(name="h", address=address), cfg)
     plan = TunePlan(
         name="t", host="h", base_mode="ngram", baseline_mode="plain", engine="vllm", space="k=1,2,4",
         levels=(1, 4, 16), repeats=2, order=(SpecSetting(k=2), SpecSetting(k=1), SpecSetting(k=4)), skipped=(),
     )  # fmt: skip
+    return session, plan
+
+
+def runner_for(
+    tmp_path: Path, state: TuneState, duration_s: float = 30.0, history: tuple[float, ...] = ()
+) -> TuneRunner:
+    session, plan = session_and_plan(tmp_path)
+    sweep = replace(session.sweep_defaults, duration_s=duration_s)
+    journal = Journal(tmp_path / "t.jsonl")
+    return TuneRunner(session, plan, journal, state, sweep, None, history_startup_s=history)  # type: ignore[arg-type]
+
+
+async def test_a_setting_dropped_after_a_pass_stays_dropped_in_the_result(tmp_path: Path) -> None:
     state = TuneState()
-    runner = TuneRunner(session, plan, Journal(tmp_path / "t.jsonl"), state, session.sweep_defaults, None)  # type: ignore[arg-type]
+    runner = runner_for(tmp_path, state)
+    plan = runner.plan
     measured: list[tuple[str, int]] = []
 
     async def measure(candidate: str, repeat: int, levels: list[int]) -> None:
         measured.append((candidate, repeat))
-        state.restarts += 1
+        state.apply({"type": "startup", "candidate": candidate, "repeat": repeat, "seconds": 30.0})
         for c in levels:
             state.values.setdefault(candidate, {}).setdefault(repeat, {}).setdefault(c, {})[0] = FIGURES[candidate][
                 repeat
@@ -60,3 +79,39 @@ async def test_a_setting_dropped_after_a_pass_stays_dropped_in_the_result(tmp_pa
     assert measured == [("baseline", 0), ("k2", 0), ("k1", 0), ("k4", 0), ("baseline", 1), ("k4", 1)]
     assert set(result.dropped) == {"k1", "k2"}  # k2 is no longer dominated at the end, but it was dropped
     assert result.restarts == 6 and plan.full_grid_restarts == 8 and result.restarts_saved == 2
+    records = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    drops = [r["candidate"] for r in records if r.get("type") == "drop"]
+    assert drops == ["k2", "k1"], "the drops are journaled: a resumed tune knows them"
+
+
+def test_restarts_skipped_by_a_cancel_are_not_saved(tmp_path: Path) -> None:
+    """Cancelled in pass 1 after two of its four restarts: nothing was saved, whatever the full grid says."""
+    runner = runner_for(tmp_path, TuneState())
+    for name in ("baseline", "k2"):
+        runner.state.apply({"type": "startup", "candidate": name, "repeat": 0, "seconds": 30.0})
+    result = runner.snapshot()
+    assert result.restarts == 2 and runner.plan.full_grid_restarts == 8
+    assert result.restarts_saved == 0
+    # A setting that crashed in pass 1 is not restarted in pass 2: saved once pass 2 has begun, not before.
+    runner.state.apply({"type": "crash", "candidate": "k2", "repeat": 0, "c": 4, "reason": "boom"})
+    assert runner.snapshot().restarts_saved == 0
+    runner.state.apply({"type": "startup", "candidate": "baseline", "repeat": 1, "seconds": 30.0})
+    assert runner.snapshot().restarts_saved == 1
+
+
+def test_the_eta_is_unknown_before_any_start_then_does_not_jump(tmp_path: Path) -> None:
+    """No start of the mode on the host: no number (a guess of 10 min a start made it say hours, then
+    minutes). Known starts: restarts x the median start + levels x the configured level duration, so the
+    first measured level (as long as configured) moves it by that level's time, not by a factor."""
+    fresh = runner_for(tmp_path, TuneState(), duration_s=10.0)
+    order = fresh._pass_candidates(0)  # noqa: SLF001
+    assert fresh.eta(0, 0, order) is None
+    runner = runner_for(tmp_path, TuneState(), duration_s=10.0, history=(30.0,))
+    before = runner.eta(0, 0, order)
+    assert before is not None
+    # pass 1: 4 restarts x 3 levels; pass 2: the baseline and the 3 settings still in contention
+    assert before.seconds == (4 + 4) * 30.0 + (12 + 12) * 10.0
+    runner.state.apply({"type": "startup", "candidate": "baseline", "repeat": 0, "seconds": 30.0})
+    runner.state.apply({"type": "level", "candidate": "baseline", "repeat": 0, "c": 1, "tok_s": 80.0, "seconds": 10.0})
+    after = runner.eta(0, 0, order)
+    assert after is not None and after.seconds == before.seconds - 10.0

@@ -233,8 +233,9 @@ def follow(args: argparse.Namespace) -> int:
         pass
     os.utime(args.alive)  # back: the agent's count of the client's absence starts again
     try:
-        out.write(dumps({"t": "hello", "v": PROTOCOL, "py": ".".join(map(str, sys.version_info[:3])),
-                         "pid": args.pid, "now": time.perf_counter_ns()}) + "\n")  # fmt: skip
+        python = ".".join(map(str, sys.version_info[:3]))
+        hello = {"t": "hello", "v": PROTOCOL, "py": python, "pid": args.pid, "now": time.perf_counter_ns()}
+        out.write(dumps(hello) + "\n")
         out.flush()
         with open(args.follow, "rb") as f:
             pending = b""

@@ -21,10 +21,10 @@ from textual.widgets import DataTable, Footer, Input, OptionList, Tab, Tabs
 
 from specdash.core.events import BenchUpdate, ServerStatus
 from specdash.core.levels import DEFAULT_LEVELS
-from specdash.core.models import Phase
-from specdash.core.server_state import is_live, server_name, stop_question, sweep_question
+from specdash.core.status_text import is_live, server_name, stop_question, sweep_question
 from specdash.core.sweep_summary import sweep_markdown
 from specdash.errors import SpecdashError
+from specdash.phases import Phase
 from specdash.remote.events import Connected
 from specdash.server.adopt import Adoptable
 from specdash.server.lifecycle import PortBusy
@@ -51,7 +51,7 @@ from specdash.ui.widgets.logview import LogView
 from specdash.ui.widgets.modes import ModeList
 from specdash.ui.widgets.server import ServerPanel
 
-Action = Callable[[], Coroutine[Any, Any, None]]
+Action = Callable[[], Coroutine[Any, Any, object]]
 """A session call (start, stop, sweep...) to run in a worker."""
 RunAction = Callable[[str, Action, str], None]
 """Runs an action in a worker (name, action, group `action` or `sweep`): the app's, so a failure becomes a
@@ -351,8 +351,8 @@ class DashboardScreen(Screen[None]):
                 return self._status.phase is Phase.READY and not sweeping
             case "ab":
                 return len(modes.marked) > 1 and not sweeping
-            case "cancel_sweep":
-                return sweeping
+            case "cancel_sweep":  # while a tune runs (its levels, or a restart between them) esc says how to stop it
+                return sweeping or session.tune_running()
             case "greedy":
                 return self._status.phase is Phase.READY and not sweeping and not self._greedy_running
             case "chart_view":
@@ -456,7 +456,7 @@ class DashboardScreen(Screen[None]):
 
         self.app.push_screen(ConfirmScreen(question, yes=yes), answered)
 
-    def _run(self, name: str, call: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    def _run(self, name: str, call: Callable[[], Coroutine[Any, Any, object]]) -> None:
         self._run_action(name, call, "action")
 
     def _refused(self, action: str) -> bool:
@@ -512,7 +512,11 @@ class DashboardScreen(Screen[None]):
         if mode is None or self._refused("switch"):
             return
         question = f"Stop {self._server_name()} and start {mode}?{self._sweep_clause()}"
-        self._confirm(question, "Switch", lambda: self._run(f"switch to {mode}", lambda: self.session.switch(mode)))
+
+        async def switch() -> None:
+            await self.session.switch(mode)  # how it went arrives as a notice
+
+        self._confirm(question, "Switch", lambda: self._run(f"switch to {mode}", switch))
 
     def show_tour(self, modes: list[str]) -> None:
         """Autoplay: highlight and mark the modes the tour compares, so the audience sees what runs."""

@@ -22,6 +22,7 @@ from textual.widgets import Static
 
 from specdash.core.events import TuneEntry, TuneProgress
 from specdash.core.tune import eta_text
+from specdash.tune.report import policy_line, policy_rows, speedup_chart
 from specdash.ui.messages import TuneUpdated
 
 NO_TUNE = (
@@ -112,7 +113,11 @@ class TuneScreen(ModalScreen[None]):
             if p.setting
             else "between restarts"
         )
-        eta = f"ETA {eta_text(p.eta_s)} for the whole tune" if p.eta_s is not None else "ETA: not known yet"
+        eta = (
+            f"ETA {eta_text(p.eta_s)} for the whole tune ({p.eta_restarts} restarts left)"
+            if p.eta_s is not None
+            else "ETA: after the first restart (no start of this mode on this host known yet)"
+        )
         lines = [
             f"tune {p.name} running: {measuring}",
             f"restarts {p.restarts} of {p.full_grid_restarts} (full grid); "
@@ -130,7 +135,10 @@ class TuneScreen(ModalScreen[None]):
         if p is None:
             return []
         if p.phase == "cancelled":
-            return [f"tune {p.name} cancelled: finished levels are kept; {p.resume} continues"]
+            return [
+                f"tune {p.name} cancelled: {p.after or 'nothing new started'}",
+                f"finished levels are kept; {p.resume} continues",
+            ]
         if p.phase == "failed":
             return [f"tune {p.name} {p.line}", f"{p.resume} continues"]
         return [f"tune {p.name} {p.line}"]
@@ -184,23 +192,22 @@ class TuneScreen(ModalScreen[None]):
     def action_cancel(self) -> None:
         app: Any = self.app
         if self.running:
-            app.run_session_action("cancel tune", app.session.cancel_tune)
+            app.cancel_tune()
 
     # -- the policy ------------------------------------------------------------------------------------
 
     def _summary(self) -> Text:
         r = self._report or {}
         policy = r["policy"]
-        threshold = policy["disable_above"]
         lines = [
             f"{r['mode']} vs {r['baseline']} on {r['host']}: {len(r['settings'])} settings x {len(r['levels'])} "
-            f"levels; {r['restarts']} restarts of {r['full_grid_restarts']} ({r['restarts_saved']} saved)",
+            f"levels; {r['restarts']} restarts of {r['full_grid_restarts']} "
+            f"({r['restarts_saved']} saved by the drop rule)",
         ]
         if r.get("measured"):
-            lines += [
-                f"speculation stops paying above C = {threshold}" if threshold else "speculation never pays",
-                f"best fixed setting: {policy['fixed'] or 'none'}",
-            ]
+            lines.append(policy_line(r))
+            if r.get("speculative_measured", True):
+                lines.append(f"best fixed setting: {policy['fixed'] or 'none'}")
         else:
             lines.append("no level measured yet: the table and chart fill in as levels finish")
         verify = r.get("verify")
@@ -215,8 +222,6 @@ class TuneScreen(ModalScreen[None]):
         return Text("\n".join(lines))
 
     def _table(self) -> Text:
-        from specdash.server.tune_report import policy_rows
-
         lines = [f"{'C range':>9}  {'setting':<16} {'speedup':>8}  {'spread':>8}"]
         lines += [f"{a:>9}  {b:<16} {c:>8}  {d:>8}" for a, b, c, d in policy_rows(dict(self._report or {}))]
         text = Text("\n".join(lines))
@@ -224,8 +229,6 @@ class TuneScreen(ModalScreen[None]):
         return text
 
     def _chart(self) -> str:
-        from specdash.server.tune_report import speedup_chart
-
         # The dialog is min(110, 95 %) wide; border, padding and the scrollbar take 8 columns of it.
         width = max(40, min(110, int(self.app.size.width * 0.95)) - 10)
         return speedup_chart(dict(self._report or {}), width=width, height=max(8, min(16, self.app.size.height - 14)))

@@ -318,8 +318,11 @@ class CurvesChart(ThrottledPlot):
         colours = self.colours()
         points = []
         for mode in self._curves:
-            rows = [(r.concurrency, r.tok_s or 0.0, r.tpot_p50_ms) for r in self._rows
-                    if r.mode == mode and r.status == "done" and r.tok_s]  # fmt: skip
+            rows = [
+                (r.concurrency, r.tok_s or 0.0, r.tpot_p50_ms)
+                for r in self._rows
+                if r.mode == mode and r.status == "done" and r.tok_s
+            ]
             points += points_for(mode, rows)
         if not points:
             plt.title("no finished level with a TPOT yet")
@@ -327,8 +330,9 @@ class CurvesChart(ThrottledPlot):
         for i, mode in enumerate(self._curves):
             pts = [p for p in points if p.mode == mode]
             if pts:
-                self._marked_line(plt, [p.per_user_tok_s for p in pts], [p.total_tok_s for p in pts], mode,
-                                  colours[i % len(colours)])  # fmt: skip
+                self._marked_line(
+                    plt, [p.per_user_tok_s for p in pts], [p.total_tok_s for p in pts], mode, colours[i % len(colours)]
+                )
                 for p in pts:
                     plt.text(f"C={p.concurrency}", p.per_user_tok_s, p.total_tok_s, color=colours[i % len(colours)])
         corners = staircase(frontier(points))

@@ -11,7 +11,7 @@ from textual.reactive import reactive
 from textual.widgets import Label
 
 from specdash.core.events import ServerStatus
-from specdash.core.server_state import badge
+from specdash.core.status_text import badge
 from specdash.remote.events import Connected, Connecting, ConnectionEvent, Failed, Lost, Reconnecting
 from specdash.ui.format import STATE_CLASSES, state_class, swap_class
 

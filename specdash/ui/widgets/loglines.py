@@ -1,10 +1,9 @@
 """What a log line is, for the log view: its tint (error, warning, traceback, ready) and the spans to tint.
 
 The kind of a line is decided once, by the startup tracker that read it (`core.startup`: one split, one
-colour-code clean, the same rules that drive the phases and crashes). A batch that comes with the
-tracker's `ClassifiedLine`s is shown as classified; raw lines (tests, a viewer without a watcher) go
-through a tracker of their own with engine-agnostic rules, so the view never reads a line a second way.
-The spans below only place colours inside a line already classified.
+colour-code clean, the same rules that drive the phases and crashes): a `LogBatch` carries the tracker's
+`ClassifiedLine`s only, so the view never reads a line a second way. The spans below only place colours
+inside a line already classified.
 """
 
 from __future__ import annotations
@@ -13,9 +12,7 @@ import re
 from dataclasses import dataclass
 from enum import IntEnum
 
-from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import ClassifiedLine, LineKind
-from specdash.engines.registry import UNKNOWN, detect_engine, make_rules
 
 
 class Kind(IntEnum):
@@ -69,32 +66,9 @@ class LogLine:
     """For a progress-bar line, the bar's identity: consecutive lines with the same `bar` redraw one bar."""
 
 
-class Classifier:
-    """Numbers lines for the view and takes their kind from the tracker that read them (or from its own)."""
-
-    def __init__(self) -> None:
-        self._tracker = StartupTracker(make_rules(UNKNOWN))
-        self._seq = 0
-
-    def reset(self) -> None:
-        """Forget what the own tracker followed (a new run starts)."""
-        self._tracker = StartupTracker(make_rules(UNKNOWN))
-
-    def feed(self, raw: str) -> LogLine:
-        """A raw line, read by the own tracker (colour codes and wrappers stripped, tabs expanded). The own
-        tracker reads engine-agnostically until a line names its engine, then by that engine's rules."""
-        raw = raw.rstrip("\r\n")
-        if self._tracker.engine == UNKNOWN:
-            engine = detect_engine([raw])
-            if engine != UNKNOWN:
-                self._tracker = StartupTracker(make_rules(engine))
-        _, (line,) = self._tracker.feed_lines([raw])
-        return self.take(line)
-
-    def take(self, line: ClassifiedLine) -> LogLine:
-        """A line the session's tracker already read."""
-        self._seq += 1
-        return LogLine(self._seq, line.text.expandtabs(), _TINT[line.kind], line.kind, line.bar)
+def view_line(seq: int, line: ClassifiedLine) -> LogLine:
+    """Line number `seq` of the view, as the session's tracker read it (tabs expanded, tinted by its kind)."""
+    return LogLine(seq, line.text.expandtabs(), _TINT[line.kind], line.kind, line.bar)
 
 
 def prefix_span(text: str) -> tuple[int, int] | None:

@@ -32,7 +32,6 @@ from specdash.core.bars import bar_line
 from specdash.core.startup_events import ClassifiedLine
 from specdash.ui.messages import LogLines
 from specdash.ui.widgets.loglines import (
-    Classifier,
     Kind,
     LogLine,
     level_spans,
@@ -40,6 +39,7 @@ from specdash.ui.widgets.loglines import (
     prefix_span,
     rank_spans,
     timestamp_span,
+    view_line,
 )
 
 MAX_LINES = 5_000
@@ -119,7 +119,8 @@ class LogView(ScrollView, can_focus=True):
 
     def __init__(self, *, max_lines: int = MAX_LINES, id: str | None = None) -> None:  # noqa: A002
         super().__init__(id=id)
-        self._classifier = Classifier()
+        self._seq = 0
+        """The number of the last line taken (a line's identity in the view's caches)."""
         self._all: deque[LogLine] = deque(maxlen=max_lines)
         self._errors: deque[LogLine] = deque(maxlen=max_lines)
         self._width = 0
@@ -149,7 +150,6 @@ class LogView(ScrollView, can_focus=True):
         """Forget every line (a new run starts)."""
         self._all.clear()
         self._errors.clear()
-        self._classifier.reset()
         self._marked = None
         self._width = 0
         self._bars.clear()
@@ -160,17 +160,14 @@ class LogView(ScrollView, can_focus=True):
         self.scroll_to(0, 0, animate=False, immediate=True)
         self.refresh()
 
-    def append(self, entries: Iterable[ClassifiedLine | str]) -> None:
-        """Add a batch in one go (one refresh per batch, never per line): lines the session's tracker read, or
-        raw lines (read by the view's own tracker)."""
+    def append(self, entries: Iterable[ClassifiedLine]) -> None:
+        """Add a batch in one go (one refresh per batch, never per line): lines the session's tracker read."""
         before = len(self.shown)
         width, added_all, added_errors = self._width, 0, 0
         error_kinds = (Kind.WARNING, Kind.ERROR, Kind.TRACEBACK)
         for entry in entries:
-            if isinstance(entry, ClassifiedLine):
-                line, length = self._classifier.take(entry), len(entry.text)
-            else:  # cut before reading: a 256 KiB piece of a line without a break costs no regex time
-                line, length = self._classifier.feed(entry[: MAX_LINE_CHARS + 1]), len(entry)
+            self._seq += 1
+            line, length = view_line(self._seq, entry), len(entry.text)
             if length > MAX_LINE_CHARS:
                 cut = length - MAX_LINE_CHARS
                 line.text = f"{line.text[:MAX_LINE_CHARS]} … [{cut:,} more characters in the log on the host]"
@@ -204,7 +201,7 @@ class LogView(ScrollView, can_focus=True):
         for batch in message.mailbox.take():
             if batch.reset:
                 self.clear()
-            self.append(batch.entries)
+            self.append(batch.lines)
         if message.mailbox.pending:  # a long backlog: the rest after whatever else is waiting
             self.post_message(LogLines(message.mailbox))
 

@@ -9,8 +9,8 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from specdash.core.events import ModesChanged, ServerStatus
-from specdash.core.models import Origin, Phase
-from specdash.core.server_state import look, mode_marker
+from specdash.core.status_text import look, mode_marker
+from specdash.phases import Origin, Phase
 
 
 class ModeList(OptionList):
@@ -90,7 +90,7 @@ class ModeList(OptionList):
             # Start on the running mode, so `m` and `b` act on what is on screen.
             keep = self.names.index(current) if current in self.names else 0
         options = [
-            Option(self._prompt(i, info.name, info.engine, info.description, current))
+            Option(self._prompt(i, info.name, info.engine, info.description, current, info.resident))
             for i, info in enumerate(self.modes.modes)
         ]
         self.clear_options()
@@ -98,7 +98,9 @@ class ModeList(OptionList):
         if options:
             self.highlighted = min(keep or 0, len(options) - 1)
 
-    def _prompt(self, index: int, name: str, engine: str, description: str, current: str | None) -> Content:
+    def _prompt(
+        self, index: int, name: str, engine: str, description: str, current: str | None, resident: str = ""
+    ) -> Content:
         def style(component: str) -> VisualStyle:
             # Partial: only the component's own colour, so the highlight's background shows through.
             return self.get_visual_style(component, partial=True)
@@ -109,6 +111,9 @@ class ModeList(OptionList):
             (name, style("mode-list--current")) if name == current else name,
         ]
         # The state right after the name: a narrow list cuts the end of the line, never what runs.
+        if resident:  # a resident mode's server, right after the name: asleep (N GiB held), waking, verifying
+            busy = resident in ("waking", "verifying", "going to sleep")
+            parts.append((f" {resident}", style("mode-list--marked" if busy else "mode-list--dim")))
         if marker := mode_marker(self.status, name):
             key = look(self.status).key
             component = {"crashed": "mode-list--crashed", "stopped": "mode-list--dim", "stopping": "mode-list--dim"}

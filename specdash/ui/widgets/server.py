@@ -9,8 +9,8 @@ from textual.reactive import reactive
 from textual.widgets import Label, Static
 
 from specdash.core.events import ServerStatus
-from specdash.core.models import Phase
-from specdash.core.server_state import eta_text, facts, progress_text, title
+from specdash.core.status_text import eta_text, facts, progress_text, title
+from specdash.phases import Phase
 from specdash.ui.format import STATE_CLASSES, bar, duration, state_class, swap_class
 
 

@@ -207,9 +207,10 @@ class LevelSlo:
             "token_goodput": self.token_goodput,
             "sent": self.sent,
             "good": self.good,
-            "targets": {t.target.label: {"share": t.share, "observed_ms": t.observed_ms, "met": t.met}
-                        for t in self.targets},
-        }  # fmt: skip
+            "targets": {
+                t.target.label: {"share": t.share, "observed_ms": t.observed_ms, "met": t.met} for t in self.targets
+            },
+        }
 
 
 def _percentile(values: Sequence[float], pct: float) -> float | None:

@@ -1,17 +1,23 @@
 """A tune's result as plain data, its policy table rows and its speedup-vs-C chart (text).
 
 Shared by `specdash tune` (its output and `--json`) and the dashboard's Tune view, which reads the newest
-journal (`load_latest`). No Textual here.
+journal (`load_latest`). No Textual here. `policy_line` is the one sentence saying where speculation stops
+paying (or that nothing speculative was measured yet: the policy says nothing before that).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import plotext as plt
+
 from specdash.core import tune as core
-from specdash.server.tune import Journal, TunePlan, TuneResult, TuneState
+from specdash.tune.journal import Journal, TuneState
+from specdash.tune.plan import TunePlan
+from specdash.tune.runner import TuneResult, result_of
 
 
 def report(plan: TunePlan, result: TuneResult) -> dict[str, Any]:
@@ -41,6 +47,7 @@ def report(plan: TunePlan, result: TuneResult) -> dict[str, Any]:
         "restarts": result.restarts,
         "full_grid_restarts": plan.full_grid_restarts,
         "restarts_saved": result.restarts_saved,
+        "speculative_measured": result.speculative_measured,
         "policy": result.policy.to_json(),
         "baseline_label": core.BASELINE,
         "aborted": result.aborted,
@@ -55,10 +62,6 @@ def load_report(path: Path) -> dict[str, Any] | None:
     state = TuneState()
     for record in records:
         state.apply(record)
-    pts = core.points(state.measured(), float(header.get("noise_floor", core.NOISE_FLOOR)))
-    labels = [str(x) for x in header.get("settings", [])] or [name for name in pts if name != core.BASELINE]
-    dropped = tuple(x for x in labels if core.dominated(x, pts))
-    policy = core.build_policy(pts, dropped) if core.BASELINE in pts else core.build_policy({core.BASELINE: {}})
     plan = TunePlan(
         name=str(header.get("name", path.stem)),
         host=str(header.get("host", "")),
@@ -68,16 +71,18 @@ def load_report(path: Path) -> dict[str, Any] | None:
         space=str(header.get("space", "")),
         levels=tuple(int(c) for c in header.get("levels", [])),
         repeats=int(header.get("repeats", 1)),
-        order=(),
+        order=(),  # the labels are the header's (below); the dropped ones are among the measured
         skipped=(),
         noise_floor=float(header.get("noise_floor", core.NOISE_FLOOR)),
         precision=float(header.get("precision", core.PRECISION)),
         max_blocks=int(header.get("max_blocks", core.MAX_BLOCKS)),
     )
-    out = report(plan, TuneResult(plan, state, pts, policy, dropped, state.restarts))
+    labels = [str(x) for x in header.get("settings", [])] or [
+        name for name in state.measured() if name != core.BASELINE
+    ]
+    out = report(plan, result_of(plan, state))
     out["settings"] = labels
     out["full_grid_restarts"] = (len(labels) + 1) * plan.repeats
-    out["restarts_saved"] = max(0, out["full_grid_restarts"] - state.restarts)
     out["verify"] = state.verify
     return out
 
@@ -105,10 +110,18 @@ def policy_rows(out: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def policy_line(out: Mapping[str, Any]) -> str:
+    """Where speculation stops paying, in one sentence; before any speculative level is measured it says so
+    instead of a verdict."""
+    measured = out.get("measured", {})
+    if not any(name != out.get("baseline_label", core.BASELINE) and levels for name, levels in measured.items()):
+        return "no speculative setting measured yet: no verdict on speculation"
+    threshold = out["policy"]["disable_above"]
+    return f"speculation stops paying above C = {threshold}" if threshold else "speculation never pays"
+
+
 def speedup_chart(out: dict[str, Any], width: int = 72, height: int = 14) -> str:
     """Speedup over the baseline vs C (log x) of the policy's choice per level, with the 1.0 line."""
-    import plotext as plt
-
     per_level = out["policy"]["per_level"]
     if not per_level:
         return "(no data)"

@@ -1,7 +1,7 @@
 """A sweep's configuration and results: what to run per level and what came out (plain data).
 
-`SweepConfig` says which levels and how much load; `LevelProgress` (the session's `BenchTick` itself) is
-the live state of a level; `LevelResult` is a finished level (client stats, server view, probe headroom,
+`SweepConfig` says which levels and how much load (a running level's live state is the session's
+`core.events.BenchTick`); `LevelResult` is a finished level (client stats, server view, probe headroom,
 warnings); `SweepResult` is a whole sweep of one mode.
 """
 
@@ -17,10 +17,10 @@ from specdash.bench.server_view import ServerView
 from specdash.bench.sse import default_endpoint
 from specdash.bench.summary import LevelStats
 from specdash.config import LINK_LOSS_POLICIES, PROBE_PLACES
-from specdash.core.events import BenchTick, LevelRow
+from specdash.core.events import LevelRow
 from specdash.core.levels import DEFAULT_LEVELS, MAX_LEVEL, validate_levels
-from specdash.core.slo import LevelSlo, Slo
 from specdash.errors import UsageError
+from specdash.slo import LevelSlo, Slo
 
 __all__ = ["DEFAULT_LEVELS", "MAX_LEVEL", "validate_levels"]  # the one grammar lives in specdash.core.levels
 
@@ -131,10 +131,6 @@ class SweepConfig:
         if self.requests_per_level is not None:
             return self.requests_per_level
         return max(self.min_requests_factor * concurrency, 10)
-
-
-LevelProgress = BenchTick
-"""Live state of the running level: the session event itself (one object from the sweep to the chart)."""
 
 
 @dataclass(frozen=True)

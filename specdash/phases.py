@@ -33,6 +33,11 @@ class Phase(enum.StrEnum):
         """True once the server is gone (or never ran)."""
         return self in (Phase.STOPPED, Phase.CRASHED, Phase.EXITED)
 
+    @property
+    def is_settled(self) -> bool:
+        """True where a start has come to rest: ready, or gone (what a caller waits for after start or adopt)."""
+        return self is Phase.READY or self.is_terminal
+
 
 class Origin(enum.StrEnum):
     """How specdash came to watch a server: only a start it watched from launch teaches the ETA."""
@@ -61,6 +66,9 @@ STARTUP_ORDER: tuple[Phase, ...] = (
     Phase.READY,
 )
 """The startup phases in order; a tracker never moves backwards along it."""
+
+SETTLED: frozenset[Phase] = frozenset(phase for phase in Phase if phase.is_settled)
+"""The phases `Phase.is_settled` names, for `RemoteSession.wait_status`."""
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specdash.core.events import ServerStatus
-from specdash.core.models import CrashInfo, Origin, Phase, Progress
-from specdash.core.server_state import (
+from specdash.core.status_text import (
     RECORD_KINDS,
     badge,
     eta_phrase,
@@ -21,6 +20,7 @@ from specdash.core.server_state import (
     sweep_question,
     title,
 )
+from specdash.phases import CrashInfo, Origin, Phase, Progress
 
 BASE = ServerStatus(Phase.READY, mode="baseline", engine="sglang", pid=123, port=30000, started_at=1000.0)
 CRASHED = ServerStatus(Phase.CRASHED, mode="baseline", pid=123, crash=CrashInfo("RuntimeError: boom"))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from specdash.core.events import ServerStatus
-from specdash.core.models import Origin, Phase
+from specdash.phases import Origin, Phase
 
 StateKey = Literal["unknown", "starting", "ready", "stopping", "stopped", "crashed"]
 

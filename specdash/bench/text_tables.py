@@ -6,27 +6,28 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from specdash.core.compare import Spread, compute_crossover
+from specdash.core.events import BenchTick
 from specdash.core.pareto import ParetoPoint, frontier
-from specdash.core.slo import Slo, goodput_curve, max_concurrency_meeting
 from specdash.core.verdict import crossover_sentence, verdict
+from specdash.slo import Slo, goodput_curve, max_concurrency_meeting
 
 if TYPE_CHECKING:
-    from specdash.bench.levels import SweepResult
+    from specdash.bench.sweep_data import SweepResult
 
 
 def _f(v: Any, fmt: str = ".1f") -> str:
     return "-" if v is None else format(v, fmt)
 
 
-def progress_line(mode: str, concurrency: int, phase: str, t_s: float, tok_s: float, done: int,
-                  total: int | None, failed: int, inflight: int) -> str:  # fmt: skip
+def progress_line(tick: BenchTick) -> str:
     """One live line, e.g. `[eagle3 C=10] t=4.0s  1234.5 tok/s  37/50 done  0 failed  10 in flight`."""
-    if phase == "warmup":
-        return f"[{mode} C={concurrency}] warming up ({total} requests)"
-    tot = "?" if total is None else str(total)
+    head = f"[{tick.mode} C={tick.concurrency}]"
+    if tick.phase == "warmup":
+        return f"{head} warming up ({tick.total} requests)"
+    tot = "?" if tick.total is None else str(tick.total)
     return (
-        f"[{mode} C={concurrency}] t={t_s:.1f}s  {tok_s:8.1f} tok/s  {done}/{tot} done  "
-        f"{failed} failed  {inflight} in flight"
+        f"{head} t={tick.t:.1f}s  {tick.tok_s:8.1f} tok/s  {tick.done}/{tot} done  "
+        f"{tick.failed} failed  {tick.inflight} in flight"
     )
 
 
@@ -43,8 +44,21 @@ def level_table(results: Sequence[Mapping[str, Any]], reference: Mapping[int, fl
 
     With `reference` (C -> the reference mode's tok/s) a speedup column; with SLO results, their columns.
     """
-    header: tuple[str, ...] = ("C", "status", "tok/s", "server", "req tok/s p50", "TTFT p50", "TTFT p99",
-                               "TPOT p50", "ITL/chunk p50", "ok", "failed", "accept", "conc")  # fmt: skip
+    header: tuple[str, ...] = (
+        "C",
+        "status",
+        "tok/s",
+        "server",
+        "req tok/s p50",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "ITL/chunk p50",
+        "ok",
+        "failed",
+        "accept",
+        "conc",
+    )
     if reference is not None:
         header = header[:3] + ("speedup",) + header[3:]
     with_slo = any(r.get("slo") for r in results)
@@ -120,8 +134,11 @@ def compare_table(
         for i, curve in enumerate(curves[1:], start=1):
             v = curve.get(c)
             b = base.get(c)
-            row += [cell(v, c, i), "-" if v is None or not b else f"{v / b:.2f}x",
-                    "-" if v is None or not b else f"{(v / b - 1) * 100:+.1f}"]  # fmt: skip
+            row += [
+                cell(v, c, i),
+                "-" if v is None or not b else f"{v / b:.2f}x",
+                "-" if v is None or not b else f"{(v / b - 1) * 100:+.1f}",
+            ]
         rows.append(row)
     out = _table(header, rows)
     for n, curve in zip(names[1:], curves[1:], strict=True):
@@ -182,8 +199,14 @@ def pareto_table(points: Sequence[ParetoPoint], tpot_pct: str = "p50") -> str:
     front = {(p.mode, p.concurrency) for p in frontier(points)}
     header = ("mode", "C", f"tok/s/user ({tpot_pct})", "total tok/s", "per GPU", "frontier")
     rows = [
-        (p.mode, str(p.concurrency), _f(p.per_user_tok_s), _f(p.total_tok_s), _f(p.per_gpu_tok_s),
-         "*" if (p.mode, p.concurrency) in front else "")
+        (
+            p.mode,
+            str(p.concurrency),
+            _f(p.per_user_tok_s),
+            _f(p.total_tok_s),
+            _f(p.per_gpu_tok_s),
+            "*" if (p.mode, p.concurrency) in front else "",
+        )
         for p in sorted(points, key=lambda p: (-p.per_user_tok_s, p.mode))
-    ]  # fmt: skip
+    ]
     return _table(header, rows)

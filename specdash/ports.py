@@ -1,0 +1,13 @@
+"""A local TCP port that is free now: for what specdash starts on this machine (the demo's simulator) and for
+the tests' sshd and simulators. The one such helper."""
+
+from __future__ import annotations
+
+import socket
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on `host` that nothing listened on a moment ago (the caller's server binds it right after)."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
