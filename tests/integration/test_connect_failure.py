@@ -40,8 +40,13 @@ async def _fails_on_screen_and_exits_1(session: RemoteSession, size: tuple[int, 
         question = str(app.screen.query_one("#question").render())
         assert question.startswith(f"Cannot connect to {session.label}:"), question
         assert reason in question, question
-        header = str(app.dashboard.query_one("#connection").render())
-        assert header.startswith("✖ failed"), header
+        # The header hears of it through its own message, not necessarily before the dialog opens.
+        await eventually(
+            lambda: str(app.dashboard.query_one("#connection").render()),
+            until=lambda header: header.startswith("✖ failed"),
+            timeout=10,
+            what="the header saying the connection failed",
+        )
         assert app.connection_error is not None and reason in app.connection_error
         await pilot.press("n")  # Quit
         await eventually(lambda: app.return_code, until=lambda rc: rc is not None, timeout=10, what="the exit")

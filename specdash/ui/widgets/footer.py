@@ -20,13 +20,13 @@ class PinnedFooter(Footer):
     """`Footer` with `? Help` and `q Quit` (and the palette key, when shown) docked at the right edge."""
 
     DEFAULT_CSS = """
-    PinnedFooter > #footer-pinned {
+    PinnedFooter > .footer-pinned {
         dock: right;
         width: auto;
         height: 1;
         background: $footer-background;
     }
-    PinnedFooter > #footer-pinned > FooterKey.-command-palette { dock: none; }
+    PinnedFooter > .footer-pinned > FooterKey.-command-palette { dock: none; }
     """
 
     def compose(self) -> ComposeResult:
@@ -37,4 +37,5 @@ class PinnedFooter(Footer):
             else:
                 yield widget
         if pinned:
-            yield Horizontal(*pinned, id="footer-pinned")
+            # A class, not an id: Footer recomposes on every bindings change, and two recomposes may overlap.
+            yield Horizontal(*pinned, classes="footer-pinned")
