@@ -187,7 +187,7 @@ async def test_the_demos_quit_question_says_its_server_stops_with_it() -> None:
     `specdash down demo` (which cannot resolve the demo's host)."""
     from specdash.config import UIConfig
     from specdash.ui.app import make_app
-    from tests.ui.fake_session import FakeSession
+    from tests.support.fake_session import FakeSession
 
     session = FakeSession(sc.ready_with_bench(), label="demo")
     app = make_app(session, config_ui=UIConfig(), clock=lambda: sc.NOW, live=False, quit_stops_server=True)
