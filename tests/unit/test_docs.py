@@ -125,7 +125,7 @@ def test_every_offline_command_shown_runs(
 
 # --- keys ------------------------------------------------------------------------------------------------------
 
-DISPLAY = {"?": "question_mark", "/": "slash", "esc": "escape"}
+DISPLAY = {"?": "question_mark", "/": "slash", "esc": "escape", "]": "right_square_bracket", "[": "left_square_bracket"}
 """How the docs write a key -> Textual's key name."""
 
 
