@@ -1,8 +1,9 @@
 """The docs stay true: every `specdash ...` command they show is accepted, the offline ones run, and every key
 they list is one the app binds (and every binding is listed).
 
-Commands come from the fenced code blocks of README.md and docs/*.md. Each is parsed by the real parser
-(`build_parser(everything=True)`). Those that need no host (`config`, `runs`, `compare`, `report`, `export`,
+Commands come from the fenced code blocks of README.md and docs/*.md, and from their inline code spans that
+are not a usage synopsis (`RUN...`, `[--json]`). Each is parsed by the real parser (`build_parser(everything=True)`).
+Those of the code blocks that need no host (`config`, `runs`, `compare`, `report`, `export`,
 `replay`, `--help`) also run, in-process through `specdash.cli.main`, against a sandbox: a fresh config, a store
 of two A/B runs (ids 1 and 2, also as the demo's store) and a real saved log as `server.log`. Commands that need
 a host (`connect`, `up`, `bench`, `tune HOST`, `demo`...) are parsed only: running each against the sshd fixture
@@ -30,6 +31,7 @@ from textual.dom import DOMNode
 
 import specdash.ui
 from specdash.cli import main
+from specdash.cli.commands import COMMANDS as ALL_COMMANDS
 from specdash.cli.commands import build_parser
 from tests.results_store import make_store
 
@@ -45,6 +47,8 @@ OFFLINE = {"config", "runs", "compare", "report", "export", "replay"}
 class DocCommand(NamedTuple):
     where: str
     argv: list[str]
+    fenced: bool
+    """From a code block (parsed, and run when offline); else from an inline code span in the text (parsed)."""
 
 
 def _fenced_lines(text: str) -> Iterator[tuple[int, str]]:
@@ -61,27 +65,39 @@ def _fenced_lines(text: str) -> Iterator[tuple[int, str]]:
 def doc_commands() -> list[DocCommand]:
     found = []
     for path in DOCS:
-        for number, line in _fenced_lines(path.read_text(encoding="utf-8")):
-            line = line.removeprefix("$ ")
-            if not line.startswith("specdash "):
+        text = path.read_text(encoding="utf-8")
+        fenced = dict(_fenced_lines(text))
+        for number, line in enumerate(text.splitlines(), 1):
+            where = f"{path.relative_to(ROOT)}:{number}"
+            if number in fenced:
+                line = fenced[number].removeprefix("$ ")
+                if line.startswith("specdash "):
+                    found.append(DocCommand(where, shlex.split(line, comments=True)[1:], True))
                 continue
-            argv = shlex.split(line, comments=True)
-            found.append(DocCommand(f"{path.relative_to(ROOT)}:{number}", argv[1:]))
+            for span in re.findall(r"`(specdash [^`]+)`", line):
+                if "..." not in span and "[" not in span:  # not a usage synopsis (`RUN...`, `[--json]`)
+                    found.append(DocCommand(where, shlex.split(span)[1:], False))
     return found
 
 
 COMMANDS = doc_commands()
+SUBCOMMANDS = {command.name for command in ALL_COMMANDS}
 
 
 def test_the_docs_show_commands() -> None:
     """The extraction itself: the pages show commands, offline ones among them (else the runs below test nothing)."""
-    assert len(COMMANDS) >= 20
-    assert sum(c.argv[0] in OFFLINE for c in COMMANDS) >= 4
+    assert sum(c.fenced for c in COMMANDS) >= 20 and sum(not c.fenced for c in COMMANDS) >= 20
+    assert sum(c.fenced and c.argv[0] in OFFLINE for c in COMMANDS) >= 4
     assert {p.name for p in DOCS} >= {"README.md", "keys.md", "configuration.md", "measurement.md", "tune.md"}
 
 
-@pytest.mark.parametrize("cmd", [pytest.param(c, id=c.where) for c in COMMANDS])
+@pytest.mark.parametrize("cmd", [pytest.param(c, id=f"{c.where}:{c.argv[0]}") for c in COMMANDS])
 def test_every_command_shown_is_accepted_by_the_parser(cmd: DocCommand) -> None:
+    if (
+        not cmd.fenced and len(cmd.argv) == 1 and not cmd.argv[0].startswith("-")
+    ):  # a command named in the text (`specdash sim`): it must exist
+        assert cmd.argv[0] in SUBCOMMANDS, f"{cmd.where}: no command {cmd.argv[0]!r}"
+        return
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
@@ -107,7 +123,7 @@ def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("cmd", [pytest.param(c, id=c.where) for c in COMMANDS if c.argv[0] in OFFLINE])
+@pytest.mark.parametrize("cmd", [pytest.param(c, id=c.where) for c in COMMANDS if c.fenced and c.argv[0] in OFFLINE])
 def test_every_offline_command_shown_runs(
     cmd: DocCommand, sandbox: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
