@@ -116,6 +116,9 @@ def build_parser(*, everything: bool = False) -> argparse.ArgumentParser:
 
 def _connect(p: argparse.ArgumentParser) -> None:
     o.add_host_arguments(p)
+    p.add_argument(
+        "more_hosts", nargs="*", metavar="HOST", help="more hosts: the fleet view, one row and connection each"
+    )
     p.add_argument("--mode", "-m", help="start this mode on connect if no server is running")
     o.add_screenshot_dir(p)
 
@@ -153,6 +156,8 @@ def _adopt(p: argparse.ArgumentParser) -> None:
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--port", type=PORT, help="the port the server listens on")
     which.add_argument("--pid", type=PID, help="the server's process id on the host")
+    which.add_argument("--job", help="a Slurm host: the id of your own batch job running the server")
+    p.add_argument("--mode", default="", help="with --job: the configured mode the job runs (its engine and port)")
     p.add_argument("--log", default="", help="its log file on the host, when its output goes to no file")
     p.add_argument("--dry-run", action="store_true", help="say what would be adopted, change nothing")
     p.add_argument("--wait", action="store_true", help="follow it until ready (exit 0) or crashed (exit 1)")
@@ -403,7 +408,8 @@ def _config(p: argparse.ArgumentParser) -> None:
 COMMANDS: tuple[Command, ...] = (
     Command(
         "connect",
-        "open the dashboard for HOST: attach to its live server, or start/switch modes from the keyboard",
+        "open the dashboard for HOST: attach to its live server, or start/switch modes from the keyboard; "
+        "several hosts (or a [fleet.NAME]) open the fleet view",
         _connect,
     ),
     Command("demo", "run the dashboard offline against the built-in SGLang simulator (no GPU, no sshd needed)", _demo),
@@ -412,7 +418,8 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "adopt",
-        "adopt a server started by hand (found by --port or --pid): watch it, bench it, stop it with specdash",
+        "adopt a server started by hand (found by --port or --pid, or a Slurm --job): watch it, bench it, "
+        "stop it with specdash",
         _adopt,
     ),
     Command(

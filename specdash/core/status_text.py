@@ -126,6 +126,8 @@ def facts(status: ServerStatus, now: float) -> str:
         parts.append(status.mode)
     if status.pid is not None:
         parts.append(f"pid {status.pid}")
+    if status.job_id:
+        parts.append(f"job {status.job_id}")
     if status.port is not None:
         parts.append(f"port {status.port}")
     if status.phase is Phase.READY and status.started_at is not None:

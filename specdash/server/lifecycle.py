@@ -93,6 +93,12 @@ class RunRecord:
     """True for a server started by hand that specdash adopted (`specdash.server.adopt`)."""
     damaged: bool = False
     """The pid file was empty or half-written: nothing of this run can be verified or signalled."""
+    job_id: str = ""
+    """A Slurm host's run: the batch job (`server.slurm`); pid and pgid are 0 then (the job owns the processes)."""
+    server_host: str = "127.0.0.1"
+    """Where the server listens, as the host reaches it: its loopback, or a Slurm job's head node address."""
+    nodes: int = 1
+    """Nodes the run spans (one engine rank per node)."""
 
 
 def _int(value: object) -> int:

@@ -56,6 +56,7 @@ from specdash.server.lifecycle import Lifecycle, RunRecord, run_framed
 from specdash.server.probe_agent import HostRunner, loopback_url
 from specdash.server.resident import NotResident, Sleeper
 from specdash.server.session import Listener
+from specdash.server.slurm import SlurmLifecycle, SlurmWatch
 from specdash.server.watch import ServerWatch
 from specdash.slo import Slo, goodput_curve, max_concurrency_meeting
 
@@ -95,7 +96,9 @@ class RemoteSession:
         self.host = host
         self.host_config = host_config
         self.config = config
-        self.lifecycle = Lifecycle(host, host_config)
+        self.lifecycle: Lifecycle = (
+            SlurmLifecycle(host, host_config) if host_config.slurm is not None else Lifecycle(host, host_config)
+        )
         self.store = store
         self.sweep_defaults = sweep_defaults or SweepConfig(progress_interval_s=0.25, endpoint_follows_engine=True)
         self.clock = clock
@@ -314,6 +317,21 @@ class RemoteSession:
         self._watch_run(record, note=f"adopted pid {record.pid} ({how}); log {target.log_path}", origin=Origin.ADOPTED)
         self._emit(self._modes_event())
 
+    async def adopt_job(self, job_id: str, mode: str = "") -> None:
+        """Adopt a Slurm job someone started by hand (`adopt --job ID`): the SSH user's own, still live; its
+        output file is followed, its head node's port watched, and a stop cancels it (after a confirmation)."""
+        self._check_free("adopt")
+        if not isinstance(self.lifecycle, SlurmLifecycle):
+            raise SpecdashError(f'{self.label} is not a Slurm host (scheduler = "slurm"): --job needs one')
+        if self.server_live():
+            raise SpecdashError(f"{self._status.mode or 'a server'} is already running on {self.label}; stop it first")
+        cfg = self.config.mode(mode) if mode else None
+        record = await self.lifecycle.adopt_job(
+            job_id, mode or f"job-{job_id}", cfg.engine if cfg else "sglang", cfg.port if cfg else 30000
+        )
+        self._watch_run(record, note=f"adopted job {job_id}; log {record.log_path}", origin=Origin.ADOPTED)
+        self._emit(self._modes_event())
+
     async def restart(self) -> None:
         self._check_free("restart")
         mode = self._status.mode or (self._record.mode if self._record else "")
@@ -530,7 +548,7 @@ class RemoteSession:
             raise SpecdashError("greedy check: start a server first (the check asks the live mode)")
         chosen = chosen_prompts(prompts, n)
         port = status.port if status.port is not None else self.config.mode(status.mode).port
-        local = await self.host.forward(port)
+        local = await self.host.forward(port, self._server_host())
         texts = await greedy_outputs(
             f"http://127.0.0.1:{local}",
             chosen,
@@ -623,19 +641,21 @@ class RemoteSession:
     def _watch_run(self, record: RunRecord, note: str = "", origin: Origin = Origin.LAUNCHED) -> None:
         self._record = record
         history = self._history(record.mode)
-        watch = ServerWatch(
-            self.host,
-            record,
-            self._emit_watch,
-            history=history,
-            stuck=mode.stuck if (mode := self.config.modes.get(record.mode)) is not None else None,
-            on_ready=self._seen_ready,
-            clock=self.clock,
-            state_dir=self.host_config.state_dir,
-            label=self.label,
-            origin=origin,
-            members=self.lifecycle.members,
-        )
+        stuck = mode.stuck if (mode := self.config.modes.get(record.mode)) is not None else None
+        common = {
+            "history": history,
+            "on_ready": self._seen_ready,
+            "clock": self.clock,
+            "state_dir": self.host_config.state_dir,
+            "label": self.label,
+            "origin": origin,
+            "members": self.lifecycle.members,
+        }
+        watch: ServerWatch
+        if isinstance(self.lifecycle, SlurmLifecycle) and record.job_id:
+            watch = SlurmWatch(self.host, record, self._emit_watch, lifecycle=self.lifecycle, stuck=stuck, **common)
+        else:
+            watch = ServerWatch(self.host, record, self._emit_watch, stuck=stuck, **common)  # type: ignore[arg-type]
         if note:
             watch.state.note = note
         self._watch = watch
@@ -759,7 +779,7 @@ class RemoteSession:
         else:
             cfg = self.config.mode(mode)
             port, engine = cfg.port, cfg.engine
-        local = await self.host.forward(port)
+        local = await self.host.forward(port, self._server_host())
         record = self._record
         provenance = {
             "command": list(record.command) if record is not None and record.mode == mode else [],
@@ -794,11 +814,18 @@ class RemoteSession:
             on_level_done=level_done,
             check_link=self._link_ok,
             link_in_process=True,  # the port forward runs in this process (SSHHost)
-            host_runner=self._host_runner(port) if config.probe == "host" else None,
+            host_runner=self._host_runner(port)
+            if config.probe == "host" and self._server_host() == "127.0.0.1"
+            else None,
             on_warning=lambda text: self._emit(Notice(f"{mode}: {text}", "warning")),
         )
         if config.probe != "host":
             runner.probe = {"where": "local", "why": 'probe = "local" (the config\'s [bench] or --probe)'}
+        elif self._server_host() != "127.0.0.1":
+            runner.probe = {
+                "where": "local",
+                "why": "a Slurm job: the server runs on its head node, not the login node",
+            }
         if self.host.state is not ConnectionState.CONNECTED:
             runner.link_lost(f"connection {self.host.state.value}")
         self._sweep = runner
@@ -875,6 +902,12 @@ class RemoteSession:
         self._emit(BenchUpdate(tuple(self._rows.values()), curves, crossover, self._crossover_text(), running))
 
     # -- plumbing ---------------------------------------------------------------------------------------
+
+    def _server_host(self) -> str:
+        """Where the live server listens as the host reaches it: its loopback, or a Slurm job's head node."""
+        watch = self._watch
+        record = watch.record if watch is not None else self._record
+        return (record.server_host if record is not None else "") or "127.0.0.1"
 
     def _grace(self, mode: str) -> float:
         try:

@@ -129,7 +129,7 @@ class RankScript:
         self.t = 0.0
         self.avail = self.p.gpu_total_gb + self.mine.uniform(-0.05, 0.05)
         self.gpu = gpu_index(rank)
-        self.barrier = BarBarrier(rank)
+        self.barrier = BarBarrier(rank - config.first_rank)  # rank 0 of this node closes the bars here
 
     def report(self, util: float, held_gb: float = 0.0, *, serving: bool = False) -> None:
         """Tell the simulated `nvidia-smi` what this rank's GPU holds (plus `held_gb` not yet in `avail`)."""

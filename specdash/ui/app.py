@@ -31,6 +31,7 @@ from specdash.core.events import (
     LogBatch,
     ModesChanged,
     Notice,
+    ServerLoad,
     ServerStatus,
     SessionEvent,
     TuneProgress,
@@ -95,6 +96,8 @@ def to_message(event: SessionEvent | ConnectionEvent, logs: LogMailbox) -> Messa
             return NoticePosted(event)
         case TuneProgress():
             return TuneUpdated(event)
+        case ServerLoad():
+            return None  # the fleet row's numbers; the dashboard reads the same lines in its log
     return ConnectionChanged(event)
 
 
