@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from specdash.errors import UsageError, did_you_mean
-from specdash.limits import MAX_CONFIG_BYTES, MAX_GRACE_S, read_regular_file
+from specdash.limits import MAX_CONFIG_BYTES, MAX_EXTENDS_DEPTH, MAX_GRACE_S, read_regular_file
 from specdash.phases import STARTUP_ORDER, Phase
 from specdash.slo import SloError, parse_slo
 from specdash.target import parse_target
@@ -361,7 +361,8 @@ def load(path: Path | None = None, *, engines: Collection[str], residency: Resid
 
     path = path or paths.config_file()
     try:
-        text = read_regular_file(path, MAX_CONFIG_BYTES, "config").decode("utf-8")
+        # utf-8-sig: a byte-order mark (Windows editors write one) is no TOML syntax error at line 1.
+        text = read_regular_file(path, MAX_CONFIG_BYTES, "config").decode("utf-8-sig")
     except FileNotFoundError:
         return Config(path=path, hosts={}, modes={}, found=False)
     except UnicodeDecodeError as exc:
@@ -382,7 +383,7 @@ def parse(text: str, path: Path, *, engines: Collection[str], residency: Residen
             raise UsageError(f"{path}: unknown top-level key {key!r} (expected one of: {', '.join(sorted(_TOP_KEYS))})")
     hosts = {name: _host(_Table(path, f"hosts.{name}", t), name) for name, t in _subtables(path, data, "hosts")}
     raw_modes = dict(_subtables(path, data, "modes"))
-    modes = {name: _mode(path, name, raw_modes, (), tuple(engines)) for name in raw_modes}
+    modes = _modes(path, raw_modes, tuple(engines))
     _check_resident(path, modes, residency)
     ui_table = _Table(path, "ui", data.get("ui", {}))
     ui_table.check_keys({"bell", "theme"})
@@ -534,18 +535,44 @@ def _port(t: _Table, default: int) -> int:
     return int(value)
 
 
-def _mode(path: Path, name: str, raw: dict[str, Any], chain: tuple[str, ...], engines: tuple[str, ...]) -> ModeConfig:
-    if name in chain:
-        cycle = " -> ".join((*chain, name))
-        raise UsageError(f"{path}: [modes.{chain[-1]}] extends: cycle {cycle}")
-    t = _Table(path, f"modes.{name}", raw[name])
+def _modes(path: Path, raw: dict[str, Any], engines: tuple[str, ...]) -> dict[str, ModeConfig]:
+    """Every mode with its `extends` chain resolved: each mode once (a chain's parents are kept, not rebuilt
+    for each child), iteratively, and no deeper than `MAX_EXTENDS_DEPTH` (checked while walking up, before
+    any mode of the chain is built): linear in the number of modes, whatever their chains."""
+    done: dict[str, ModeConfig] = {}
+    depth: dict[str, int] = {}
+    for name in raw:
+        chain: list[str] = []
+        on_chain: set[str] = set()
+        current: str | None = name
+        while current is not None and current not in done:
+            if current in on_chain:
+                cycle = " -> ".join((*chain, current))
+                raise UsageError(f"{path}: [modes.{chain[-1]}] extends: cycle {cycle}")
+            chain.append(current)
+            on_chain.add(current)
+            t = _Table(path, f"modes.{current}", raw[current])
+            parent_name = t.string("extends")
+            if parent_name is not None and parent_name not in raw:
+                known = sorted(raw)
+                shown = ", ".join(known[:20]) + (f", ... ({len(known)} in all)" if len(known) > 20 else "")
+                raise t.error("extends", f"no mode named {parent_name!r} (known modes: {shown})")
+            reach = len(chain) + (depth[parent_name] if parent_name in depth else 0)
+            if reach > MAX_EXTENDS_DEPTH:
+                raise t.error("extends", f"chain deeper than {MAX_EXTENDS_DEPTH} modes (from [modes.{name}])")
+            current = parent_name
+        for mode_name in reversed(chain):
+            parent_name = _Table(path, f"modes.{mode_name}", raw[mode_name]).string("extends")
+            parent = done[parent_name] if parent_name is not None else None
+            done[mode_name] = _mode(path, mode_name, raw[mode_name], parent, engines)
+            depth[mode_name] = 1 + (depth[parent_name] if parent_name is not None else 0)
+    return done
+
+
+def _mode(path: Path, name: str, raw: Any, parent: ModeConfig | None, engines: tuple[str, ...]) -> ModeConfig:
+    """One mode's table over its (already resolved) parent."""
+    t = _Table(path, f"modes.{name}", raw)
     t.check_keys(_MODE_KEYS)
-    parent_name = t.string("extends")
-    parent: ModeConfig | None = None
-    if parent_name is not None:
-        if parent_name not in raw:
-            raise t.error("extends", f"no mode named {parent_name!r} (known modes: {', '.join(sorted(raw))})")
-        parent = _mode(path, parent_name, raw, (*chain, name), engines)
     engine = t.string("engine", parent.engine if parent else None, required=True) or ""
     if engine not in engines:
         raise t.error("engine", f"{engine!r} is not one of {', '.join(engines)}")

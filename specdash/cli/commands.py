@@ -49,7 +49,9 @@ class Parser(argparse.ArgumentParser):
     """argparse, but usage errors exit 2 with one line (and a "did you mean" for a misspelt choice)."""
 
     def error(self, message: str) -> Any:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n(see '{self.prog} --help')\n")
+        from specdash.cli import shown  # the one escape of every error line
+
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {shown(message)}\n(see '{self.prog} --help')\n")
 
     def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
         # A command line is bytes: what is not UTF-8 arrives as lone surrogates, which no store, JSON or terminal
@@ -182,7 +184,16 @@ def _logs(p: argparse.ArgumentParser) -> None:
     o.add_host_arguments(p)
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     p.add_argument(
-        "-n", "--lines", type=int_option(0, MAX_LINES), default=50, help="how many last lines first (default 50)"
+        "-n",
+        "--lines",
+        type=int_option(0, MAX_LINES),
+        default=50,
+        help="how many last lines first (default 50; read from the log's last 4 MiB, LOG_TAIL_BYTES)",
+    )
+    p.add_argument(
+        "--raw",
+        action="store_true",
+        help="print the log's bytes as they are (control characters and escape sequences included)",
     )
 
 

@@ -56,6 +56,8 @@ LOG_FLUSH_CHARS = 4 * 1024 * 1024
 within one interval, and a batch must not hold all of it."""
 HEALTH_EVERY_S = 1.0
 """Health poll interval while the server starts."""
+HEALTH_DEADLINE_S = 5.0
+"""One `/health` answer, head and body, within this (a server that trickles bytes fails that poll)."""
 CATCH_UP_CAP_S = 600.0
 """After the exit, reading the rest of the log may take this long at most (it ends as soon as it is read)."""
 ATTACH_TAIL_BYTES = 8 * 1024 * 1024
@@ -264,7 +266,7 @@ class ServerWatch:
                     await self._log_advanced.wait()
 
     async def _health(self) -> None:
-        async with httpx.AsyncClient(timeout=httpx.Timeout(5.0), trust_env=False) as client:
+        async with httpx.AsyncClient(timeout=httpx.Timeout(HEALTH_DEADLINE_S), trust_env=False) as client:
             while self.tracker.phase not in (Phase.READY, Phase.CRASHED, Phase.EXITED) and not self.state.exited:
                 try:
                     await self.host.wait_connected()
@@ -272,10 +274,12 @@ class ServerWatch:
                     local_port = await self.host.forward(self.record.port, self.record.server_host or "127.0.0.1")
                     status: int | None
                     try:
-                        response = await client.get(f"http://127.0.0.1:{local_port}/health")
+                        # A deadline for the whole answer (httpx's is per read: a trickle never trips it).
+                        async with asyncio.timeout(HEALTH_DEADLINE_S):
+                            response = await client.get(f"http://127.0.0.1:{local_port}/health")
                         status = response.status_code
-                    except httpx.TransportError:
-                        status = None  # refused (through the forward: closed without a response)
+                    except (httpx.TransportError, TimeoutError):
+                        status = None  # refused (through the forward: closed without a response), or too slow
                     if not self.state.exited:
                         self._handle(self.tracker.health(status, self.clock()))
                 except SSHError:
