@@ -1,6 +1,6 @@
 """Regenerate the README's screenshots, made by the app itself (Textual's own screenshot export).
 
-The dashboard is driven through `make_app` by the UI tests' scenario scripts (tests/ui/scenarios.py: a server
+The dashboard is driven through `make_app` by the UI tests' scenario scripts (tests/support/scenarios.py: a server
 ready after an A/B sweep, on a fixed clock), so every run draws the same picture. Each SVG is converted to PNG
 with rsvg-convert (librsvg2-bin), after turning the SVG's non-breaking spaces into spaces (librsvg would
 otherwise draw them wider than the terminal's cells).
@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specdash.config import UIConfig  # noqa: E402
 from specdash.ui.app import make_app  # noqa: E402
-from tests.ui import scenarios as sc  # noqa: E402
-from tests.ui.fake_session import FakeSession  # noqa: E402
-from tests.ui.settle import settle_screen  # noqa: E402
+from tests.support import scenarios as sc  # noqa: E402
+from tests.support.fake_session import FakeSession  # noqa: E402
+from tests.support.settle import settle_screen  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "images"
 

@@ -33,7 +33,7 @@ import specdash.ui
 from specdash.cli import main
 from specdash.cli.commands import COMMANDS as ALL_COMMANDS
 from specdash.cli.commands import build_parser
-from tests.results_store import make_store
+from tests.support.results_store import make_store
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
