@@ -17,14 +17,19 @@ $(STAMP): pyproject.toml requirements.lock
 install: $(STAMP)
 
 # What the tests need from the OS: the OpenSSH server (tests run a real sshd on loopback),
-# tmux (end-to-end tests drive the app in it), iproute2 (network-namespace tests) and chromium (the HTML
-# report is checked in a real headless browser).
+# tmux (end-to-end tests drive the app in it), iproute2 (network-namespace tests), chromium (the HTML
+# report is checked in a real headless browser) and Slurm 22.05 with munge (tests/support/slurm.py starts a
+# controller and two slurmd of its own; the packages' system services are not used).
 system-deps:
 	@missing=""; \
 	[ -x /usr/sbin/sshd ] || missing="$$missing openssh-server"; \
 	command -v tmux >/dev/null || missing="$$missing tmux"; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	[ -x /usr/sbin/slurmctld ] || missing="$$missing slurmctld"; \
+	[ -x /usr/sbin/slurmd ] || missing="$$missing slurmd"; \
+	command -v sbatch >/dev/null || missing="$$missing slurm-client"; \
+	[ -x /usr/sbin/munged ] || missing="$$missing munge"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from specdash.errors import UsageError, did_you_mean
-from specdash.limits import MAX_CONFIG_BYTES, MAX_GRACE_S, read_regular_file
+from specdash.limits import MAX_CONFIG_BYTES, MAX_EXTENDS_DEPTH, MAX_GRACE_S, read_regular_file
 from specdash.phases import STARTUP_ORDER, Phase
 from specdash.slo import SloError, parse_slo
 from specdash.target import parse_target
@@ -79,7 +79,36 @@ class HostConfig:
     state_dir: str = "~/.specdash"
     """Where run records live on the host (one per user by default; set one per person on a shared account)."""
     env: Mapping[str, str] = field(default_factory=dict)
-    """Environment for every launch on this host (merged under the mode's `env`)."""
+    """Environment for every launch on this host (merged under the mode's `env`); on a Slurm host also for
+    every Slurm command specdash runs on the login node (`SLURM_CONF`, a module's `PATH`)."""
+    slurm: SlurmConfig | None = None
+    """`scheduler = "slurm"`: the host is a login node and modes start as batch jobs (`[hosts.NAME.slurm]`)."""
+
+
+SCHEDULERS = ("ssh", "slurm")
+"""`[hosts.NAME] scheduler`: `ssh` runs the server as a process on the host itself, `slurm` submits it."""
+
+
+@dataclass(frozen=True)
+class SlurmConfig:
+    """How a mode's batch job is asked for, `[hosts.NAME.slurm]` (every key optional)."""
+
+    partition: str = ""
+    """`#SBATCH --partition` (empty: the cluster's default)."""
+    nodes: int = 1
+    """Nodes per job: one `srun` step per node launches the engine with its multi-node flags."""
+    gpus_per_node: int = 0
+    """`#SBATCH --gpus-per-node` (0: not asked for)."""
+    time_limit: str = ""
+    """`#SBATCH --time` in Slurm's words (`04:00:00`, `1-00:00:00`); empty: the partition's default."""
+    account: str = ""
+    """`#SBATCH --account` (empty: the user's default)."""
+    sbatch: tuple[str, ...] = ()
+    """Extra `#SBATCH` options, one per item without the prefix (`--qos=high`, `--exclusive`)."""
+    dist_port: int = 29500
+    """The head node's port for the engines' rendezvous (`--dist-init-addr HEAD:PORT`, `--master-port`)."""
+    output_dir: str = "~/.specdash/slurm"
+    """A directory on the shared filesystem for the job scripts and their output (one per run)."""
 
 
 @dataclass(frozen=True)
@@ -185,6 +214,8 @@ class Config:
     """Binding id -> key(s), applied with `App.set_keymap`."""
     tunes: Mapping[str, TuneConfig] = field(default_factory=dict)
     """Speculation tunes by name (`[tune.NAME]`)."""
+    fleets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Host lists by name (`[fleet.NAME] hosts = [...]`): `specdash connect NAME` opens them all in the fleet view."""
     found: bool = True
     """False when no file was at `path` (an empty config; messages then say how to write one)."""
 
@@ -281,7 +312,21 @@ def _kind(value: Any) -> str:
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_HOST_KEYS = {"address", "jump", "identity_file", "known_hosts", "workdir", "python", "state_dir", "env"}
+_HOST_KEYS = {
+    "address",
+    "jump",
+    "identity_file",
+    "known_hosts",
+    "workdir",
+    "python",
+    "state_dir",
+    "env",
+    "scheduler",
+    "slurm",
+}
+_SLURM_KEYS = {"partition", "nodes", "gpus_per_node", "time_limit", "account", "sbatch", "dist_port", "output_dir"}
+_SLURM_TIME = re.compile(r"\d+-\d+(:\d{1,2}){0,2}|\d+(:\d{1,2}){0,2}|UNLIMITED|INFINITE", re.I)
+_SLURM_WORD = re.compile(r"[A-Za-z0-9_.+-]*")
 _MODE_KEYS = {
     "extends",
     "engine",
@@ -296,7 +341,7 @@ _MODE_KEYS = {
     "resident",
     "sleep_level",
 }
-_TOP_KEYS = {"hosts", "modes", "ui", "bench", "keymap", "tune"}
+_TOP_KEYS = {"hosts", "modes", "ui", "bench", "keymap", "tune", "fleet"}
 
 
 ResidencyCheck = Callable[[str, tuple[str, ...], int], "str | None"]
@@ -316,7 +361,8 @@ def load(path: Path | None = None, *, engines: Collection[str], residency: Resid
 
     path = path or paths.config_file()
     try:
-        text = read_regular_file(path, MAX_CONFIG_BYTES, "config").decode("utf-8")
+        # utf-8-sig: a byte-order mark (Windows editors write one) is no TOML syntax error at line 1.
+        text = read_regular_file(path, MAX_CONFIG_BYTES, "config").decode("utf-8-sig")
     except FileNotFoundError:
         return Config(path=path, hosts={}, modes={}, found=False)
     except UnicodeDecodeError as exc:
@@ -337,7 +383,7 @@ def parse(text: str, path: Path, *, engines: Collection[str], residency: Residen
             raise UsageError(f"{path}: unknown top-level key {key!r} (expected one of: {', '.join(sorted(_TOP_KEYS))})")
     hosts = {name: _host(_Table(path, f"hosts.{name}", t), name) for name, t in _subtables(path, data, "hosts")}
     raw_modes = dict(_subtables(path, data, "modes"))
-    modes = {name: _mode(path, name, raw_modes, (), tuple(engines)) for name in raw_modes}
+    modes = _modes(path, raw_modes, tuple(engines))
     _check_resident(path, modes, residency)
     ui_table = _Table(path, "ui", data.get("ui", {}))
     ui_table.check_keys({"bell", "theme"})
@@ -362,7 +408,18 @@ def parse(text: str, path: Path, *, engines: Collection[str], residency: Residen
     link_wait = bench_table.number("link_wait", 600.0, low=1.0, high=7 * 86400.0)
     bench = BenchConfig(on_link_loss, link_wait, probe, slo, int(greedy))
     tunes = {name: _tune(_Table(path, f"tune.{name}", t), name, modes) for name, t in _subtables(path, data, "tune")}
-    return Config(path=path, hosts=hosts, modes=modes, ui=ui, bench=bench, keymap=_keymap(path, data), tunes=tunes)
+    fleets = {name: _fleet(_Table(path, f"fleet.{name}", t)) for name, t in _subtables(path, data, "fleet")}
+    return Config(
+        path=path, hosts=hosts, modes=modes, ui=ui, bench=bench, keymap=_keymap(path, data), tunes=tunes, fleets=fleets
+    )
+
+
+def _fleet(t: _Table) -> tuple[str, ...]:
+    t.check_keys({"hosts"})
+    hosts = t.strings("hosts")
+    if not hosts or any(not h.strip() for h in hosts):
+        raise t.error("hosts", 'must list at least one host, e.g. ["gpu-a", "gpu-b"]')
+    return hosts
 
 
 def _tune(t: _Table, name: str, modes: Mapping[str, ModeConfig]) -> TuneConfig:
@@ -426,6 +483,48 @@ def _host(t: _Table, name: str) -> HostConfig:
         python=t.string("python", "python3") or "python3",
         state_dir=t.string("state_dir", "~/.specdash") or "~/.specdash",
         env=t.mapping("env"),
+        slurm=_slurm(t),
+    )
+
+
+def _slurm(host: _Table) -> SlurmConfig | None:
+    scheduler = host.string("scheduler", "ssh") or "ssh"
+    if scheduler not in SCHEDULERS:
+        raise host.error("scheduler", f"{scheduler!r} is not one of {', '.join(SCHEDULERS)}")
+    if scheduler != "slurm":
+        if "slurm" in host.data:
+            raise host.error("slurm", 'a [slurm] table needs scheduler = "slurm" on the host')
+        return None
+    t = _Table(host.path, f"{host.name}.slurm", host.data.get("slurm", {}))
+    t.check_keys(_SLURM_KEYS)
+    words = {}
+    for key in ("partition", "account"):
+        value = t.string(key, "") or ""
+        if not _SLURM_WORD.fullmatch(value):
+            raise t.error(key, f"{value!r} is not a Slurm name (letters, digits, . _ + -)")
+        words[key] = value
+    time_limit = t.string("time_limit", "") or ""
+    if time_limit and not _SLURM_TIME.fullmatch(time_limit):
+        raise t.error("time_limit", f"{time_limit!r} is not a Slurm time (MM, HH:MM:SS, D-HH:MM:SS)")
+    extra = t.strings("sbatch")
+    for line in extra:
+        if not line.startswith("-") or "\n" in line or "\r" in line:
+            raise t.error("sbatch", f"{line!r}: one sbatch option per item, starting with '-' (no line breaks)")
+    nodes = t.number("nodes", 1, low=1, high=1024)
+    gpus = t.number("gpus_per_node", 0, low=0, high=64)
+    dist_port = t.number("dist_port", 29500, low=1, high=65535)
+    for key, number in (("nodes", nodes), ("gpus_per_node", gpus), ("dist_port", dist_port)):
+        if not number.is_integer():
+            raise t.error(key, f"must be a whole number, not {number}")
+    return SlurmConfig(
+        partition=words["partition"],
+        nodes=int(nodes),
+        gpus_per_node=int(gpus),
+        time_limit=time_limit,
+        account=words["account"],
+        sbatch=extra,
+        dist_port=int(dist_port),
+        output_dir=t.string("output_dir", "~/.specdash/slurm") or "~/.specdash/slurm",
     )
 
 
@@ -436,18 +535,44 @@ def _port(t: _Table, default: int) -> int:
     return int(value)
 
 
-def _mode(path: Path, name: str, raw: dict[str, Any], chain: tuple[str, ...], engines: tuple[str, ...]) -> ModeConfig:
-    if name in chain:
-        cycle = " -> ".join((*chain, name))
-        raise UsageError(f"{path}: [modes.{chain[-1]}] extends: cycle {cycle}")
-    t = _Table(path, f"modes.{name}", raw[name])
+def _modes(path: Path, raw: dict[str, Any], engines: tuple[str, ...]) -> dict[str, ModeConfig]:
+    """Every mode with its `extends` chain resolved: each mode once (a chain's parents are kept, not rebuilt
+    for each child), iteratively, and no deeper than `MAX_EXTENDS_DEPTH` (checked while walking up, before
+    any mode of the chain is built): linear in the number of modes, whatever their chains."""
+    done: dict[str, ModeConfig] = {}
+    depth: dict[str, int] = {}
+    for name in raw:
+        chain: list[str] = []
+        on_chain: set[str] = set()
+        current: str | None = name
+        while current is not None and current not in done:
+            if current in on_chain:
+                cycle = " -> ".join((*chain, current))
+                raise UsageError(f"{path}: [modes.{chain[-1]}] extends: cycle {cycle}")
+            chain.append(current)
+            on_chain.add(current)
+            t = _Table(path, f"modes.{current}", raw[current])
+            parent_name = t.string("extends")
+            if parent_name is not None and parent_name not in raw:
+                known = sorted(raw)
+                shown = ", ".join(known[:20]) + (f", ... ({len(known)} in all)" if len(known) > 20 else "")
+                raise t.error("extends", f"no mode named {parent_name!r} (known modes: {shown})")
+            reach = len(chain) + (depth[parent_name] if parent_name in depth else 0)
+            if reach > MAX_EXTENDS_DEPTH:
+                raise t.error("extends", f"chain deeper than {MAX_EXTENDS_DEPTH} modes (from [modes.{name}])")
+            current = parent_name
+        for mode_name in reversed(chain):
+            parent_name = _Table(path, f"modes.{mode_name}", raw[mode_name]).string("extends")
+            parent = done[parent_name] if parent_name is not None else None
+            done[mode_name] = _mode(path, mode_name, raw[mode_name], parent, engines)
+            depth[mode_name] = 1 + (depth[parent_name] if parent_name is not None else 0)
+    return done
+
+
+def _mode(path: Path, name: str, raw: Any, parent: ModeConfig | None, engines: tuple[str, ...]) -> ModeConfig:
+    """One mode's table over its (already resolved) parent."""
+    t = _Table(path, f"modes.{name}", raw)
     t.check_keys(_MODE_KEYS)
-    parent_name = t.string("extends")
-    parent: ModeConfig | None = None
-    if parent_name is not None:
-        if parent_name not in raw:
-            raise t.error("extends", f"no mode named {parent_name!r} (known modes: {', '.join(sorted(raw))})")
-        parent = _mode(path, parent_name, raw, (*chain, name), engines)
     engine = t.string("engine", parent.engine if parent else None, required=True) or ""
     if engine not in engines:
         raise t.error("engine", f"{engine!r} is not one of {', '.join(engines)}")

@@ -7,7 +7,9 @@ the limit, never the process. Numeric options are checked against these ranges a
 | what | bound |
 |---|---|
 | config file | `MAX_CONFIG_BYTES`, regular files only |
+| a mode's `extends` chain | `MAX_EXTENDS_DEPTH` modes |
 | prompts file | `MAX_PROMPTS_BYTES`, regular files only |
+| a known_hosts file | `MAX_KNOWN_HOSTS_BYTES`, regular files only |
 | a control-plane body (`/server_info`, `/metrics`, `/v1/models`, `/version`) | `MAX_CONTROL_BODY_BYTES` |
 | one SSE event | `MAX_SSE_EVENT_BYTES` |
 | one chunk-size line of a chunked body | `MAX_CHUNK_LINE_BYTES` |
@@ -31,6 +33,10 @@ the limit, never the process. Numeric options are checked against these ranges a
 Every numeric option is parsed by one of the `*_option` types at the end of this module, declared once in
 `specdash.cli.options` (or `specdash.sim.args` for the simulator's own flags): two commands that take the
 same option judge its value the same way.
+| one log line (replay, status, logs -f) | `MAX_LOG_LINE_CHARS`, longer lines are cut into pieces |
+| the log tail `logs -n` and `status` read | `LOG_TAIL_BYTES` (the log's last bytes) |
+| interim (1xx) responses before a request's final one | `MAX_INTERIM_RESPONSES` |
+| a control-plane read (`/server_info`, `/metrics`, `/health`) | its timeout for the WHOLE answer, not per read |
 """
 
 from __future__ import annotations
@@ -46,12 +52,19 @@ from specdash.errors import UsageError
 
 MAX_CONFIG_BYTES = 1024 * 1024
 """A config file larger than this is refused (a real one is a few KiB)."""
+MAX_EXTENDS_DEPTH = 32
+"""The deepest `extends` chain of modes (a real one is 1 to 3 deep)."""
+MAX_KNOWN_HOSTS_BYTES = 64 * 1024 * 1024
+"""A known_hosts file larger than this is refused (100,000 hosts take about 10 MiB)."""
 MAX_PROMPTS_BYTES = 64 * 1024 * 1024
 """A `--prompts` JSONL file larger than this is refused."""
 MAX_CONTROL_BODY_BYTES = 16 * 1024 * 1024
 """A control-plane response body larger than this fails that poll (SGLang's `/server_info` is ~10 KiB)."""
 MAX_SSE_EVENT_BYTES = 4 * 1024 * 1024
 """One SSE event larger than this fails the request (the final `/generate` chunk carries the whole text)."""
+MAX_INTERIM_RESPONSES = 16
+"""Interim responses (`100 Continue`, `103 Early Hints`) skipped before a request's final response; more fail
+the request as malformed (RFC 9110 15.2 allows any number; a server sending them forever is broken)."""
 MAX_CHUNK_LINE_BYTES = 4096
 """A chunk-size line (hex size, extensions) longer than this fails the request."""
 MAX_TOKEN_COUNT = 10**9
@@ -88,6 +101,11 @@ MAX_LINES = 1_000_000
 """Upper bound on line and row counts (`logs -n`, `runs -n`)."""
 MAX_TIME_SCALE = 100.0
 """Upper bound on a simulator's `--time-scale` (startup durations x this)."""
+MAX_LOG_LINE_CHARS = 64 * 1024
+"""A server log line longer than this is cut into pieces of this size (a file of NULs has no line breaks)."""
+LOG_TAIL_BYTES = 4 * 1024 * 1024
+"""`logs -n N` and `status` read at most the last this many bytes of a server log (a log truncated in place
+by another program can start with a hole of NULs the size of what it held)."""
 
 
 def max_chunks(output_len: int) -> int:

@@ -13,6 +13,9 @@ server's view and warnings). Differences to know:
   verify step); the per-token spread is `*_itl_token_ms`.
 - `accept_length` is the server's figure when available, else the mean per-request `spec_accept_length`.
 - Input-token fields (`total_input_tokens`, `input_throughput`) are absent: the probe does not tokenize.
+
+CSV: a text cell that a spreadsheet would run as a formula (a server's error text `=HYPERLINK(...)`, a mode
+named `@SUM(...)`) is written with a leading `'` (OWASP's CSV injection advice); numbers stay numbers.
 """
 
 from __future__ import annotations
@@ -20,11 +23,36 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from specdash.bench.store import Store
 from specdash.errors import UsageError
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""First characters that make a spreadsheet read a cell as a formula (OWASP "CSV Injection")."""
+
+
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def csv_cell(value: Any) -> Any:
+    """`value` as a CSV cell that no spreadsheet runs: text starting with `FORMULA_STARTS` gets a leading `'`,
+    unless it is a plain decimal number (`-3.5`, `+1e3`: a negative number is a number, not a formula)."""
+    if not isinstance(value, str) or not value.startswith(FORMULA_STARTS) or _NUMBER.fullmatch(value):
+        return value
+    return "'" + value
+
+
+class _CsvWriter:
+    """`csv.writer` with every cell through `csv_cell`: the one way specdash writes CSV."""
+
+    def __init__(self, buf: io.StringIO) -> None:
+        self._writer = csv.writer(buf)
+
+    def writerow(self, row: Iterable[Any]) -> None:
+        self._writer.writerow([csv_cell(cell) for cell in row])
 
 
 def _pct(d: Mapping[str, Any], key: str, name: str, out: dict[str, Any]) -> None:
@@ -132,7 +160,7 @@ def export_csv(store: Store, run_id: int, samples: bool = False) -> str:
     """A run as CSV: one row per level, or with `samples=True` one row per request."""
     mode = _run_or_fail(store, run_id)
     buf = io.StringIO()
-    w = csv.writer(buf)
+    w = _CsvWriter(buf)
     if samples:
         levels = {lv.id: lv.concurrency for lv in store.levels(run_id)}
         w.writerow(

@@ -6,6 +6,7 @@ verification numerics out of the comparison unless the engine itself is batch-va
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import Sequence
@@ -45,9 +46,10 @@ async def greedy_outputs(
     async with httpx.AsyncClient(base_url=base_url, timeout=timeout_s) as client:
         if endpoint is not Endpoint.GENERATE and model is None:
             try:
-                models = (await client.get("/v1/models")).json()
+                async with asyncio.timeout(timeout_s):  # the whole answer (httpx's timeout is per read)
+                    models = (await client.get("/v1/models")).json()
                 model = str(models["data"][0]["id"])
-            except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+            except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError, TimeoutError) as exc:
                 raise SpecdashError(
                     f"greedy check: cannot read /v1/models from {base_url}: {escape_controls(str(exc))}"
                 ) from None
@@ -70,9 +72,12 @@ async def greedy_outputs(
                 path = "/v1/completions"
                 body = {"model": model, "prompt": prompt, "max_tokens": output_len, "temperature": 0}
             try:
-                resp = await client.post(path, json=body)
+                async with asyncio.timeout(timeout_s):  # the whole answer (httpx's timeout is per read)
+                    resp = await client.post(path, json=body)
                 resp.raise_for_status()
                 data = resp.json()
+            except TimeoutError:
+                raise SpecdashError(f"greedy check: {base_url}{path} gave no whole answer in {timeout_s:g} s") from None
             except (httpx.HTTPError, ValueError) as exc:
                 raise SpecdashError(f"greedy check: {base_url}{path} failed: {escape_controls(str(exc))}") from None
             out.append(_text(data, endpoint))

@@ -8,7 +8,8 @@ far above the ≤ 0.7x-of-bench_serving bar. Here each read is handled synchrono
 accounted without waking anything; the request's task wakes once, at the end of the response.
 
 Scope, deliberately small: POST with a pre-serialised body, responses with chunked transfer encoding,
-Content-Length or close-delimited bodies, keep-alive connections reused per target, HTTP or HTTPS. A
+Content-Length or close-delimited bodies, interim 1xx responses skipped (RFC 9110 15.2), keep-alive
+connections reused per target, HTTP or HTTPS. A
 reused keep-alive connection that the server closed while idle is retried once on a fresh connection
 before any failure is reported, as HTTP clients do. aiohttp stays the control-plane client
 (`server_view.ServerClient`).
@@ -25,7 +26,7 @@ from urllib.parse import urlsplit
 
 from specdash.bench.samples import Failure
 from specdash.bench.sse import StreamAccount
-from specdash.limits import MAX_CHUNK_LINE_BYTES
+from specdash.limits import MAX_CHUNK_LINE_BYTES, MAX_INTERIM_RESPONSES
 from specdash.safetext import escape_controls
 
 perf_ns = time.perf_counter_ns
@@ -37,6 +38,13 @@ READ_BUFFER = 256 * 1024
 Outcome = tuple[Optional[int], Optional[Failure], str]
 """(HTTP status, failure or None, detail). `Optional`: an alias is evaluated, and `X | None` is 3.10 (the agent
 runs this module on the host's 3.9)."""
+
+
+def _interim(head: bytes) -> bool:
+    """True for the head of an interim response (1xx other than 101, which ends HTTP on the connection)."""
+    parts = head.split(b"\r\n", 1)[0].split(b" ", 2)
+    code = parts[1] if len(parts) >= 2 and parts[0].startswith(b"HTTP/1.") else b""
+    return len(code) == 3 and code[:1] == b"1" and code != b"101"
 
 
 class _Response:
@@ -56,6 +64,7 @@ class _Response:
         "err_body",
         "got_bytes",
         "on_body",
+        "interim",
     )
 
     def __init__(self, account: StreamAccount, done: Callable[[Outcome, bool], None]) -> None:
@@ -71,12 +80,22 @@ class _Response:
         self.keep_alive = True
         self.err_body = b""
         self.got_bytes = False
+        self.interim = 0
 
     def feed(self, data: bytes, t: int) -> None:
         self.got_bytes = True
         if self.status is None:
             self.head += data
             end = self.head.find(b"\r\n\r\n")
+            while end >= 0 and _interim(self.head[:end]):
+                # RFC 9110 15.2: a 1xx (`100 Continue`, `103 Early Hints`) is interim: skipped, and the final
+                # response follows on the same connection (bounded: `MAX_INTERIM_RESPONSES`).
+                self.interim += 1
+                if self.interim > MAX_INTERIM_RESPONSES:
+                    self.done((None, Failure.MALFORMED, f"more than {MAX_INTERIM_RESPONSES} interim responses"), False)
+                    return
+                self.head = self.head[end + 4 :]
+                end = self.head.find(b"\r\n\r\n")
             if end < 0:
                 if len(self.head) > _MAX_HEAD:
                     self.done((None, Failure.MALFORMED, "HTTP response head too large"), False)
@@ -117,6 +136,9 @@ class _Response:
             self.done((None, Failure.MALFORMED, f"bad HTTP status line {lines[0][:80]!r}"), False)
             return False
         self.status = int(parts[1])
+        if self.status == 101:  # we asked for no upgrade: what follows is no HTTP response of ours
+            self.done((None, Failure.MALFORMED, "unexpected 101 Switching Protocols"), False)
+            return False
         self.keep_alive = parts[0] == b"HTTP/1.1"
         self.mode = "eof"
         for line in lines[1:]:

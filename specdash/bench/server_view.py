@@ -18,6 +18,7 @@ the control plane's one client; the probe's streams use `specdash.bench.http1`).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import math
@@ -230,6 +231,9 @@ class ServerClient:
         """Prepare a client; the connection pool opens in `__aenter__`."""
         self.base_url = base_url.rstrip("/")
         self._timeout = httpx.Timeout(timeout_s)
+        self._deadline_s = timeout_s
+        """The whole exchange's limit: httpx's timeouts are per operation (one byte a second never trips its
+        read timeout), so each request also runs under this one deadline, head and whole body."""
         self._client: httpx.AsyncClient | None = None
 
     async def __aenter__(self) -> ServerClient:
@@ -245,11 +249,11 @@ class ServerClient:
 
     async def _request(self, method: str, path: str) -> tuple[int, str] | None:
         """(status, body text) or None: a body over `MAX_CONTROL_BODY_BYTES` fails this poll without being
-        read further, bytes that are not UTF-8 are replaced, and a redirect is not followed (httpx's default:
-        it could lead to another origin)."""
+        read further, bytes that are not UTF-8 are replaced, a redirect is not followed (httpx's default:
+        it could lead to another origin), and the whole exchange ends within the client's `timeout_s`."""
         assert self._client is not None
         try:
-            async with self._client.stream(method, path) as resp:
+            async with asyncio.timeout(self._deadline_s), self._client.stream(method, path) as resp:
                 declared = resp.headers.get("content-length", "")
                 if declared.isdigit() and int(declared) > MAX_CONTROL_BODY_BYTES:
                     return None
@@ -259,7 +263,7 @@ class ServerClient:
                     if len(body) > MAX_CONTROL_BODY_BYTES:
                         return None
                 return resp.status_code, body.decode("utf-8", errors="replace")
-        except (httpx.HTTPError, OSError, ValueError):
+        except (httpx.HTTPError, OSError, ValueError, TimeoutError):
             return None
 
     async def _get(self, path: str) -> tuple[int, str] | None:

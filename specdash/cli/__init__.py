@@ -32,6 +32,14 @@ def _tolerant_output() -> None:
                 stream.reconfigure(errors="backslashreplace")
 
 
+def shown(message: str) -> str:
+    """An error message as printed: whatever a server, a host or a file put in it cannot act on the terminal
+    (`escape_controls`, line by line: a message's own line breaks are kept). The last stop of every error."""
+    from specdash.safetext import escape_controls
+
+    return "\n".join(escape_controls(line) for line in message.split("\n"))
+
+
 def file_error(exc: OSError) -> str | None:
     """`cannot write /dev/full: No space left on device` for an OSError about a named file, else None."""
     if exc.filename is None:
@@ -71,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SpecdashError as exc:
         if args.debug:
             _print_traceback(exc)
-        print(f"specdash: error: {exc.message}", file=sys.stderr)
+        print(f"specdash: error: {shown(exc.message)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("specdash: interrupted", file=sys.stderr)
@@ -88,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _internal(exc, args.debug)
         if args.debug:
             _print_traceback(exc)
-        print(f"specdash: error: {message}", file=sys.stderr)
+        print(f"specdash: error: {shown(message)}", file=sys.stderr)
         return EXIT_RUNTIME
     except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback unless --debug
         return _internal(exc, args.debug)
@@ -104,7 +112,7 @@ def _internal(exc: BaseException, debug: bool) -> int:
         _print_traceback(exc)
     else:
         print(
-            f"specdash: internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+            f"specdash: internal error: {type(exc).__name__}: {shown(str(exc))} (run with --debug for the traceback)",
             file=sys.stderr,
         )
     return EXIT_RUNTIME

@@ -47,8 +47,9 @@ def host_config(args: argparse.Namespace, cfg: Config) -> HostConfig:
     return base
 
 
-def open_session(args: argparse.Namespace, cfg: Config, hc: HostConfig) -> RemoteSession:
-    """A `RemoteSession` for the host (not connected yet; `run()` connects)."""
+def open_session(args: argparse.Namespace, cfg: Config, hc: HostConfig, store: Store | None = None) -> RemoteSession:
+    """A `RemoteSession` for the host (not connected yet; `run()` connects); `store`: one shared by several
+    sessions (the fleet), else the default store opened for this one."""
 
     options = SSHOptions(
         identity_files=(Path(hc.identity_file).expanduser(),) if hc.identity_file else (),
@@ -67,7 +68,11 @@ def open_session(args: argparse.Namespace, cfg: Config, hc: HostConfig) -> Remot
         slo=slo_from(cfg.bench.slo, f"{cfg.path or 'config'}: [bench] slo"),  # the dashboard's sweeps too
     )
     return RemoteSession(
-        SSHHost(hc.address, options), hc, cfg, store=Store(getattr(args, "db", None)), sweep_defaults=sweep_defaults
+        SSHHost(hc.address, options),
+        hc,
+        cfg,
+        store=store or Store(getattr(args, "db", None)),
+        sweep_defaults=sweep_defaults,
     )
 
 

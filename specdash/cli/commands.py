@@ -49,7 +49,9 @@ class Parser(argparse.ArgumentParser):
     """argparse, but usage errors exit 2 with one line (and a "did you mean" for a misspelt choice)."""
 
     def error(self, message: str) -> Any:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n(see '{self.prog} --help')\n")
+        from specdash.cli import shown  # the one escape of every error line
+
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {shown(message)}\n(see '{self.prog} --help')\n")
 
     def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
         # A command line is bytes: what is not UTF-8 arrives as lone surrogates, which no store, JSON or terminal
@@ -116,6 +118,9 @@ def build_parser(*, everything: bool = False) -> argparse.ArgumentParser:
 
 def _connect(p: argparse.ArgumentParser) -> None:
     o.add_host_arguments(p)
+    p.add_argument(
+        "more_hosts", nargs="*", metavar="HOST", help="more hosts: the fleet view, one row and connection each"
+    )
     p.add_argument("--mode", "-m", help="start this mode on connect if no server is running")
     o.add_screenshot_dir(p)
 
@@ -153,6 +158,8 @@ def _adopt(p: argparse.ArgumentParser) -> None:
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--port", type=PORT, help="the port the server listens on")
     which.add_argument("--pid", type=PID, help="the server's process id on the host")
+    which.add_argument("--job", help="a Slurm host: the id of your own batch job running the server")
+    p.add_argument("--mode", default="", help="with --job: the configured mode the job runs (its engine and port)")
     p.add_argument("--log", default="", help="its log file on the host, when its output goes to no file")
     p.add_argument("--dry-run", action="store_true", help="say what would be adopted, change nothing")
     p.add_argument("--wait", action="store_true", help="follow it until ready (exit 0) or crashed (exit 1)")
@@ -177,7 +184,16 @@ def _logs(p: argparse.ArgumentParser) -> None:
     o.add_host_arguments(p)
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     p.add_argument(
-        "-n", "--lines", type=int_option(0, MAX_LINES), default=50, help="how many last lines first (default 50)"
+        "-n",
+        "--lines",
+        type=int_option(0, MAX_LINES),
+        default=50,
+        help="how many last lines first (default 50; read from the log's last 4 MiB, LOG_TAIL_BYTES)",
+    )
+    p.add_argument(
+        "--raw",
+        action="store_true",
+        help="print the log's bytes as they are (control characters and escape sequences included)",
     )
 
 
@@ -403,7 +419,8 @@ def _config(p: argparse.ArgumentParser) -> None:
 COMMANDS: tuple[Command, ...] = (
     Command(
         "connect",
-        "open the dashboard for HOST: attach to its live server, or start/switch modes from the keyboard",
+        "open the dashboard for HOST: attach to its live server, or start/switch modes from the keyboard; "
+        "several hosts (or a [fleet.NAME]) open the fleet view",
         _connect,
     ),
     Command("demo", "run the dashboard offline against the built-in SGLang simulator (no GPU, no sshd needed)", _demo),
@@ -412,7 +429,8 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "adopt",
-        "adopt a server started by hand (found by --port or --pid): watch it, bench it, stop it with specdash",
+        "adopt a server started by hand (found by --port or --pid, or a Slurm --job): watch it, bench it, "
+        "stop it with specdash",
         _adopt,
     ),
     Command(

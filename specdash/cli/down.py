@@ -25,6 +25,12 @@ def run(args: argparse.Namespace) -> int:
 
 async def _down(args: argparse.Namespace) -> int:
     async with current_run(args) as (session, cfg, record):
+        if record is not None and record.damaged:
+            raise SpecdashError(
+                f"the run record {record.id} on {session.label} is damaged (empty or half-written): nothing was "
+                f"signalled, since which processes are its own cannot be verified; stop its server by hand "
+                f"(look at port {record.port or 'of its mode'}) and remove the record under the host's state_dir"
+            )
         sleeping = await session.sleeping() if any(m.resident for m in cfg.modes.values()) else []
         live = record is not None and record.alive
         if not live and not sleeping:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from specdash.core.timeline import replay_file
 from specdash.errors import UsageError
+from specdash.safetext import escape_controls
 
 EXIT_CODES = {"ready": 0, "serving": 0, "stopped": 0, "crashed": 1, "incomplete": 3}
 """The exit code for each outcome (2 is a usage error, or a file that is no server log)."""
@@ -24,20 +25,21 @@ def run(args: argparse.Namespace) -> int:
     """Replay the log; the exit code says the outcome (`EXIT_CODES`)."""
 
     path = Path(args.logfile)
+    name = escape_controls(str(path))  # a file name is text from a file system: shown, never acted on
     if not path.exists():
-        raise UsageError(f"log file not found: {path}")
+        raise UsageError(f"log file not found: {name}")
     if not path.is_file():
-        raise UsageError(f"not a file: {path}")
+        raise UsageError(f"not a file: {name}")
     try:
         with path.open("rb") as stream:
             timeline = replay_file(stream, args.engine)
     except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        raise UsageError(f"cannot read {name}: {exc.strerror or exc}") from exc
     if timeline.evidence_lines == 0 and timeline.engine == "unknown":
-        raise UsageError(f"{path}: not a server log (no line in it is one an inference server prints)")
+        raise UsageError(f"{name}: not a server log (no line in it is one an inference server prints)")
     summary = timeline.as_dict()
     if args.json:
-        print(json.dumps({"file": str(path), **summary}, indent=2, ensure_ascii=False))
+        print(json.dumps({"file": name, **summary}, indent=2, ensure_ascii=False))
     else:
         print(_render(path, summary))
     return EXIT_CODES[str(summary["outcome"])]
@@ -50,7 +52,7 @@ def _seconds(value: object) -> str:
 def _render(path: Path, summary: dict[str, object]) -> str:
     versions = summary["versions"]
     version = f", version {'; '.join(map(str, versions))}" if isinstance(versions, list) and versions else ""
-    out = [f"{path.name}  (engine: {summary['engine']}{version})", ""]
+    out = [f"{escape_controls(path.name)}  (engine: {summary['engine']}{version})", ""]
     out.append(f"  {'phase':<24} {'start':>9} {'duration':>11}  progress")
     phases = summary["phases"]
     for span in phases if isinstance(phases, list) else []:

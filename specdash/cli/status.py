@@ -11,6 +11,7 @@ import time
 from specdash.cli._host import current_run
 from specdash.cli._live import fmt_seconds
 from specdash.core.timeline import replay_text
+from specdash.limits import LOG_TAIL_BYTES
 from specdash.phases import Phase
 from specdash.server.lifecycle import run_framed
 
@@ -23,11 +24,21 @@ async def _status(args: argparse.Namespace) -> int:
     async with current_run(args) as (session, cfg, record):
         sleeping = await session.sleeping() if any(m.resident for m in cfg.modes.values()) else []
         log = ""
-        if record is not None:
-            # The last 4 MB say where the startup got to (a long-running server's log can be much larger).
-            _, log = await run_framed(session.host, f"tail -c 4000000 {shlex.quote(record.log_path)}")
+        if record is not None and not record.damaged:
+            # The log's last bytes say where the startup got to (a long-running server's log can be much larger).
+            _, log = await run_framed(session.host, f"tail -c {LOG_TAIL_BYTES} {shlex.quote(record.log_path)}")
     if record is None:
         info: dict[str, object] = {"host": session.label, "state": Phase.STOPPED.value}
+    elif record.damaged:  # no pid to trust: say so, never "exited, pid 0" (its server may well be running)
+        info = {
+            "host": session.label,
+            "state": "damaged",
+            "run": record.id,
+            "mode": record.mode,
+            "port": record.port,
+            "reason": f"the run record {record.id} is damaged (its pid file is empty or half-written): "
+            f"whether its server runs cannot be told; look at port {record.port} on the host",
+        }
     else:
         timeline = replay_text(log, record.engine)
         phase = timeline.highest_phase if record.alive else Phase.EXITED
@@ -60,7 +71,7 @@ async def _status(args: argparse.Namespace) -> int:
         print(json.dumps(info, indent=2))
     else:
         parts = [f"{info['host']}: {info['state']}"]
-        if record is not None:
+        if record is not None and not record.damaged:
             parts.append(f"mode {record.mode} ({record.engine}), pid {record.pid}, port {record.port}")
             if record.alive:
                 parts.append(f"up {fmt_seconds(time.time() - record.started_at)}")

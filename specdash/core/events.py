@@ -56,6 +56,14 @@ class ServerStatus:
     """After a crash: processes still alive in the run's process group ("PID ARGS"), to clean up."""
     command: tuple[str, ...] = ()
     """The server's command line (shown for an adopted server)."""
+    job_id: str = ""
+    """On a Slurm host: the batch job running the server."""
+    queued: str = ""
+    """While the job pends: Slurm's reason and the queue position (`queued: Resources (1st of 2 ...)`)."""
+    queue_wait_s: float | None = None
+    """How long the job waited in the queue before it ran (kept apart from the startup)."""
+    ranks: tuple[int, int] | None = None
+    """Engine ranks up and in all (`2/2`), for a server over several nodes."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +146,8 @@ class LevelRow:
     """e.g. `client and server disagree by 14 %`, `server caps running requests at 48`, `client-limited`."""
     slo: LevelSlo | None = None
     """The level against the sweep's SLO (attainment, goodput), when one is set."""
+    crash: str = ""
+    """Why the server died during this level (its exception line), when it did: the level it crashed at."""
 
 
 @dataclass(frozen=True)
@@ -268,7 +278,30 @@ class TuneProgress:
     """After a cancel: what runs now, in a sentence."""
 
 
+@dataclass(frozen=True)
+class ServerLoad:
+    """What the server's own periodic lines say about its load (at most one a second): the fleet row's numbers."""
+
+    tok_s: float | None = None
+    """Generation throughput the engine reports (tokens/s)."""
+    running: int | None = None
+    """Requests running."""
+    accept_len: float | None = None
+    """Speculative acceptance length (tokens per verify step), when the engine reports one."""
+    at: float = 0.0
+    """When (the session's clock)."""
+
+
 SessionEvent = (
-    ServerStatus | LogBatch | ModesChanged | GpuStats | BenchTick | BenchUpdate | GreedyUpdate | Notice | TuneProgress
+    ServerStatus
+    | LogBatch
+    | ModesChanged
+    | GpuStats
+    | BenchTick
+    | BenchUpdate
+    | GreedyUpdate
+    | Notice
+    | TuneProgress
+    | ServerLoad
 )
 """Everything a session emits besides connection events."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from specdash.limits import MAX_LOG_LINE_CHARS
+
 _BREAK = re.compile(r"\r\n|\r|\n")
 
 
@@ -17,7 +19,7 @@ class LineSplitter:
     `max_line` bounds memory: a line longer than that is cut and emitted in pieces.
     """
 
-    def __init__(self, max_line: int = 64 * 1024) -> None:
+    def __init__(self, max_line: int = MAX_LOG_LINE_CHARS) -> None:
         self._pending = ""
         self._max_line = max_line
 
@@ -29,11 +31,15 @@ class LineSplitter:
         else:
             hold = ""
         parts = _BREAK.split(text)
-        self._pending = parts.pop() + hold
-        while len(self._pending) > self._max_line:
-            parts.append(self._pending[: self._max_line])
-            self._pending = self._pending[self._max_line :]
-        return parts
+        rest = parts.pop() + hold
+        size = self._max_line
+        out: list[str] = []
+        for part in parts:  # a line longer than `max_line` is cut into pieces, in one pass (linear in its length)
+            out.extend([part] if len(part) <= size else (part[at : at + size] for at in range(0, len(part), size)))
+        cut = (len(rest) - 1) // size * size if rest else 0  # the partial line keeps its last piece (1..size)
+        out.extend(rest[at : at + size] for at in range(0, cut, size))
+        self._pending = rest[cut:]
+        return out
 
     def flush(self) -> list[str]:
         """Return the trailing partial line, if any (at end of stream)."""

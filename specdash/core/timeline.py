@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import BinaryIO
 
-from specdash.core.lines import LineSplitter, split_lines
+from specdash.core.lines import LineSplitter
 from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import (
     Crashed,
@@ -237,7 +237,8 @@ class Timeline:
 
 def replay_text(text: str, engine: str = "auto") -> Timeline:
     """Run a whole saved log (as text) through a fresh tracker and return its timeline (see `replay_lines`)."""
-    return replay_lines(iter(split_lines(text)), engine)
+    splitter = LineSplitter()  # lines cut at its bound, as a file's are: a 4 MB line of NULs is no one line
+    return replay_lines(iter([*splitter.feed(text), *splitter.flush()]), engine)
 
 
 def replay_file(stream: BinaryIO, engine: str = "auto", launched: float | None = None) -> Timeline:
@@ -245,11 +246,31 @@ def replay_file(stream: BinaryIO, engine: str = "auto", launched: float | None =
     return replay_lines(_file_lines(stream), engine, launched)
 
 
+def text_encoding(head: bytes) -> str:
+    """The encoding of a log from its first bytes: UTF-16 by its byte-order mark, or without one by the NULs
+    of ASCII text in UTF-16 (a log saved by PowerShell's `>` or Notepad); else UTF-8 (a UTF-8 BOM skipped)."""
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "utf-16"
+    if head.startswith(codecs.BOM_UTF8):
+        return "utf-8-sig"
+    sample = head[:4096] if len(head) % 2 == 0 else head[: min(4096, len(head) - 1)]
+    if len(sample) >= 8:
+        even, odd = sample[0::2], sample[1::2]
+        if odd.count(0) > 0.9 * len(odd) and even.count(0) < 0.1 * len(even):
+            return "utf-16-le"
+        if even.count(0) > 0.9 * len(even) and odd.count(0) < 0.1 * len(odd):
+            return "utf-16-be"
+    return "utf-8"
+
+
 def _file_lines(stream: BinaryIO) -> Iterator[str]:
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    first = stream.read(_CHUNK)
+    decoder = codecs.getincrementaldecoder(text_encoding(first))(errors="replace")
     splitter = LineSplitter()
-    while chunk := stream.read(_CHUNK):
+    chunk = first
+    while chunk:
         yield from splitter.feed(decoder.decode(chunk))
+        chunk = stream.read(_CHUNK)
     yield from splitter.feed(decoder.decode(b"", final=True))
     yield from splitter.flush()
 

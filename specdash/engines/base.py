@@ -98,6 +98,11 @@ class EngineRules(ABC):
     """The launch flag that names the model (`--model-path` for SGLang)."""
     launch_env: ClassVar[Mapping[str, str]] = {}
     """Environment this engine needs at launch, beyond every engine's (`VLLM_HOST_IP` for vLLM)."""
+    multinode_flags: ClassVar[tuple[str, ...]] = ()
+    """Flags of one rank of a server over several nodes, with `{nnodes}`, `{rank}`, `{head}` (the head node's
+    address) and `{port}` (its rendezvous port) filled in by the Slurm job (`server.slurm_job`)."""
+    multinode_worker_flags: ClassVar[tuple[str, ...]] = ()
+    """Extra flags of the ranks other than the head's (vLLM's `--headless`: no API server there)."""
     ready_lines: ClassVar[tuple[str, ...]] = ()
     """Substrings of the lines that say the server is ready."""
     votes: ClassVar[tuple[str, ...]] = ()

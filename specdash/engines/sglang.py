@@ -78,6 +78,7 @@ class SGLangRules(EngineRules):
     name = "sglang"
     launch_module = "sglang.launch_server"
     model_flag = "--model-path"
+    multinode_flags = ("--nnodes", "{nnodes}", "--node-rank", "{rank}", "--dist-init-addr", "{head}:{port}")
     launch_env: ClassVar[Mapping[str, str]] = {}
     ready_lines = ("The server is fired up and ready to roll!",)
     residency = Residency(

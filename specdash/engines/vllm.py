@@ -147,6 +147,11 @@ class VLLMRules(EngineRules):
     # name (reference/environment.md 9.1).
     launch_module = "vllm.entrypoints.openai.api_server"
     model_flag = "--model"
+    multinode_flags: ClassVar[tuple[str, ...]] = (
+        *("--nnodes", "{nnodes}", "--node-rank", "{rank}"),
+        *("--master-addr", "{head}", "--master-port", "{port}"),
+    )
+    multinode_worker_flags = ("--headless",)
     launch_env: ClassVar[Mapping[str, str]] = {"VLLM_HOST_IP": "127.0.0.1"}  # internal sockets on loopback
     residency = Residency(
         flags=("--enable-sleep-mode",),

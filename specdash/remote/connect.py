@@ -227,9 +227,10 @@ class Connector:
     ) -> tuple[asyncssh.SSHClientConnection, SessionClient]:
         resolved, login = self._resolve(target)
         host, port = resolved.host, resolved.port
-        label = f"{resolved.username}@{host}:{port}"
+        where = f"{host}:{port}"
         if host != target.host:
-            label += f" ({target.host} in the SSH config)"
+            where += f" ({target.host} in the SSH config)"
+        label = f"{resolved.username}@{where}"  # the login user may hold an "@" itself (`a@b@host`: user `a@b`)
         policy = HostKeyPolicy(self._known_hosts_files(resolved), accept_new=self.options.accept_new)
         client = SessionClient(policy)
         try:
@@ -243,11 +244,13 @@ class Connector:
                 **login,
             )
         except (OSError, asyncssh.Error) as exc:
-            raise self._connect_error(exc, label, host, policy, self._keys_offered(resolved)) from exc
+            raise self._connect_error(exc, label, where, host, policy, self._keys_offered(resolved)) from exc
         return conn, client
 
-    def _connect_error(self, exc: Exception, label: str, host: str, policy: HostKeyPolicy, keys: list[str]) -> SSHError:
-        where = label.partition("@")[2]
+    def _connect_error(
+        self, exc: Exception, label: str, where: str, host: str, policy: HostKeyPolicy, keys: list[str]
+    ) -> SSHError:
+        """`label` is `user@host:port`, `where` the `host:port` part (never cut out of `label`: a user may hold "@")."""
         if isinstance(exc, socket.gaierror):
             return SSHError(SSHErrorKind.DNS, f"cannot resolve host name {host!r}: {exc.strerror or exc}")
         if isinstance(exc, TimeoutError):

@@ -17,10 +17,57 @@ from typing import Literal
 
 import asyncssh
 
+from specdash.errors import UsageError
+from specdash.limits import MAX_KNOWN_HOSTS_BYTES, read_regular_file
+from specdash.remote.ssherror import SSHError, SSHErrorKind
+from specdash.safetext import escape_controls
+
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 22
 GLOBAL_KNOWN_HOSTS = Path("/etc/ssh/ssh_known_hosts")
+
+
+def read_known_hosts(files: list[Path]) -> asyncssh.SSHKnownHosts:
+    """The trusted keys of `files` (missing ones skipped), read by us rather than by asyncssh so that a damaged
+    file is named as OpenSSH names it, `FILE:LINE: what is wrong`, instead of failing on a raw
+    `UnicodeDecodeError`. Each file at most `MAX_KNOWN_HOSTS_BYTES`.
+
+    Raises:
+        SSHError: (`CONFIG`, permanent) for a file that cannot be read, or a line that is not UTF-8 or no
+            known_hosts entry.
+    """
+    texts: list[str] = []
+    for path in files:
+        try:
+            data = read_regular_file(path, MAX_KNOWN_HOSTS_BYTES, "known_hosts file")
+        except FileNotFoundError:
+            continue
+        except UsageError as exc:
+            raise SSHError(SSHErrorKind.CONFIG, str(exc)) from None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            number = data.count(b"\n", 0, exc.start) + 1
+            column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+            raise SSHError(
+                SSHErrorKind.CONFIG,
+                f"{path}:{number}: not a known_hosts line (bytes that are not UTF-8 at column {column}); "
+                "fix or remove that line",
+            ) from None
+        try:
+            asyncssh.import_known_hosts(text)
+        except (ValueError, asyncssh.KeyImportError):
+            for number, line in enumerate(text.splitlines(), 1):  # only to name the line: asyncssh does not
+                try:
+                    asyncssh.import_known_hosts(line)
+                except (ValueError, asyncssh.KeyImportError) as exc:
+                    shown = escape_controls(str(exc))[:200]
+                    message = f"{path}:{number}: bad known_hosts line ({shown}); fix or remove it"
+                    raise SSHError(SSHErrorKind.CONFIG, message) from None
+            raise SSHError(SSHErrorKind.CONFIG, f"{path}: not a known_hosts file") from None
+        texts.append(text)
+    return asyncssh.import_known_hosts("\n".join(texts))
 
 
 def host_pattern(host: str, port: int) -> str:
@@ -131,14 +178,13 @@ class HostKeyPolicy:
         self.accepted: str | None = None
         """The known_hosts line written by accept-new, if any."""
 
-    def asyncssh_known_hosts(self) -> list[str] | asyncssh.SSHKnownHosts:
+    def asyncssh_known_hosts(self) -> asyncssh.SSHKnownHosts:
         """The `known_hosts=` argument for asyncssh: the existing files, or an explicitly empty list.
 
         An empty value would make asyncssh fall back to `~/.ssh/known_hosts`, which is not what an override
         to a missing file means, so "no files" is passed as an empty `SSHKnownHosts`.
         """
-        existing = [str(path) for path in self.files if path.is_file()]
-        return existing or asyncssh.import_known_hosts("")
+        return read_known_hosts(self.files)
 
     def check(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         """asyncssh's `validate_host_public_key` hook: True to trust `key`."""

@@ -92,11 +92,34 @@ class RunRecord:
     adopted: bool = False
     """True for a server started by hand that specdash adopted (`specdash.server.adopt`)."""
     damaged: bool = False
-    """The pid file was empty or half-written: nothing of this run can be verified or signalled."""
+    """The pid file (or `current`) was empty or half-written: nothing of this run can be verified or signalled,
+    and whether its server still runs is unknown (`alive` is False only because nothing can be checked)."""
+    job_id: str = ""
+    """A Slurm host's run: the batch job (`server.slurm`); pid and pgid are 0 then (the job owns the processes)."""
+    server_host: str = "127.0.0.1"
+    """Where the server listens, as the host reaches it: its loopback, or a Slurm job's head node address."""
+    nodes: int = 1
+    """Nodes the run spans (one engine rank per node)."""
 
 
 def _int(value: object) -> int:
     return int(value) if isinstance(value, int) or (isinstance(value, str) and value.isdigit()) else 0
+
+
+def _damaged(run_id: str, meta: dict[str, object]) -> RunRecord:
+    """A run whose record cannot be trusted: no pid to verify or signal, its liveness unknown."""
+    return RunRecord(
+        id=run_id,
+        mode=escape_controls(str(meta.get("mode", "?"))),
+        engine=escape_controls(str(meta.get("engine", "?"))),
+        port=_int(meta.get("port")),
+        pid=0,
+        pgid=0,
+        started_at=0.0,
+        log_path="",
+        alive=False,
+        damaged=True,
+    )
 
 
 def _float(value: str) -> float:
@@ -252,6 +275,8 @@ class Lifecycle:
         if not result.ok:
             raise SpecdashError(f"cannot read the run record on {self.config.name}: {result.detail()}")
         fields = dict(result.lines)
+        if "badcurrent" in fields:  # `current` is empty or garbled: which run it named cannot be told
+            return _damaged("?", {})
         if "id" not in fields:
             return None
         try:
@@ -263,18 +288,7 @@ class Lifecycle:
         if "badrecord" in fields or "pid" not in fields:
             # An empty or half-written pid file (a full disk at launch): nothing can be verified, so
             # nothing is signalled; the run counts as dead and a new launch replaces it.
-            return RunRecord(
-                id=fields["id"],
-                mode=escape_controls(str(meta.get("mode", "?"))),
-                engine=escape_controls(str(meta.get("engine", "sglang"))),
-                port=_int(meta.get("port")),
-                pid=0,
-                pgid=0,
-                started_at=0.0,
-                log_path="",
-                alive=False,
-                damaged=True,
-            )
+            return _damaged(escape_controls(fields["id"]), meta)
         pid, pgid, started = (fields["pid"].split() + ["0", "0", "0"])[:3]
         size, _, log_path = fields.get("log", "").partition(" ")
         command = meta.get("command", ())

@@ -56,6 +56,7 @@ from specdash.server.lifecycle import Lifecycle, RunRecord, run_framed
 from specdash.server.probe_agent import HostRunner, loopback_url
 from specdash.server.resident import NotResident, Sleeper
 from specdash.server.session import Listener
+from specdash.server.slurm import SlurmLifecycle, SlurmWatch
 from specdash.server.watch import ServerWatch
 from specdash.slo import Slo, goodput_curve, max_concurrency_meeting
 
@@ -95,7 +96,9 @@ class RemoteSession:
         self.host = host
         self.host_config = host_config
         self.config = config
-        self.lifecycle = Lifecycle(host, host_config)
+        self.lifecycle: Lifecycle = (
+            SlurmLifecycle(host, host_config) if host_config.slurm is not None else Lifecycle(host, host_config)
+        )
         self.store = store
         self.sweep_defaults = sweep_defaults or SweepConfig(progress_interval_s=0.25, endpoint_follows_engine=True)
         self.clock = clock
@@ -111,6 +114,7 @@ class RemoteSession:
         self._rows: dict[tuple[str, int], LevelRow] = {}
         self._curves: dict[str, dict[int, float]] = {}
         self._slo: Slo | None = None  # the running (or last) sweep's SLO, for its verdict
+        self._reference = ""  # the running (or last) sweep's reference mode, whatever order it measures in
         self.results: dict[str, SweepResult] = {}
         """The last sweep's result per mode."""
         self._hidden_modes: set[str] = set()  # a tune's per-setting modes: listed only while one runs
@@ -206,6 +210,10 @@ class RemoteSession:
             for task in (relay, gpus):
                 task.cancel()
             await asyncio.gather(relay, gpus, return_exceptions=True)
+            # What the relay had not passed on yet goes out now: a first connect that fails puts its `Failed`
+            # on the queue just before it raises, and a viewer left with "connecting…" would wait for ever.
+            while not self._queue.empty():
+                self._emit(self._queue.get_nowait())
             await self._stop_watching()
 
     def server_live(self) -> bool:
@@ -225,6 +233,9 @@ class RemoteSession:
             origin = Origin.ADOPTED if record.adopted else Origin.ATTACHED
             self._watch_run(record, note=f"{origin.value}: run {record.id}", origin=origin)
             return record
+        if record is not None and record.damaged:  # never shown as "no server": it may be running
+            said = f"the run record {record.id} on {self.label} is damaged: whether its server runs cannot be told"
+            self._emit(Notice(said + " ('specdash status' says more)", "warning"))
         self._set_status(ServerStatus(Phase.STOPPED, origin=Origin.NONE))
         return None
 
@@ -312,6 +323,21 @@ class RemoteSession:
         record = await adoption.adopt(self.host, self.host_config, target)
         how = f"mode {target.mode}" if target.matched else "unmanaged"
         self._watch_run(record, note=f"adopted pid {record.pid} ({how}); log {target.log_path}", origin=Origin.ADOPTED)
+        self._emit(self._modes_event())
+
+    async def adopt_job(self, job_id: str, mode: str = "") -> None:
+        """Adopt a Slurm job someone started by hand (`adopt --job ID`): the SSH user's own, still live; its
+        output file is followed, its head node's port watched, and a stop cancels it (after a confirmation)."""
+        self._check_free("adopt")
+        if not isinstance(self.lifecycle, SlurmLifecycle):
+            raise SpecdashError(f'{self.label} is not a Slurm host (scheduler = "slurm"): --job needs one')
+        if self.server_live():
+            raise SpecdashError(f"{self._status.mode or 'a server'} is already running on {self.label}; stop it first")
+        cfg = self.config.mode(mode) if mode else None
+        record = await self.lifecycle.adopt_job(
+            job_id, mode or f"job-{job_id}", cfg.engine if cfg else "sglang", cfg.port if cfg else 30000
+        )
+        self._watch_run(record, note=f"adopted job {job_id}; log {record.log_path}", origin=Origin.ADOPTED)
         self._emit(self._modes_event())
 
     async def restart(self) -> None:
@@ -460,9 +486,14 @@ class RemoteSession:
         config: SweepConfig | None = None,
         prompts: PromptSet | None = None,
         quiet: bool = False,
+        reference: str | None = None,
     ) -> dict[str, SweepResult]:
         """See `Session.sweep`; `config` and `prompts` override the session's defaults (headless CLI); `quiet`:
         no notice that it measures or is done (a tune, measuring one level per call, says so itself).
+
+        `reference` is the mode the others are compared with (the verdict, the greedy check); it defaults to
+        the first of `modes`. The order of `modes` is only the order of measuring (the live mode first saves a
+        restart): it never changes the reference.
 
         Returns what it measured: the result per mode that finished its levels (also in `self.results`; the
         store has every sample as it arrived). A crash raises `SpecdashError` (levels before it are in the
@@ -473,12 +504,15 @@ class RemoteSession:
             raise SpecdashError("a sweep is already running")
         for mode in modes:
             self.config.mode(mode)
+        if reference is not None and reference not in modes:
+            raise SpecdashError(f"the reference {reference!r} is not one of the swept modes ({', '.join(modes)})")
         if not modes:
             if not self._status.mode or self._status.phase is not Phase.READY:
                 raise SpecdashError("start a server first (the sweep measures the live mode)")
             modes = [self._status.mode]
         self._sweep_task = asyncio.current_task()
         self._sweep_id = uuid.uuid4().hex[:12]  # shared by the runs of this sweep's modes (`specdash runs`)
+        self._reference = reference or modes[0]
         self._rows.clear()
         self._curves.clear()
         self.results.clear()
@@ -495,7 +529,7 @@ class RemoteSession:
                 await self._sweep_mode(mode, config, prompts)
                 result = self.results.get(mode)
                 if len(modes) > 1 and self.greedy_prompts and result is not None and result.aborted is None:
-                    await self._greedy_after_sweep(mode, modes[0], prompts, config)
+                    await self._greedy_after_sweep(mode, self._reference, prompts, config)
         except asyncio.CancelledError:
             self._emit(Notice("sweep cancelled; finished levels are kept", "warning"))
             raise
@@ -530,7 +564,7 @@ class RemoteSession:
             raise SpecdashError("greedy check: start a server first (the check asks the live mode)")
         chosen = chosen_prompts(prompts, n)
         port = status.port if status.port is not None else self.config.mode(status.mode).port
-        local = await self.host.forward(port)
+        local = await self.host.forward(port, self._server_host())
         texts = await greedy_outputs(
             f"http://127.0.0.1:{local}",
             chosen,
@@ -623,19 +657,21 @@ class RemoteSession:
     def _watch_run(self, record: RunRecord, note: str = "", origin: Origin = Origin.LAUNCHED) -> None:
         self._record = record
         history = self._history(record.mode)
-        watch = ServerWatch(
-            self.host,
-            record,
-            self._emit_watch,
-            history=history,
-            stuck=mode.stuck if (mode := self.config.modes.get(record.mode)) is not None else None,
-            on_ready=self._seen_ready,
-            clock=self.clock,
-            state_dir=self.host_config.state_dir,
-            label=self.label,
-            origin=origin,
-            members=self.lifecycle.members,
-        )
+        stuck = mode.stuck if (mode := self.config.modes.get(record.mode)) is not None else None
+        common = {
+            "history": history,
+            "on_ready": self._seen_ready,
+            "clock": self.clock,
+            "state_dir": self.host_config.state_dir,
+            "label": self.label,
+            "origin": origin,
+            "members": self.lifecycle.members,
+        }
+        watch: ServerWatch
+        if isinstance(self.lifecycle, SlurmLifecycle) and record.job_id:
+            watch = SlurmWatch(self.host, record, self._emit_watch, lifecycle=self.lifecycle, stuck=stuck, **common)
+        else:
+            watch = ServerWatch(self.host, record, self._emit_watch, stuck=stuck, **common)  # type: ignore[arg-type]
         if note:
             watch.state.note = note
         self._watch = watch
@@ -759,7 +795,7 @@ class RemoteSession:
         else:
             cfg = self.config.mode(mode)
             port, engine = cfg.port, cfg.engine
-        local = await self.host.forward(port)
+        local = await self.host.forward(port, self._server_host())
         record = self._record
         provenance = {
             "command": list(record.command) if record is not None and record.mode == mode else [],
@@ -794,11 +830,18 @@ class RemoteSession:
             on_level_done=level_done,
             check_link=self._link_ok,
             link_in_process=True,  # the port forward runs in this process (SSHHost)
-            host_runner=self._host_runner(port) if config.probe == "host" else None,
+            host_runner=self._host_runner(port)
+            if config.probe == "host" and self._server_host() == "127.0.0.1"
+            else None,
             on_warning=lambda text: self._emit(Notice(f"{mode}: {text}", "warning")),
         )
         if config.probe != "host":
             runner.probe = {"where": "local", "why": 'probe = "local" (the config\'s [bench] or --probe)'}
+        elif self._server_host() != "127.0.0.1":
+            runner.probe = {
+                "where": "local",
+                "why": "a Slurm job: the server runs on its head node, not the login node",
+            }
         if self.host.state is not ConnectionState.CONNECTED:
             runner.link_lost(f"connection {self.host.state.value}")
         self._sweep = runner
@@ -814,11 +857,7 @@ class RemoteSession:
                     self.results[mode] = sweep.result()
                 sweep.cancel()
                 await asyncio.gather(sweep, return_exceptions=True)
-                # Levels run in order: the first unfinished one was in flight (even before its first progress).
-                for key, row in self._rows.items():
-                    if key[0] == mode and row.status not in ("done", "failed"):
-                        self._rows[key] = replace(row, status="failed", warning="server crashed")
-                        break
+                self._note_crash(mode, runner.run_id)
                 raise SpecdashError(f"{mode} crashed during the sweep; finished levels are kept")
             result = sweep.result()
             self.results[mode] = result
@@ -827,15 +866,44 @@ class RemoteSession:
                 # the watcher: wait for it a bounded moment, so a crash is reported as one, with its line.
                 await asyncio.wait({crash}, timeout=CRASH_SETTLE_S)
             if crash.done() and not crash.cancelled():
+                self._note_crash(mode, runner.run_id)
                 raise SpecdashError(f"{mode} crashed during the sweep; finished levels are kept")
             if result.aborted:
                 self._emit(Notice(f"{mode}: sweep stopped: {result.aborted}", "warning"))
         finally:
             crash.cancel()
-            await asyncio.gather(crash, return_exceptions=True)
+            # Cancelled (cancel_sweep, quit, the tour stopped by a key): the probe stops too. Left running, it
+            # went on loading the server and publishing "running · 4/8 levels" after the sweep had ended.
+            sweep.cancel()
+            await asyncio.gather(crash, sweep, return_exceptions=True)
+            for key, row in self._rows.items():
+                if key[0] == mode and row.status in ("warmup", "running", "paused"):
+                    self._rows[key] = replace(row, status="pending", warning="cancelled before it finished")
             self._sweep = None
             for c, why in runner.interruptions:
                 self._emit(Notice(f"{mode} C={c}: {why}; the level ran again after the link came back", "warning"))
+
+    def _note_crash(self, mode: str, run_id: int | None) -> None:
+        """The server crashed during `mode`'s sweep: the level it crashed at says so with the reason, in the
+        table (and its notes) and in the store (`compare`, the report). Levels run in order: the one in
+        flight, else the one the probe failed just before the crash line came, else the first not begun."""
+        crash, phase = self._status.crash, self._status.phase
+        reason = crash.reason if crash is not None else f"the server {phase.value}"
+        rows = [(key, row) for key, row in self._rows.items() if key[0] == mode]
+        at = (
+            next((kr for kr in rows if kr[1].status in ("warmup", "running", "paused")), None)
+            or next((kr for kr in reversed(rows) if kr[1].status == "failed"), None)
+            or next((kr for kr in rows if kr[1].status == "pending"), None)
+        )
+        if at is None:
+            return
+        key, row = at
+        if phase is Phase.STOPPED:  # stopped (by the user, or `down`): not a crash, but the level is cut short
+            self._rows[key] = replace(row, status="failed", warning="the server was stopped during this level")
+            return
+        self._rows[key] = replace(row, status="failed", crash=reason)
+        if self.store is not None and run_id is not None:
+            self.store.note_crash(run_id, row.concurrency, f"server crashed: {reason}")
 
     async def _link_ok(self) -> bool:
         """Whether the SSH connection still carries commands (the sweep asks when requests failed)."""
@@ -849,17 +917,24 @@ class RemoteSession:
         while self._status.phase not in (Phase.CRASHED, Phase.EXITED, Phase.STOPPED):
             await self._status_changed()
 
+    def _judged_curves(self) -> dict[str, dict[int, float]]:
+        """The curves measured so far, the reference's first (`core.verdict` compares with the first one)."""
+        ref = self._reference
+        first = {ref: self._curves[ref]} if ref in self._curves else {}
+        return first | {m: c for m, c in self._curves.items() if m != ref}
+
     def _crossover_text(self) -> str:
         """The verdict of the modes measured so far (`core.verdict`): one mode's peak, or where a mode stops
-        beating the first one."""
+        beating the reference."""
+        curves = self._judged_curves()
         if self._slo is None:
-            return verdict(self._curves)
+            return verdict(curves)
         judged = {
             mode: [row.slo for (m, _), row in self._rows.items() if m == mode and row.status == "done" and row.slo]
-            for mode in self._curves
+            for mode in curves
         }
         return verdict(
-            self._curves,
+            curves,
             slo_text=self._slo.text,
             capacity={m: max_concurrency_meeting(levels) for m, levels in judged.items()},
             goodput={m: goodput_curve(levels) for m, levels in judged.items()},
@@ -867,14 +942,21 @@ class RemoteSession:
 
     def _publish_bench(self, *, running: bool) -> None:
         crossover = None
-        if len(self._curves) >= 2:
-            (_, base), (_, spec) = list(self._curves.items())[:2]
+        judged = self._judged_curves()
+        if len(judged) >= 2:
+            (_, base), (_, spec) = list(judged.items())[:2]
             result = compute_crossover(base, spec)
             crossover = result.concurrency if result.kind is CrossoverKind.CROSSES else None
-        curves = {m: tuple(sorted(c.items())) for m, c in self._curves.items()}
+        curves = {m: tuple(sorted(c.items())) for m, c in judged.items()}
         self._emit(BenchUpdate(tuple(self._rows.values()), curves, crossover, self._crossover_text(), running))
 
     # -- plumbing ---------------------------------------------------------------------------------------
+
+    def _server_host(self) -> str:
+        """Where the live server listens as the host reaches it: its loopback, or a Slurm job's head node."""
+        watch = self._watch
+        record = watch.record if watch is not None else self._record
+        return (record.server_host if record is not None else "") or "127.0.0.1"
 
     def _grace(self, mode: str) -> float:
         try:

@@ -35,11 +35,12 @@ from dataclasses import dataclass
 import httpx
 
 from specdash.core.eta import estimate
-from specdash.core.events import LogBatch, Notice, ServerStatus, SessionEvent
+from specdash.core.events import LogBatch, Notice, ServerLoad, ServerStatus, SessionEvent
 from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import ClassifiedLine, Crashed, Exited, MetricsSeen, Ready, StartupEvent, Stuck
 from specdash.core.stuck import StuckPolicy, stuck_limits
 from specdash.core.timeline import Outcome, Timeline
+from specdash.engines.metrics import BatchStats, EngineStats, SpecDecodeStats
 from specdash.engines.registry import make_rules
 from specdash.errors import SpecdashError
 from specdash.phases import CrashInfo, Origin, Phase
@@ -55,6 +56,8 @@ LOG_FLUSH_CHARS = 4 * 1024 * 1024
 within one interval, and a batch must not hold all of it."""
 HEALTH_EVERY_S = 1.0
 """Health poll interval while the server starts."""
+HEALTH_DEADLINE_S = 5.0
+"""One `/health` answer, head and body, within this (a server that trickles bytes fails that poll)."""
 CATCH_UP_CAP_S = 600.0
 """After the exit, reading the rest of the log may take this long at most (it ends as soon as it is read)."""
 ATTACH_TAIL_BYTES = 8 * 1024 * 1024
@@ -136,6 +139,8 @@ class ServerWatch:
         self._tasks: list[asyncio.Task[None]] = []
         self.done = asyncio.Event()
         """Set when the run ended (crashed, exited or stopped)."""
+        self._load_at = float("-inf")
+        self._accept: float | None = None
 
     # -- public -----------------------------------------------------------------------------------------
 
@@ -261,18 +266,20 @@ class ServerWatch:
                     await self._log_advanced.wait()
 
     async def _health(self) -> None:
-        async with httpx.AsyncClient(timeout=httpx.Timeout(5.0), trust_env=False) as client:
+        async with httpx.AsyncClient(timeout=httpx.Timeout(HEALTH_DEADLINE_S), trust_env=False) as client:
             while self.tracker.phase not in (Phase.READY, Phase.CRASHED, Phase.EXITED) and not self.state.exited:
                 try:
                     await self.host.wait_connected()
                     # The same local port on every call, across reconnects (`SSHHost.forward`): asking is cheap.
-                    local_port = await self.host.forward(self.record.port)
+                    local_port = await self.host.forward(self.record.port, self.record.server_host or "127.0.0.1")
                     status: int | None
                     try:
-                        response = await client.get(f"http://127.0.0.1:{local_port}/health")
+                        # A deadline for the whole answer (httpx's is per read: a trickle never trips it).
+                        async with asyncio.timeout(HEALTH_DEADLINE_S):
+                            response = await client.get(f"http://127.0.0.1:{local_port}/health")
                         status = response.status_code
-                    except httpx.TransportError:
-                        status = None  # refused (through the forward: closed without a response)
+                    except (httpx.TransportError, TimeoutError):
+                        status = None  # refused (through the forward: closed without a response), or too slow
                     if not self.state.exited:
                         self._handle(self.tracker.health(status, self.clock()))
                 except SSHError:
@@ -297,6 +304,7 @@ class ServerWatch:
             if self.on_event is not None:
                 self.on_event(event)
             if isinstance(event, MetricsSeen):
+                self._load(event)
                 continue  # periodic throughput lines change nothing the status shows
             changed = True
             if isinstance(event, Ready):
@@ -316,6 +324,24 @@ class ServerWatch:
         if changed:
             self._flush()  # viewers see the line that changed the state together with the change
             self._publish()
+
+    def _load(self, seen: MetricsSeen) -> None:
+        """Rank 0's batch or engine stats as a `ServerLoad`, at most one a second (the fleet view's numbers)."""
+        m = seen.metrics
+        if any(ch.isdigit() and ch != "0" for ch in seen.rank):
+            return  # another rank's copy of the batch line (with TP > 1 only rank 0's describes the batch)
+        if isinstance(m, BatchStats) and m.kind == "decode":
+            load = ServerLoad(m.gen_throughput, m.running_reqs, m.accept_len, seen.at)
+        elif isinstance(m, EngineStats):
+            load = ServerLoad(m.gen_throughput, m.running_reqs, self._accept, seen.at)
+        elif isinstance(m, SpecDecodeStats):
+            self._accept = m.mean_acceptance_length
+            return
+        else:
+            return
+        if seen.at - self._load_at >= 1.0:
+            self._load_at = seen.at
+            self.emit(load)
 
     def status(self) -> ServerStatus:
         """The snapshot viewers show."""

@@ -225,7 +225,8 @@ class SimApp:
 
     async def _start_ranks(self) -> bool:
         payload = json.dumps(self.c.to_json())
-        for rank in range(self.c.tp_size):
+        first = self.c.first_rank
+        for rank in range(first, first + self.c.ranks_per_node):
             proc = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
@@ -246,7 +247,7 @@ class SimApp:
         for proc in self.tree.procs:
             assert proc.stdin is not None
             proc.stdin.write(f"go {t0!r}\n".encode())
-        for rank, proc in enumerate(self.tree.procs):
+        for rank, proc in enumerate(self.tree.procs, start=first):
             assert proc.stdout is not None
             line = await proc.stdout.readline()
             if line.strip() != b"ready":
@@ -332,6 +333,8 @@ class SimApp:
         self.log.log("Using default HuggingFace chat template with detected content format: string")
         if not await self._start_ranks():
             return 1
+        if self.c.node_rank > 0:
+            return await self._worker_node()
         self._spawn_task(self.scheduler.run())
         self._spawn_task(self._report_load())
         runner = await self._bind()
@@ -341,6 +344,16 @@ class SimApp:
         self._spawn_task(self._warmup())
         await asyncio.Event().wait()
         return 0
+
+    async def _worker_node(self) -> int:
+        """A node other than the head (`--node-rank` > 0): its ranks run, it serves no HTTP (as SGLang's
+        non-zero node ranks); it ends when one of its ranks does, as their parent does in SGLang."""
+        waits = [asyncio.ensure_future(proc.wait()) for proc in self.tree.procs]
+        done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        code = next(iter(done)).result()
+        self.log.log(f"Scheduler or DataParallelController terminated with {code}")
+        self.tree.kill_children()
+        return 1
 
     async def _report_load(self) -> None:
         """Not SGLang behaviour: the simulated `nvidia-smi` reads the load from here (see `sim.gpus`)."""

@@ -50,6 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sg.add_argument("--served-model-name", default=None)
     sg.add_argument("--tp-size", "--tp", "--tensor-parallel-size", dest="tp_size", type=TP, default=1)
     sg.add_argument("--host", default="127.0.0.1")
+    sg.add_argument("--nnodes", type=int, default=1, help="nodes of one server (a Slurm job's srun step per node)")
+    sg.add_argument("--node-rank", type=int, default=0, help="this node's rank; rank 0 serves HTTP")
+    sg.add_argument("--dist-init-addr", default=None, help="HEAD:PORT of the rendezvous (several nodes)")
     sg.add_argument("--port", type=PORT, default=30000)
     sg.add_argument("--speculative-algorithm", type=str.upper, default=None, choices=SPEC_ALGORITHMS)
     sg.add_argument("--speculative-draft-model-path", "--speculative-draft-model", default=None)
@@ -179,6 +182,22 @@ class SimConfig:
     compile_cache_dir: str | None = None
     """`TORCHINDUCTOR_CACHE_DIR` when set (else the simulator's state dir, see `specdash.sim.startup`)."""
     unknown_flags: tuple[str, ...] = ()
+    nnodes: int = 1
+    """Nodes of the server (`--nnodes`): each runs `tp_size / nnodes` ranks; only node rank 0 serves HTTP."""
+    node_rank: int = 0
+    """This node's rank (`--node-rank`)."""
+    dist_init_addr: str | None = None
+    """`HEAD:PORT` of the rendezvous (`--dist-init-addr`), required with several nodes as in SGLang."""
+
+    @property
+    def ranks_per_node(self) -> int:
+        """TP ranks on each node."""
+        return max(1, self.tp_size // max(1, self.nnodes))
+
+    @property
+    def first_rank(self) -> int:
+        """The global TP rank of this node's first rank."""
+        return self.node_rank * self.ranks_per_node
 
     @property
     def style_2026(self) -> bool:
@@ -257,6 +276,10 @@ def resolve(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> tup
     if ns.sim_time_scale < 0 or ns.sim_speed <= 0:
         raise UsageError("--sim-time-scale must be >= 0 and --sim-speed > 0")
     faults = parse_faults(ns.sim_fault)
+    if ns.nnodes < 1 or not 0 <= ns.node_rank < ns.nnodes:
+        raise UsageError(f"--node-rank {ns.node_rank} is not one of the {ns.nnodes} node(s) of --nnodes")
+    if ns.nnodes > 1 and (ns.tp_size % ns.nnodes or not ns.dist_init_addr):
+        raise UsageError("several nodes need --tp-size divisible by --nnodes and --dist-init-addr HEAD:PORT")
     algo: str | None = ns.speculative_algorithm
     steps, topk, draft = ns.speculative_num_steps, ns.speculative_eagle_topk, ns.speculative_num_draft_tokens
     max_running: int | None = ns.max_running_requests
@@ -347,5 +370,8 @@ def resolve(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> tup
         torch_compile_max_bs=ns.torch_compile_max_bs if ns.enable_torch_compile else None,
         compile_cache_dir=env.get("TORCHINDUCTOR_CACHE_DIR") or None,
         unknown_flags=unknown,
+        nnodes=ns.nnodes,
+        node_rank=ns.node_rank,
+        dist_init_addr=ns.dist_init_addr,
     )
     return config, warnings

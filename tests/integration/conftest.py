@@ -17,6 +17,8 @@ import pytest
 from specdash.remote.ssh import SSHHost, SSHOptions
 from tests.sshd import TEST_USER, Keys, Sshd, ensure_test_user, make_dir, skip_reason
 from tests.support.sim_harness import Simulators
+from tests.support.slurm import SlurmCluster
+from tests.support.slurm import skip_reason as slurm_skip_reason
 
 
 @pytest.fixture(scope="session")
@@ -109,3 +111,25 @@ async def sim() -> AsyncIterator[Simulators]:
         yield sims
     finally:
         await sims.close()
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[SlurmCluster]:
+    reason = slurm_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster = SlurmCluster().start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def cluster(slurm_cluster: SlurmCluster) -> Iterator[SlurmCluster]:
+    """The session's cluster with both nodes idle and an empty queue, before and after each test."""
+    slurm_cluster.wait_idle()
+    yield slurm_cluster
+    for node in ("n1", "n2"):
+        slurm_cluster.start_node(node)
+    slurm_cluster.cancel_all()
+    slurm_cluster.reap_strays()  # a killed node's steps outlive its job
+    slurm_cluster.wait_idle()

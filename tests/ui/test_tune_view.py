@@ -79,7 +79,7 @@ async def test_tune_is_in_the_command_palette(build: AppFactory) -> None:
     app, _ = build(sc.loading())
     async with app.run_test(size=(100, 30)):
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        assert "Tune" in titles
+        assert "Tune  T" in titles
 
 
 # -- starting a tune from the view, and watching it --------------------------------------------------------

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from specdash.core.startup import StartupTracker
+from specdash.core.startup import _EXCERPT_LINE_CHARS, StartupTracker
 from specdash.core.startup_events import (
     Crashed,
     Exited,
@@ -22,6 +22,7 @@ from specdash.core.startup_events import (
 from specdash.core.stuck import DEFAULT_STUCK_TIMEOUTS
 from specdash.core.timeline import Outcome, Timeline
 from specdash.engines.metrics import BatchStats
+from specdash.limits import MAX_LOG_LINE_CHARS
 from specdash.phases import SETTLED, STARTUP_ORDER, Phase, Progress
 
 LOGS = Path(__file__).parent.parent / "fixtures" / "logs"
@@ -181,7 +182,9 @@ def test_the_crash_excerpt_cuts_a_huge_line_and_keeps_its_length() -> None:
     (crash,) = crashes(events)
     assert crash.info.reason.startswith("RuntimeError: Not enough memory")
     kept = [line for line in crash.info.excerpt if line.startswith("xxx")]
-    assert kept and all(len(line) < 5_000 and line.endswith("(258,048 more characters)") for line in kept)
+    # `feed` cuts a line at MAX_LOG_LINE_CHARS as the follower does; the excerpt keeps each piece's length
+    rest = f"({MAX_LOG_LINE_CHARS - _EXCERPT_LINE_CHARS:,} more characters)"
+    assert kept and all(len(line) < 5_000 and line.endswith(rest) for line in kept)
 
 
 def test_harmless_traceback_is_only_suspect() -> None:

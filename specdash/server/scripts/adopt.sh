@@ -26,5 +26,5 @@ printf '%s\n' "$meta" >"$dir/run.json"
 if [ -n "$log" ]; then ln -s "$log" "$dir/server.log"; else : >"$dir/server.log"; fi
 # The record start.sh writes: PID, group, start (epoch) and the kernel's start time (down checks it).
 printf '%s %s %s %s\n' "$pid" "$pgid" "$started" "$ticks" >"$dir/pid.tmp" && mv "$dir/pid.tmp" "$dir/pid"
-printf '%s\n' "$run_id" >"$SPECDASH_HOME/current"
+printf '%s\n' "$run_id" >"$SPECDASH_HOME/current.new" && mv -f "$SPECDASH_HOME/current.new" "$SPECDASH_HOME/current"
 say "adopted $pid $pgid $dir"

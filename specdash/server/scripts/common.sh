@@ -48,12 +48,32 @@ say() {
 
 # Refuse (exit 30) a state path that another user owns or could have written: a pid file we did not
 # write must never choose what `down` signals.
+# Whether directory $1 is owned by us or by root (a link's target directory: nobody else may rename in it).
+owned_by_us_or_root() {
+    local owner
+    owner=$(stat -c %u -- "$1" 2>/dev/null) || return 1
+    [ "$owner" = "$(id -u)" ] || [ "$owner" = 0 ]
+}
+
+# A symlink (a cluster's home or scratch often is one) is followed when the link itself is ours and its final
+# target passes the same checks (owned by us, not writable by others); a link that leads elsewhere is refused.
 check_owned() {
-    local p perm
+    local p perm target
     for p in "$@"; do
         [ -e "$p" ] || [ -L "$p" ] || continue
-        if [ -L "$p" ] || [ ! -O "$p" ]; then
-            say "unsafe $p is not owned by $(id -un) (or is a symlink)"
+        if [ -L "$p" ]; then
+            target=$(readlink -f -- "$p" 2>/dev/null)
+            if [ "$(stat -c %u -- "$p" 2>/dev/null)" != "$(id -u)" ] || [ -z "$target" ] || [ ! -e "$target" ]; then
+                say "unsafe $p is a symlink that is not ours or leads nowhere"
+                exit 30
+            fi
+            if [ ! -O "$target" ] || ! owned_by_us_or_root "$(dirname -- "$target")"; then
+                say "unsafe $p is a symlink to $target, which (or whose directory) is not owned by $(id -un)"
+                exit 30
+            fi
+            p=$target
+        elif [ ! -O "$p" ]; then
+            say "unsafe $p is not owned by $(id -un)"
             exit 30
         fi
         perm=$(stat -c %a "$p" 2>/dev/null) || continue

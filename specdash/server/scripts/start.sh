@@ -38,8 +38,9 @@ if ! { mkdir -p "$dir" && printf '%s\n' "$meta" >"$dir/run.json" && : >"$dir/ser
 fi
 # A background job of a non-interactive shell is not a group leader, so setsid makes it the leader of a
 # new session without forking: $! is the server's PID and also its PGID. SPECDASH_RUN tags every process
-# of the run, so a stop can tell them from whatever reuses the PID or group id later.
-env SPECDASH_RUN="$run_id" "${envs[@]}" setsid "$@" >"$dir/server.log" 2>&1 </dev/null &
+# of the run, so a stop can tell them from whatever reuses the PID or group id later. The log is opened for
+# appending: a truncation in place (`: > server.log`) then leaves no hole of NULs the size of what it held.
+env SPECDASH_RUN="$run_id" "${envs[@]}" setsid "$@" >>"$dir/server.log" 2>&1 </dev/null &
 pid=$!
 ident=$(proc_identity "$pid") || ident=0 # already gone (exited at once): a record that matches nothing
 if ! printf '%s %s %s %s\n' "$pid" "$pid" "$(date +%s.%N)" "${ident%% *}" >"$dir/pid.new" 2>/dev/null ||

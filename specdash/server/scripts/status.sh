@@ -1,6 +1,11 @@
 # status.sh [RUN_ID]: the run record of RUN_ID (default: the current run) as tagged key lines.
 check_owned "$SPECDASH_HOME" "$RUNS" "$SPECDASH_HOME/current"
 run_id=${1:-$(current_run)}
+if [ -z "${1:-}" ] && [ -f "$SPECDASH_HOME/current" ]; then
+    # An empty or garbled `current` (a full disk, a crash mid-write) is a damaged record, not "no run":
+    # the server it named may be running.
+    case "$run_id" in '' | *[!A-Za-z0-9_.-]* | .*) say "badcurrent $SPECDASH_HOME/current"; exit 0 ;; esac
+fi
 [ -n "$run_id" ] || { say "none"; exit 0; }
 dir="$RUNS/$run_id"
 [ -f "$dir/pid" ] || { say "none"; exit 0; }

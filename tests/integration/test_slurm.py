@@ -1,0 +1,316 @@
+"""A Slurm host for real: a login node (the test sshd) in front of a real slurmctld and two slurmd (n1, n2),
+the simulator run as a two-node SGLang engine by `srun --label`, one step per node.
+
+Covered: queued then running (with Slurm's reason and position), a two-node startup to ready and a sweep on it,
+stop by `scancel` confirmed by the job's end, attach after a new connection, a rank dying, a node's slurmd
+killed mid-startup (NODE_FAIL), a job cancelled by someone else, the time limit, a job pending past what its
+partition allows, a partition that does not exist (sbatch refuses), and a job id that is not ours.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sysconfig
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from specdash import config
+from specdash.bench.probe import ProbeSettings
+from specdash.bench.sweep_data import SweepConfig
+from specdash.config import Config, HostConfig, SlurmConfig
+from specdash.core.events import LogBatch, Notice, ServerStatus
+from specdash.engines.registry import names
+from specdash.errors import SpecdashError
+from specdash.phases import Phase
+from specdash.ports import free_port
+from specdash.remote.events import Connected, Lost
+from specdash.remote.ssh import SSHHost, SSHOptions
+from specdash.server.remote_session import RemoteSession, running
+from tests.integration.conftest import target, trust
+from tests.integration.remote_sim import SRC, remote_python
+from tests.recorder import Recorder
+from tests.sshd import Sshd
+from tests.support.eventually import eventually
+from tests.support.slurm import SlurmCluster
+
+SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
+
+
+def slurm_config(tmp: Path, *, port: int, extra: str = "", args: str = "") -> Config:
+    """Simulator modes for a two-node job (TP 2 over 2 nodes: one rank each)."""
+    launcher = [remote_python(), "-m", "specdash", "sim"]
+    pythonpath = f"{SRC}:{sysconfig.get_paths()['purelib']}"
+    text = f"""
+[modes.baseline]
+engine = "sglang"
+model = "/models/kimi-k2.5"
+port = {port}
+launcher = {launcher!r}
+args = ["--tp", "2", "--sim-time-scale", "0.02", "--sim-seed", "1"{args}]
+env = {{ PYTHONPATH = "{pythonpath}" }}
+stop_timeout = 10
+
+[modes.eagle3]
+extends = "baseline"
+args = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/eagle3",
+        "--speculative-num-steps", "2", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "16"]
+
+[modes.hang]
+extends = "baseline"
+args = ["--sim-fault", "hang-at=weights"]
+{extra}
+"""
+    path = tmp / "config.toml"
+    path.write_text(text.replace("'", '"'))
+    return config.load(path, engines=names())
+
+
+@pytest.fixture
+def port() -> int:
+    return free_port()
+
+
+@pytest.fixture
+def cfg(tmp_path: Path, port: int) -> Config:
+    return slurm_config(tmp_path, port=port)
+
+
+@pytest.fixture
+def login(sshd: Sshd, cluster: SlurmCluster) -> HostConfig:
+    """The login node: the test sshd, with the cluster's SLURM_CONF and run files in the user's home."""
+    base = f"~/.specdash-tests/slurm-{uuid.uuid4().hex[:10]}"
+    return HostConfig(
+        name="login",
+        address=target(sshd),
+        state_dir=f"{base}/state",
+        env=cluster.env,
+        slurm=SlurmConfig(partition=cluster.partition, nodes=2, output_dir=f"{base}/jobs", dist_port=free_port()),
+    )
+
+
+@pytest.fixture
+async def session(
+    sshd: Sshd, ssh_options: SSHOptions, login: HostConfig, cfg: Config
+) -> AsyncIterator[tuple[RemoteSession, Recorder]]:
+    seen = Recorder()
+    async with running(RemoteSession(SSHHost(target(sshd), ssh_options), login, cfg), seen) as s:
+        yield s, seen
+        if s.server_live():
+            with contextlib.suppress(SpecdashError):
+                await s.stop()
+
+
+def log_text(seen: Recorder) -> str:
+    return "\n".join(line.text for e in seen.events if isinstance(e, LogBatch) for line in e.lines)
+
+
+def statuses(seen: Recorder) -> list[ServerStatus]:
+    return [e for e in seen.events if isinstance(e, ServerStatus)]
+
+
+async def test_a_two_node_job_starts_serves_a_sweep_and_stops_by_scancel(
+    session: tuple[RemoteSession, Recorder], cluster: SlurmCluster
+) -> None:
+    s, seen = session
+    await s.start("baseline")
+    job = s.status.job_id
+    assert job.isdigit(), s.status
+    status = await s.wait_status(SETTLED, timeout=120)
+    assert status.phase is Phase.READY, (status, log_text(seen)[-2000:])
+    assert status.ranks == (2, 2)
+    assert status.queue_wait_s is not None and status.queue_wait_s >= 0
+    text = log_text(seen)
+    assert "0: " in text and "1: " in text, text[-1500:]  # both ranks' lines, told apart
+    assert "TP1]" in text  # rank 1's own SGLang lines, from node n2
+    assert cluster.job_state(job) == "RUNNING"
+    # The head node's port through the login node: a real sweep of two levels.
+    settings = ProbeSettings(output_len=24)
+    quick = SweepConfig(requests_per_level=3, warmup_requests=1, processes=0, settings=settings)
+    await s.sweep([], [1, 2], config=quick)
+    result = s.results["baseline"]
+    assert [lv.status for lv in result.levels] == ["done", "done"], result
+    # An A/B: the second mode is a restart, i.e. a new job (its queue wait apart from its startup).
+    await s.sweep(["baseline", "eagle3"], [1], config=quick)
+    assert [lv.status for lv in s.results["eagle3"].levels] == ["done"]
+    assert s.status.mode == "eagle3" and s.status.job_id != job and s.status.queue_wait_s is not None
+    assert cluster.job_state(job) in ("CANCELLED", "COMPLETED")
+    job = s.status.job_id
+    await s.stop()
+    assert s.status.phase is Phase.STOPPED
+    assert cluster.job_state(job) in ("CANCELLED", "COMPLETED"), cluster.job_state(job)
+
+
+async def test_queued_behind_another_job_then_running(
+    session: tuple[RemoteSession, Recorder], cluster: SlurmCluster
+) -> None:
+    s, seen = session
+    blocker = cluster.run(
+        "sbatch", "--parsable", "--output=/dev/null", "--nodes=2", "--exclusive", "--wrap", "sleep 300"
+    ).stdout.strip()
+    await eventually(lambda: cluster.job_state(blocker), until=lambda st: st == "RUNNING", timeout=30, what="blocker")
+    await s.start("baseline")
+    queued = await eventually(
+        lambda: s.status, until=lambda st: st.queued.startswith("queued: Resources"), timeout=30, what="queued"
+    )
+    assert "1st of 1 pending in gpu" in queued.queued
+    assert queued.phase is Phase.LAUNCHING
+    cluster.run("scancel", blocker)
+    status = await s.wait_status(SETTLED, timeout=120)
+    assert status.phase is Phase.READY, log_text(seen)[-1500:]
+    assert status.queue_wait_s is not None and status.queue_wait_s > 0
+    assert not status.queued
+
+
+async def test_attach_after_reconnect_to_the_recorded_job(
+    sshd: Sshd, ssh_options: SSHOptions, login: HostConfig, cfg: Config, cluster: SlurmCluster
+) -> None:
+    async with running(RemoteSession(SSHHost(target(sshd), ssh_options), login, cfg)) as first:
+        await first.start("baseline")
+        await first.wait_status(SETTLED, timeout=120)
+        job = first.status.job_id
+    # A new specdash (a new connection) finds the job from its record and watches it; a second start refuses.
+    async with running(RemoteSession(SSHHost(target(sshd), ssh_options), login, cfg)) as again:
+        status = await again.wait_status([Phase.READY], timeout=60)
+        assert status.job_id == job
+        assert again._server_host() == "127.0.0.1"
+        with pytest.raises(SpecdashError, match="already running"):
+            await again.start("eagle3")
+        await again.stop()
+    assert cluster.job_state(job) in ("CANCELLED", "COMPLETED")
+
+
+def rank_pids(port: int, rank: int) -> list[int]:
+    """The engine processes of one rank of this test's job (its port and node rank in their command line)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        words = [w.decode(errors="replace") for w in argv]
+        if "sim" in words and f"{port}" in words and "--node-rank" in words:
+            if words[words.index("--node-rank") + 1] == str(rank):
+                found.append(int(proc.name))
+    return found
+
+
+async def test_a_rank_dying_is_a_crash_naming_the_rank(
+    session: tuple[RemoteSession, Recorder], cluster: SlurmCluster, port: int
+) -> None:
+    s, seen = session
+    await s.start("hang")  # both ranks stop (alive, silent) while loading weights
+    await eventually(lambda: s.status, until=lambda st: st.ranks and st.ranks[0] >= 2, timeout=60, what="2 ranks")
+    # Rank 1's engine (on n2) dies: the simulator of this test's port whose command says --node-rank 1.
+    victims = rank_pids(port, 1)
+    assert victims, "rank 1's process"
+    for pid in victims:
+        os.kill(pid, signal.SIGKILL)
+    status = await s.wait_status([Phase.CRASHED], timeout=60)
+    assert status.crash is not None
+    assert "rank 1" in status.crash.reason or "rank 1" in status.note, (status, log_text(seen)[-1500:])
+    assert any(isinstance(e, Notice) and e.severity == "error" for e in seen.events)
+
+
+async def test_a_node_going_down_mid_startup_is_node_fail(
+    session: tuple[RemoteSession, Recorder], cluster: SlurmCluster
+) -> None:
+    s, _ = session
+    await s.start("hang")
+    await eventually(lambda: s.status, until=lambda st: st.ranks and st.ranks[0] >= 2, timeout=60, what="2 ranks")
+    cluster.kill_node("n2")
+    status = await s.wait_status([Phase.CRASHED], timeout=90)
+    assert status.crash is not None and "NODE_FAIL" in status.crash.reason, status
+
+
+async def test_scancel_by_someone_else_is_a_crash_that_says_so(
+    session: tuple[RemoteSession, Recorder], cluster: SlurmCluster
+) -> None:
+    s, _ = session
+    await s.start("baseline")
+    await s.wait_status(SETTLED, timeout=120)
+    cluster.run("scancel", s.status.job_id)  # root, not specdash
+    status = await s.wait_status([Phase.CRASHED], timeout=60)
+    assert status.crash is not None and "cancelled outside specdash" in status.crash.reason
+
+
+async def test_a_job_asking_more_time_than_its_partition_pends_and_says_it_will_not_start(
+    sshd: Sshd, ssh_options: SSHOptions, login: HostConfig, cfg: Config, cluster: SlurmCluster
+) -> None:
+    assert login.slurm is not None
+    too_long = replace(login, slurm=replace(login.slurm, time_limit="3:00:00"))  # MaxTime=60 minutes
+    seen = Recorder()
+    async with running(RemoteSession(SSHHost(target(sshd), ssh_options), too_long, cfg), seen) as s:
+        await s.start("baseline")
+        note = await eventually(
+            lambda: s.status.queued, until=lambda q: "will not start" in q, timeout=30, what="stuck reason"
+        )
+        assert "PartitionTimeLimit" in note
+        assert any(isinstance(e, Notice) and "will not start" in e.text for e in seen.events)
+        await s.stop()  # a pending job is cancelled too
+        assert cluster.job_state(s.status.job_id or "0") in ("CANCELLED", "")
+
+
+async def test_a_partition_that_does_not_exist_is_refused_by_sbatch_naming_it(
+    sshd: Sshd, ssh_options: SSHOptions, login: HostConfig, cfg: Config, cluster: SlurmCluster
+) -> None:
+    assert login.slurm is not None
+    wrong = replace(login, slurm=replace(login.slurm, partition="nosuch"))
+    async with running(RemoteSession(SSHHost(target(sshd), ssh_options), wrong, cfg)) as s:
+        with pytest.raises(SpecdashError, match=r"sbatch refused the job for 'baseline' on login: .*partition"):
+            await s.start("baseline")
+        assert s.status.phase is Phase.STOPPED
+    assert not cluster.run("squeue", "-h").stdout.strip()
+
+
+async def test_adopting_a_job_that_is_not_ours_is_refused_and_nothing_is_signalled(
+    session: tuple[RemoteSession, Recorder], cluster: SlurmCluster
+) -> None:
+    s, _ = session
+    roots = cluster.run("sbatch", "--parsable", "--output=/dev/null", "--nodes=1", "--wrap", "sleep 300").stdout.strip()
+    with pytest.raises(SpecdashError, match=f"job {roots} on login belongs to root"):
+        await s.adopt_job(roots)
+    with pytest.raises(SpecdashError, match="no job 999999 on login"):
+        await s.adopt_job("999999")
+    assert cluster.job_state(roots) in ("RUNNING", "PENDING")
+
+
+async def test_the_time_limit_ends_the_job_as_timeout(
+    sshd: Sshd, ssh_options: SSHOptions, login: HostConfig, cfg: Config, cluster: SlurmCluster
+) -> None:
+    """Slurm counts limits in minutes: the shortest one is 1 minute, checked about every 30 s (~90 s test)."""
+    assert login.slurm is not None
+    short = replace(login, slurm=replace(login.slurm, time_limit="1"))
+    async with running(RemoteSession(SSHHost(target(sshd), ssh_options), short, cfg)) as s:
+        await s.start("baseline")
+        assert (await s.wait_status(SETTLED, timeout=120)).phase is Phase.READY
+        status = await s.wait_status([Phase.CRASHED], timeout=150)
+        assert status.crash is not None and "time limit (TIMEOUT)" in status.crash.reason, status
+
+
+async def test_the_login_nodes_connection_cut_and_restored_keeps_the_job_watched(
+    make_sshd: Callable[..., Sshd], ssh_options: SSHOptions, login: HostConfig, cfg: Config, cluster: SlurmCluster
+) -> None:
+    server = make_sshd("login-cut")
+    assert ssh_options.known_hosts is not None
+    trust(Path(ssh_options.known_hosts), server)
+    seen = Recorder()
+    host_cfg = replace(login, address=target(server))
+    async with running(RemoteSession(SSHHost(target(server), ssh_options), host_cfg, cfg), seen) as s:
+        await s.start("baseline")
+        assert (await s.wait_status(SETTLED, timeout=120)).phase is Phase.READY
+        job = s.status.job_id
+        server.signal_sessions(signal.SIGKILL)  # the connection drops; the listener stays
+        await seen.wait_for(lambda ev: any(isinstance(e, Lost) for e in ev), timeout=30)
+        await seen.wait_for(lambda ev: sum(isinstance(e, Connected) for e in ev) >= 2, timeout=60)
+        assert cluster.job_state(job) == "RUNNING"  # the job never depended on the connection
+        assert s.status.phase is Phase.READY and s.status.job_id == job
+        await s.stop()
+        assert cluster.job_state(job) in ("CANCELLED", "COMPLETED")
