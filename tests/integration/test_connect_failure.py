@@ -21,8 +21,8 @@ from specdash.server.remote_session import RemoteSession
 from specdash.ui.app import make_app
 from specdash.ui.screens.confirm import ConfirmScreen
 from tests.integration.conftest import target
-from tests.sshd import TEST_USER, Keys, Sshd
 from tests.support.eventually import eventually
+from tests.support.sshd import TEST_USER, Keys, Sshd
 
 SIZES = [(80, 24), (100, 30), (160, 45)]
 

@@ -28,7 +28,7 @@ from specdash.ui.screens.confirm import ConfirmScreen, LevelsScreen
 from specdash.ui.widgets.gpu import GpuPanel
 from specdash.ui.widgets.logview import LogView
 from tests.integration.conftest import target
-from tests.sshd import Sshd
+from tests.support.sshd import Sshd
 
 SIZE = (160, 45)
 FAST = 0.01  # 550 s x 0.01: a simulated start in about 6 s
@@ -242,7 +242,7 @@ async def test_greedy_key_over_the_real_stack_finds_a_lossy_verify_step(
     from specdash.bench.sweep_data import SweepConfig
     from specdash.ports import free_port
     from specdash.slo import parse_slo
-    from tests.integration.remote_sim import sim_config
+    from tests.support.remote_sim import sim_config
 
     diverge = '[modes.diverge]\nextends = "eagle3"\nargs = ["--sim-fault", "spec-diverge=5"]\n'
     cfg = sim_config(tmp_path, port=free_port(), time_scale=FAST, extra_modes=diverge)

@@ -14,9 +14,9 @@ from specdash.ui.screens.confirm import ConfirmScreen, LevelsScreen
 from specdash.ui.widgets.bench import BenchLines, BenchPanel, BenchTable, row_cells
 from specdash.ui.widgets.charts import CurvesChart, LiveChart, nice_ticks
 from specdash.ui.widgets.gpu import GpuPanel
-from tests.ui import scenarios as sc
+from tests.support import scenarios as sc
+from tests.support.settle import settle, settle_screen
 from tests.ui.conftest import AppFactory
-from tests.ui.settle import settle, settle_screen
 
 SIZE = (120, 40)
 

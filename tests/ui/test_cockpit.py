@@ -12,8 +12,8 @@ from specdash.ui.screens.confirm import ConfirmScreen
 from specdash.ui.widgets.bench import BenchTable
 from specdash.ui.widgets.logpanel import LogPanel
 from specdash.ui.widgets.logview import LogView
+from tests.support import scenarios as sc
 from tests.support.log_batches import log_batch
-from tests.ui import scenarios as sc
 from tests.ui.conftest import AppFactory
 
 LONG = "[2025-04-16 14:24:02 TP0] Decode batch. #running-req: 10, #token: 5120, gen throughput (token/s): 1714.22"
@@ -187,7 +187,7 @@ async def test_the_demos_quit_question_says_its_server_stops_with_it() -> None:
     `specdash down demo` (which cannot resolve the demo's host)."""
     from specdash.config import UIConfig
     from specdash.ui.app import make_app
-    from tests.ui.fake_session import FakeSession
+    from tests.support.fake_session import FakeSession
 
     session = FakeSession(sc.ready_with_bench(), label="demo")
     app = make_app(session, config_ui=UIConfig(), clock=lambda: sc.NOW, live=False, quit_stops_server=True)

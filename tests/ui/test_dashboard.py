@@ -15,11 +15,11 @@ from specdash.ui.screens.confirm import ConfirmScreen
 from specdash.ui.screens.dashboard import DashboardScreen
 from specdash.ui.widgets.header import StatusHeader
 from specdash.ui.widgets.logview import LogView
+from tests.support import scenarios as sc
 from tests.support.eventually import eventually
 from tests.support.log_batches import log_batch
-from tests.ui import scenarios as sc
+from tests.support.settle import settle
 from tests.ui.conftest import AppFactory
-from tests.ui.settle import settle
 
 SIZE = (120, 40)
 ALL_BINDINGS = [b for b in DashboardScreen.BINDINGS if isinstance(b, Binding)] + APP_BINDINGS
@@ -332,7 +332,7 @@ async def test_session_failure_becomes_a_notification(build: AppFactory) -> None
 async def test_unknown_theme_warns_and_keeps_default() -> None:
     from specdash.config import UIConfig
     from specdash.ui.app import make_app
-    from tests.ui.fake_session import FakeSession
+    from tests.support.fake_session import FakeSession
 
     app = make_app(
         FakeSession(sc.stopped()), config_ui=UIConfig(theme="no-such-theme"), clock=lambda: sc.NOW, live=False

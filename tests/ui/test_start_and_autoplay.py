@@ -11,9 +11,9 @@ from specdash.config import UIConfig
 from specdash.remote.events import Connected
 from specdash.ui.app import AUTOPLAY_LEVELS, SpecdashApp, make_app
 from specdash.ui.widgets.modes import ModeList
-from tests.ui import scenarios as sc
-from tests.ui.fake_session import Event, FakeSession
-from tests.ui.settle import settle
+from tests.support import scenarios as sc
+from tests.support.fake_session import Event, FakeSession
+from tests.support.settle import settle
 
 SIZE = (120, 40)
 

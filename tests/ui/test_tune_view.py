@@ -14,9 +14,9 @@ from specdash.tune.journal import Journal
 from specdash.ui.app import SpecdashApp
 from specdash.ui.screens.confirm import ConfirmScreen
 from specdash.ui.screens.tune import TuneScreen
-from tests.ui import scenarios as sc
+from tests.support import scenarios as sc
+from tests.support.settle import settle
 from tests.ui.conftest import AppFactory
-from tests.ui.settle import settle
 
 HEADER = {"type": "header", "version": 1, "name": "night", "host": "gpu1", "base_mode": "eagle3",
           "baseline_mode": "baseline", "space": "steps=1,3 topk=1,4 draft=4,8", "levels": [1, 2, 4, 8],
