@@ -68,8 +68,9 @@ def test_spec_v2_env_var_by_style() -> None:
 
 
 def test_unknown_sglang_flags_are_kept_not_fatal() -> None:
-    c, _ = parse("--mem-fraction-static", "0.8", "--enable-torch-compile")
-    assert c.unknown_flags == ("--mem-fraction-static", "0.8", "--enable-torch-compile")
+    # (--enable-torch-compile was the flag without a value here until the simulator learnt it)
+    c, _ = parse("--mem-fraction-static", "0.8", "--trust-remote-code")
+    assert c.unknown_flags == ("--mem-fraction-static", "0.8", "--trust-remote-code")
 
 
 def test_unknown_sim_flag_is_a_usage_error() -> None:
