@@ -50,8 +50,15 @@ newest: install
 	$(NEWEST)/bin/python -m pip install -q --upgrade --upgrade-strategy eager .
 	$(PY) tests/install/newest.py $(NEWEST)
 
+# Workers for `make test` (pytest-xdist), one per core of the 2-core machine the suite is kept green on; most
+# tests wait on real processes, sockets and simulated time, so `TEST_WORKERS=4` may be faster on an idle machine.
+# Each worker has its own sshd, namespaces and temp dirs. A test file stays on one worker (`loadfile`): module
+# fixtures that run every CLI case once are not run twice. `make test TEST_WORKERS=0` runs in one process.
+# The 25 slowest tests are listed at the end.
+TEST_WORKERS ?= 2
+
 test: install system-deps check newest
-	env -u NO_COLOR -u TEXTUAL $(PY) -m pytest -q -m "not engine"
+	env -u NO_COLOR -u TEXTUAL $(PY) -m pytest -q -m "not engine" -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 # The real-engine tests: installs the vLLM CPU build and builds a local random-weight model into .engine/
 # (about 2 min and 3.5 GB the first time; reused afterwards), then runs the tests marked `engine` against it

@@ -16,8 +16,8 @@ from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession, running
 from specdash.server.session import Listener
-from tests.integration.remote_sim import sim_config
-from tests.sshd import TEST_USER, Keys, Sshd, ensure_test_user, make_dir
+from tests.support.remote_sim import sim_config
+from tests.support.sshd import TEST_USER, Keys, Sshd, ensure_test_user, make_dir
 
 
 @contextlib.contextmanager

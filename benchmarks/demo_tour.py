@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.e2e.tmux import TmuxSession  # noqa: E402
+from tests.support.tmux import TmuxSession  # noqa: E402
 
 SPECDASH = str(Path(sys.executable).with_name("specdash"))
 TIMEOUT_S = 240.0

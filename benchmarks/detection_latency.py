@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._remote import bench_config, loopback_sshd, session_on  # noqa: E402
 from specdash.core.events import ServerStatus  # noqa: E402
 from specdash.phases import Phase  # noqa: E402
-from tests.integration.remote_sim import overload  # noqa: E402
+from tests.support.remote_sim import overload  # noqa: E402
 
 READY_MARK = b"The server is fired up and ready to roll!"
 CRASH_MARK = b"RuntimeError: The size of tensor a (160)"

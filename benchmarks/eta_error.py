@@ -48,8 +48,8 @@ from specdash.phases import SETTLED, Phase  # noqa: E402
 from specdash.ports import free_port  # noqa: E402
 from specdash.remote.ssh import SSHHost, SSHOptions  # noqa: E402
 from specdash.server.remote_session import RemoteSession, running  # noqa: E402
-from tests.integration.remote_sim import sim_config  # noqa: E402
-from tests.sshd import TEST_USER, Sshd  # noqa: E402
+from tests.support.remote_sim import sim_config  # noqa: E402
+from tests.support.sshd import TEST_USER, Sshd  # noqa: E402
 
 Boundary = tuple[Phase, float, float | None, float | None]
 """(phase entered, seconds since launch, ETA shown then, spread shown then)."""

@@ -35,7 +35,7 @@ from specdash.config import HostConfig  # noqa: E402
 from specdash.remote.ssh import SSHHost, SSHOptions  # noqa: E402
 from specdash.server.remote_session import RemoteSession  # noqa: E402
 from specdash.ui.fleet import FleetApp  # noqa: E402
-from tests.sshd import TEST_USER, Sshd  # noqa: E402
+from tests.support.sshd import TEST_USER, Sshd  # noqa: E402
 
 
 def rss_mib() -> float:

@@ -14,7 +14,7 @@ Then `run_sweep` (`--waves` x C requests per level, at least 10) runs under four
 - `probe-starved`: frozen 45 ms every 50 ms: the client really holds load back and stamps late.
 
 Truth per level: what the server did at C with a client that kept up. The simulator logs every request
-(receipt, decode steps, finish); `tests.wan.truth_samples` + `summarize` turn a level's records into the
+(receipt, decode steps, finish); `tests.support.wan.truth_samples` + `summarize` turn a level's records into the
 server's own tok/s by the same definitions; the reference for C is the median of that over the `clean`
 levels. A level is "off" by |measured tok/s / reference - 1| (a held-back load lowers the server's own rate
 too, which is why the reference is the clean server's, not this level's). The goal: no flag on a level
@@ -44,7 +44,7 @@ from specdash.bench.summary import summarize  # noqa: E402
 from specdash.bench.sweep import SweepConfig, run_sweep  # noqa: E402
 from specdash.core.events import BenchTick  # noqa: E402
 from specdash.ports import free_port  # noqa: E402
-from tests.wan import read_truth, truth_samples  # noqa: E402
+from tests.support.wan import read_truth, truth_samples  # noqa: E402
 
 CONDITIONS = {
     # name: (probe processes, freeze ms per 50 ms progress tick)

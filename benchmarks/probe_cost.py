@@ -353,7 +353,7 @@ class Forward:
         sys.path.insert(0, str(ROOT))
         from benchmarks._remote import loopback_sshd
         from specdash.remote.ssh import SSHHost
-        from tests.sshd import TEST_USER
+        from tests.support.sshd import TEST_USER
 
         self._stack = contextlib.ExitStack()
         server, options = self._stack.enter_context(loopback_sshd())

@@ -1,7 +1,7 @@
 """Connect time and per-command round trip: one `SSHHost` connection vs a fresh `ssh` CLI per command.
 
 Usage:
-    .venv/bin/python benchmarks/ssh_roundtrip.py                 # starts a loopback sshd (root; tests/sshd.py)
+    .venv/bin/python benchmarks/ssh_roundtrip.py                 # starts a loopback sshd (root; tests/support/sshd.py)
     .venv/bin/python benchmarks/ssh_roundtrip.py --target user@host:port --key KEY --known-hosts FILE
     ... --append benchmarks/RESULTS.md                           # also append the table with machine and date
 
@@ -51,7 +51,7 @@ class Endpoint:
 @contextmanager
 def loopback_sshd() -> Iterator[Endpoint]:
     """A throwaway sshd on 127.0.0.1 with the test user (the integration tests' machinery)."""
-    from tests.sshd import TEST_USER, Keys, Sshd, ensure_test_user, make_dir, skip_reason
+    from tests.support.sshd import TEST_USER, Keys, Sshd, ensure_test_user, make_dir, skip_reason
 
     reason = skip_reason()
     if reason:

@@ -39,9 +39,9 @@ from specdash.core.startup_events import ClassifiedLine  # noqa: E402
 from specdash.ui.app import make_app  # noqa: E402
 from specdash.ui.widgets.logview import LogView  # noqa: E402
 from specdash.ui.widgets.modes import ModeList  # noqa: E402
+from tests.support import scenarios as sc  # noqa: E402
+from tests.support.fake_session import FakeSession  # noqa: E402
 from tests.support.log_batches import log_batch  # noqa: E402
-from tests.ui import scenarios as sc  # noqa: E402
-from tests.ui.fake_session import FakeSession  # noqa: E402
 
 
 def ne(read: Callable[[], object], before: object) -> bool:

@@ -2,16 +2,17 @@
 
 Run (root: it builds a network namespace): .venv/bin/python benchmarks/wan.py [--levels 1,8,64] [--output-len 128]
 
-The rig is tests/wan.py: the simulator and sshd inside a namespace, reached through tests/relay.py (40 ms ±
-4 ms each way) and `tbf` (50 Mbit/s each way). The same sweep (`run_sweep`, duration-free levels of
-`--waves` x C requests, one sweep per level) runs twice against the simulator, both over SSH through the relay:
+The rig is tests/support/wan.py: the simulator and sshd inside a namespace, reached through
+tests/support/relay.py (40 ms ± 4 ms each way) and `tbf` (50 Mbit/s each way). The same sweep (`run_sweep`,
+duration-free levels of `--waves` x C requests, one sweep per level) runs twice against the simulator,
+both over SSH through the relay:
 
 - `tunnel`: the probe here, through an SSH port forward (`[bench] probe = "local"`);
 - `agent`: the probe on the host (`specdash.bench.agent`, the default), against the simulator's loopback,
   only its records crossing the link;
 
 and both are compared with the simulator's own per-request log (`--sim-request-log`), summarised by the very
-same code (`tests.wan.truth_samples` + `summarize`): TTFT from the server's receipt of a request to its first
+same code (`tests.support.wan.truth_samples` + `summarize`): TTFT from the server's receipt of a request to its first
 token, ITL per token from the server's decode steps, tok/s over the same steady-state rule. "Client CPU per
 event" is this machine's CPU (this process and its probe worker processes, warmup included; the relay's own
 process left out: it stands for the network) over the level's streamed chunks.
@@ -44,9 +45,9 @@ from specdash.bench.sweep import Sweep, SweepConfig  # noqa: E402
 from specdash.core.series import percentile  # noqa: E402
 from specdash.remote.ssh import SSHHost  # noqa: E402
 from specdash.server.probe_agent import HostRunner  # noqa: E402
-from tests.netns import Netns  # noqa: E402
-from tests.sshd import TEST_HOME, Keys, ensure_test_user, make_dir  # noqa: E402
-from tests.wan import WanHost, client_options, read_truth, truth_samples, wan_host  # noqa: E402
+from tests.support.netns import Netns  # noqa: E402
+from tests.support.sshd import TEST_HOME, Keys, ensure_test_user, make_dir  # noqa: E402
+from tests.support.wan import WanHost, client_options, read_truth, truth_samples, wan_host  # noqa: E402
 
 
 def config(levels: tuple[int, ...], waves: int, output_len: int) -> SweepConfig:

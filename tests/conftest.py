@@ -13,6 +13,22 @@ import pytest
 
 from tests.support.fake_server import FakeServer
 
+_TIMINGS: list[str] = []
+"""Recovery times measured by the reliability tier (its `timing()`), gathered from the tests' reports."""
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Runs in the main process, also for reports coming from pytest-xdist workers."""
+    if report.when == "teardown":
+        _TIMINGS.extend(str(value) for name, value in report.user_properties if name == "timing")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _TIMINGS:
+        terminalreporter.section("reliability timings")
+        for line in _TIMINGS:
+            terminalreporter.write_line(line)
+
 
 @pytest.fixture(autouse=True)
 def _isolated_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -43,6 +43,8 @@ class LevelData:
     """The level's warnings."""
     slo: LevelSlo | None = None
     """The level against the SLO asked for."""
+    reason: str = ""
+    """Why a failed level failed (e.g. `server crashed: RuntimeError: ...`), as stored."""
 
     def pct(self, key: str, pct: str = "p50") -> float | None:
         """A percentile of a latency stat, e.g. `pct("ttft_ms", "p90")`."""
@@ -109,6 +111,10 @@ class RunData:
         """C -> tok/s over levels that finished."""
         return {lv.concurrency: lv.tok_s for lv in self.levels if lv.status == "done"}
 
+    def failures(self) -> dict[int, str]:
+        """C -> why, for the levels that failed (a crash stands here: it is not left out)."""
+        return {lv.concurrency: lv.reason or "failed" for lv in self.levels if lv.status == "failed"}
+
     def pareto(self, tpot_pct: str = "p50") -> list[ParetoPoint]:
         """One point per finished level."""
         rows = [(lv.concurrency, lv.tok_s, lv.pct("tpot_ms", tpot_pct)) for lv in self.levels if lv.status == "done"]
@@ -131,20 +137,22 @@ def load_run(store: Store, run_id: int, slo: Slo | None = None) -> RunData:
     levels = []
     for lv in store.levels(run_id):
         st = lv.result.get("stats")
-        if lv.status not in ("done", "failed") or not st:
+        # A failed level stays even without figures (the server crashed before the probe summed it up).
+        if lv.status not in ("done", "failed") or (not st and lv.status == "done"):
             continue
         judged = None
-        if slo is not None:
+        if slo is not None and st:
             judged = evaluate_level(outcomes(store.samples(run_id, lv.id)), lv.concurrency, float(st["wall_s"]), slo)
         levels.append(
             LevelData(
                 concurrency=lv.concurrency,
                 status=lv.status,
-                tok_s=float(st["output_tok_s"]),
-                stats=st,
+                tok_s=float(st["output_tok_s"]) if st else 0.0,
+                stats=st or {},
                 server=lv.result.get("server") or {},
                 warnings=tuple(lv.result.get("warnings") or ()),
                 slo=judged,
+                reason=lv.abort_reason or "",
             )
         )
     return RunData(rec, tuple(levels))
@@ -176,9 +184,11 @@ def runs_verdict(runs: Sequence[RunData], slo: Slo | None = None) -> str:
 
 
 def alarms(runs: Sequence[RunData]) -> list[str]:
-    """Acceptance alarms for speculative runs whose drafts are almost never accepted."""
-    out = []
-    for name, r in zip(series_names(runs), runs, strict=True):
+    """Failed levels with their reason (a crash mid-sweep stands here, first), then acceptance alarms for
+    speculative runs whose drafts are almost never accepted."""
+    names = series_names(runs)
+    out = [f"{n} C={c} failed: {why}" for n, r in zip(names, runs, strict=True) for c, why in r.failures().items()]
+    for name, r in zip(names, runs, strict=True):
         if r.speculative or any(lv.accept_length for lv in r.levels):
             a = accept_alarm(name, [lv.accept_length for lv in r.levels])
             if a is not None and r.speculative:

@@ -539,6 +539,22 @@ class Store:
             (status, _now(), json.dumps(dict(result), default=str), abort_reason, level_id),
         )
 
+    def note_crash(self, run_id: int, concurrency: int, reason: str) -> None:
+        """The server crashed during level `concurrency` of the run: that level is `failed` with `reason` (the
+        newest attempt, or a new row when it crashed before the level began) and the run is `failed`."""
+        rows = self._fetchall(
+            "SELECT id FROM levels WHERE run_id=? AND concurrency=? ORDER BY id DESC LIMIT 1", (run_id, concurrency)
+        )
+        if rows:
+            self._execute(
+                "UPDATE levels SET status='failed', abort_reason=?, finished=COALESCE(finished, ?) WHERE id=?",
+                (reason, _now(), rows[0]["id"]),
+            )
+        else:
+            level_id = self.start_level(run_id, concurrency)
+            self.finish_level(level_id, "failed", {}, reason)
+        self.finish_run(run_id, "failed")
+
     def levels(self, run_id: int) -> list[LevelRecord]:
         """The levels of a run in the order they ran."""
         rows = self._fetchall("SELECT * FROM levels WHERE run_id=? ORDER BY id", (run_id,))

@@ -270,6 +270,8 @@ class Sweep:
         self._procs = 1
         self._level_fatal = False  # the last level failed for a reason that ends the sweep
         self._level_id: int | None = None
+        self.run_id: int | None = None
+        """The stored run's id once the sweep has created it (a crash noted after the sweep goes there)."""
 
     def stop(self, reason: str = "stopped by user") -> None:
         """Stop after in-flight requests finish; the current level is marked failed."""
@@ -336,7 +338,7 @@ class Sweep:
             for warning in self.guards:
                 if self.on_warning is not None:
                     self.on_warning(warning)
-            run_id = self._create_run(info, settings, engine, version)
+            run_id = self.run_id = self._create_run(info, settings, engine, version)
             results: list[LevelResult] = []
             aborted: str | None = None
             finished = False

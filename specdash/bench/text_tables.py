@@ -138,22 +138,30 @@ def level_table(
     return out
 
 
-def compare_table(names: Sequence[str], curves: Sequence[Mapping[int, float]]) -> str:
+def compare_table(
+    names: Sequence[str], curves: Sequence[Mapping[int, float]], failures: Sequence[Mapping[int, str]] = ()
+) -> str:
     """Per-level tok/s of each run, its speedup over the first (the reference) and the % delta, then the
-    crossovers."""
-    levels = sorted({c for curve in curves for c in curve})
+    crossovers. `failures` (per run, C -> why) puts a failed level in the table as `✗ failed` (its reason is
+    in `run_data.alarms`): a crash is never left out."""
+    failed = list(failures) + [{}] * (len(curves) - len(failures))
+    levels = sorted({c for curve in curves for c in curve} | {c for f in failed for c in f})
+
+    def cell(v: float | None, c: int, i: int) -> str:
+        return "✗ failed" if v is None and c in failed[i] else _f(v)
+
     header = ["C", names[0]]
     for n in names[1:]:
         header += [n, "speedup", "Δ %"]
     rows = []
     base = curves[0]
     for c in levels:
-        row = [str(c), _f(base.get(c))]
-        for curve in curves[1:]:
+        row = [str(c), cell(base.get(c), c, 0)]
+        for i, curve in enumerate(curves[1:], start=1):
             v = curve.get(c)
             b = base.get(c)
             row += [
-                _f(v),
+                cell(v, c, i),
                 "-" if v is None or not b else f"{v / b:.2f}x",
                 "-" if v is None or not b else f"{(v / b - 1) * 100:+.1f}",
             ]

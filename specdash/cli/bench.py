@@ -227,7 +227,7 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
         for repeat in range(args.repeats):
             # A-B, B-A, A-B...: drift over a long run (thermal, other tenants) does not favour one mode.
             order = modes if repeat % 2 == 0 else modes[::-1]
-            await session.sweep(order, config.levels, config=config, prompts=prompts)
+            await session.sweep(order, config.levels, config=config, prompts=prompts, reference=modes[0])
             for mode in order:
                 if mode in session.results:
                     repeats[mode].append(session.results[mode])

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         pooled = [pool_runs([cv for m, cv in zip(modes, curves, strict=True) if m == mode]) for mode in distinct]
         print(repeats_table(distinct, pooled))
         return 0
-    print(compare_table(names, curves))
+    print(compare_table(names, curves, [r.failures() for r in runs]))
     print()
     print(f"verdict: {runs_verdict(runs, slo) or 'no level finished'}")
     for a in alarms(runs):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from specdash.cli._host import host_config, load_config, open_session
 from specdash.config import Config
@@ -25,6 +26,9 @@ def run(args: argparse.Namespace) -> int:
         session, config_ui=cfg.ui, keymap=cfg.keymap, start_mode=args.mode, screenshot_dir=args.screenshot_dir
     )
     app.run()
+    if app.connection_error is not None:
+        print(f"specdash connect: cannot connect to {session.label}: {app.connection_error}", file=sys.stderr)
+        return 1
     summary = app.exit_summary()
     # After the screen is gone: the terminal is ours again, and this is the last thing the user sees.
     print(summary or f"No server of ours is running on {session.label}.")

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from specdash.cli.demo_session import TIME_SCALE, TOUR_TIME_SCALE, demo_session
+from specdash.cli.demo_session import TIME_SCALE, TOUR_TIME_SCALE, demo_host_name, demo_session
 from specdash.core.resident import duration_text
 from specdash.errors import UsageError
 from specdash.phases import Phase
@@ -38,8 +38,10 @@ DEMO_QUIT = (
 
 async def _demo(autoplay: bool, time_scale: float, screenshot_dir: Path | None = None, db: Path | None = None) -> int:
 
-    async with demo_session(time_scale, tour=autoplay, db=db) as demo:
-        app = make_app(demo.session, autoplay=autoplay, quit_note=DEMO_QUIT, screenshot_dir=screenshot_dir)
+    async with demo_session(time_scale, tour=autoplay, db=db, name=demo_host_name(time_scale)) as demo:
+        app = make_app(
+            demo.session, autoplay=autoplay, quit_note=DEMO_QUIT, quit_stops_server=True, screenshot_dir=screenshot_dir
+        )
         loop = asyncio.get_running_loop()
         # SIGTERM: quit as with `q`; the demo's cleanup then stops its simulator.
         loop.add_signal_handler(signal.SIGTERM, app.exit)

@@ -46,6 +46,12 @@ MODEL = "/models/Kimi-K2.5"
 DRAFT = "/models/Kimi-K2.5-eagle3"
 
 
+def demo_host_name(time_scale: float) -> str:
+    """The demo host's name: its clock is part of what it is. The startup history (the ETA) is kept per host
+    and mode, and a start at the tour's clock (6 s) must not predict one at the demo's (30 s)."""
+    return "demo" if time_scale == TIME_SCALE else f"demo-{time_scale:g}x"
+
+
 DEMO_TUNE_SPACE = "steps=1,3 topk=1,4 draft=4,8"
 """The demo's `[tune.eagle3-demo]` space."""
 
@@ -140,9 +146,10 @@ class Demo:
 
 @contextlib.asynccontextmanager
 async def demo_session(
-    time_scale: float = TIME_SCALE, *, tour: bool = False, db: Path | None = None
+    time_scale: float = TIME_SCALE, *, tour: bool = False, db: Path | None = None, name: str = "demo"
 ) -> AsyncIterator[Demo]:
-    """An embedded SSH server and a `RemoteSession` on it (not running yet); `tour` shortens the levels.
+    """An embedded SSH server and a `RemoteSession` on it (not running yet); `tour` shortens the levels;
+    `name` names the host (`demo_host_name`: the dashboard's demo names its clock).
 
     On exit the demo's server is stopped (through the same lifecycle code), the SSH server closed, and the
     temporary run records removed: the demo leaves nothing running.
@@ -161,7 +168,7 @@ async def demo_session(
     ssh_config = Path(state.name) / "ssh_config"
     ssh_config.write_text("")  # the user's ~/.ssh/config has nothing to say about the demo host
     host_config = HostConfig(
-        name="demo",
+        name=name,
         address=endpoint.target,
         identity_file=str(endpoint.client_key),
         known_hosts=str(endpoint.known_hosts),

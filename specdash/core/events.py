@@ -146,6 +146,8 @@ class LevelRow:
     """e.g. `client and server disagree by 14 %`, `server caps running requests at 48`, `client-limited`."""
     slo: LevelSlo | None = None
     """The level against the sweep's SLO (attainment, goodput), when one is set."""
+    crash: str = ""
+    """Why the server died during this level (its exception line), when it did: the level it crashed at."""
 
 
 @dataclass(frozen=True)

@@ -155,7 +155,9 @@ def eta_phrase(status: ServerStatus) -> str:
     """`ready in 7m 10s ± 20s, from 5 starts` / `ready in ~2m 05s, from 1 start` / `ETA: no history yet`."""
     if status.eta_remaining is None:
         return "ETA: no history yet"
-    spread = f" ± {duration(status.eta_spread)}" if status.eta_spread is not None else ""
+    # A spread under the second it is shown in says nothing (identical past starts, e.g. a simulator): "~".
+    shown = status.eta_spread is not None and status.eta_spread >= 0.5
+    spread = f" ± {duration(status.eta_spread)}" if shown else ""
     approx = "" if spread else "~"
     n = status.eta_samples
     source = f", from {n} start{'s' if n != 1 else ''}" if n else ""

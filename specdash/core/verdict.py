@@ -99,3 +99,26 @@ def verdict(
                 sentence += "; " + crossover_sentence(g_modes[1], g_modes[0], x, "in goodput")
         parts.append(sentence)
     return ". ".join(parts) + "."
+
+
+def speedup_strip(curves: Mapping[str, Mapping[int, float]], crossover: float | None = None) -> str:
+    """What the charts say, in one line, for a terminal too small to read them: the speedup of each mode over
+    the reference (the first) per measured level, and the crossover C.
+
+    `eagle3/baseline  C=1 2.44×  C=5 2.03×  C=20 0.86×  · crossover C≈12.5`; one mode alone: its tok/s per
+    level (`baseline tok/s  C=1 152  C=5 690`); "" with no finished level.
+    """
+    modes = [m for m, c in curves.items() if c]
+    if not modes:
+        return ""
+    ref = modes[0]
+    if len(modes) == 1:
+        c = curves[ref]
+        return f"{ref} tok/s  " + "  ".join(f"C={k} {c[k]:,.0f}" for k in sorted(c))
+    parts = []
+    for mode in modes[1:]:
+        ratios = speedups(curves[ref], curves[mode])
+        levels = "  ".join(f"C={k} {r:.2f}×" if math.isfinite(r) else f"C={k} -" for k, r in ratios.items())
+        parts.append(f"{mode}/{ref}  {levels or 'no common level'}")
+    where = f"  · crossover C≈{crossover:.1f}" if crossover is not None else ""
+    return " │ ".join(parts) + where

@@ -117,18 +117,23 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 0) 
 
 
 def _comparison(runs: Sequence[RunData], names: Sequence[str]) -> str:
-    levels = sorted({c for r in runs for c in r.curve()})
+    levels = sorted({c for r in runs for c in r.curve()} | {c for r in runs for c in r.failures()})
+
+    def value(r: RunData, c: int) -> str:
+        v, why = r.curve().get(c), r.failures().get(c)
+        return f'<span class="bad" title="{_e(why)}">✗ failed</span>' if v is None and why else _f(v)
+
     header = ["C", f"{names[0]} tok/s"]
     for n in names[1:]:
         header += [f"{n} tok/s", "speedup", "Δ %"]
     base = runs[0].curve()
     rows = []
     for c in levels:
-        row = [str(c), _f(base.get(c))]
+        row = [str(c), value(runs[0], c)]
         for r in runs[1:]:
             v, b = r.curve().get(c), base.get(c)
             if v is None or not b:
-                row += [_f(v), "–", "–"]
+                row += [value(r, c), "–", "–"]
             else:
                 cls = "good" if v > b else "bad"
                 row += [_f(v), f'<span class="{cls}">{v / b:.2f}x</span>', f"{(v / b - 1) * 100:+.1f}"]
@@ -160,9 +165,9 @@ def _levels_table(r: RunData, reference: Mapping[int, float] | None) -> str:
         tpot = lv.pct("tpot_ms")
         row = [
             str(lv.concurrency),
-            _e(lv.status),
-            _f(lv.tok_s),
-            f"{lv.tok_s / ref:.2f}x" if ref else "–",
+            _e(f"{lv.status}: {lv.reason}" if lv.reason else lv.status),
+            _f(lv.tok_s) if lv.stats else "–",
+            f"{lv.tok_s / ref:.2f}x" if ref and lv.status == "done" else "–",
             _f(lv.pct("ttft_ms")),
             _f(lv.pct("ttft_ms", "p90")),
             _f(tpot, ".2f"),

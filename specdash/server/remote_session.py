@@ -114,6 +114,7 @@ class RemoteSession:
         self._rows: dict[tuple[str, int], LevelRow] = {}
         self._curves: dict[str, dict[int, float]] = {}
         self._slo: Slo | None = None  # the running (or last) sweep's SLO, for its verdict
+        self._reference = ""  # the running (or last) sweep's reference mode, whatever order it measures in
         self.results: dict[str, SweepResult] = {}
         """The last sweep's result per mode."""
         self._hidden_modes: set[str] = set()  # a tune's per-setting modes: listed only while one runs
@@ -209,6 +210,10 @@ class RemoteSession:
             for task in (relay, gpus):
                 task.cancel()
             await asyncio.gather(relay, gpus, return_exceptions=True)
+            # What the relay had not passed on yet goes out now: a first connect that fails puts its `Failed`
+            # on the queue just before it raises, and a viewer left with "connecting…" would wait for ever.
+            while not self._queue.empty():
+                self._emit(self._queue.get_nowait())
             await self._stop_watching()
 
     def server_live(self) -> bool:
@@ -481,9 +486,14 @@ class RemoteSession:
         config: SweepConfig | None = None,
         prompts: PromptSet | None = None,
         quiet: bool = False,
+        reference: str | None = None,
     ) -> dict[str, SweepResult]:
         """See `Session.sweep`; `config` and `prompts` override the session's defaults (headless CLI); `quiet`:
         no notice that it measures or is done (a tune, measuring one level per call, says so itself).
+
+        `reference` is the mode the others are compared with (the verdict, the greedy check); it defaults to
+        the first of `modes`. The order of `modes` is only the order of measuring (the live mode first saves a
+        restart): it never changes the reference.
 
         Returns what it measured: the result per mode that finished its levels (also in `self.results`; the
         store has every sample as it arrived). A crash raises `SpecdashError` (levels before it are in the
@@ -494,12 +504,15 @@ class RemoteSession:
             raise SpecdashError("a sweep is already running")
         for mode in modes:
             self.config.mode(mode)
+        if reference is not None and reference not in modes:
+            raise SpecdashError(f"the reference {reference!r} is not one of the swept modes ({', '.join(modes)})")
         if not modes:
             if not self._status.mode or self._status.phase is not Phase.READY:
                 raise SpecdashError("start a server first (the sweep measures the live mode)")
             modes = [self._status.mode]
         self._sweep_task = asyncio.current_task()
         self._sweep_id = uuid.uuid4().hex[:12]  # shared by the runs of this sweep's modes (`specdash runs`)
+        self._reference = reference or modes[0]
         self._rows.clear()
         self._curves.clear()
         self.results.clear()
@@ -516,7 +529,7 @@ class RemoteSession:
                 await self._sweep_mode(mode, config, prompts)
                 result = self.results.get(mode)
                 if len(modes) > 1 and self.greedy_prompts and result is not None and result.aborted is None:
-                    await self._greedy_after_sweep(mode, modes[0], prompts, config)
+                    await self._greedy_after_sweep(mode, self._reference, prompts, config)
         except asyncio.CancelledError:
             self._emit(Notice("sweep cancelled; finished levels are kept", "warning"))
             raise
@@ -844,11 +857,7 @@ class RemoteSession:
                     self.results[mode] = sweep.result()
                 sweep.cancel()
                 await asyncio.gather(sweep, return_exceptions=True)
-                # Levels run in order: the first unfinished one was in flight (even before its first progress).
-                for key, row in self._rows.items():
-                    if key[0] == mode and row.status not in ("done", "failed"):
-                        self._rows[key] = replace(row, status="failed", warning="server crashed")
-                        break
+                self._note_crash(mode, runner.run_id)
                 raise SpecdashError(f"{mode} crashed during the sweep; finished levels are kept")
             result = sweep.result()
             self.results[mode] = result
@@ -857,15 +866,44 @@ class RemoteSession:
                 # the watcher: wait for it a bounded moment, so a crash is reported as one, with its line.
                 await asyncio.wait({crash}, timeout=CRASH_SETTLE_S)
             if crash.done() and not crash.cancelled():
+                self._note_crash(mode, runner.run_id)
                 raise SpecdashError(f"{mode} crashed during the sweep; finished levels are kept")
             if result.aborted:
                 self._emit(Notice(f"{mode}: sweep stopped: {result.aborted}", "warning"))
         finally:
             crash.cancel()
-            await asyncio.gather(crash, return_exceptions=True)
+            # Cancelled (cancel_sweep, quit, the tour stopped by a key): the probe stops too. Left running, it
+            # went on loading the server and publishing "running · 4/8 levels" after the sweep had ended.
+            sweep.cancel()
+            await asyncio.gather(crash, sweep, return_exceptions=True)
+            for key, row in self._rows.items():
+                if key[0] == mode and row.status in ("warmup", "running", "paused"):
+                    self._rows[key] = replace(row, status="pending", warning="cancelled before it finished")
             self._sweep = None
             for c, why in runner.interruptions:
                 self._emit(Notice(f"{mode} C={c}: {why}; the level ran again after the link came back", "warning"))
+
+    def _note_crash(self, mode: str, run_id: int | None) -> None:
+        """The server crashed during `mode`'s sweep: the level it crashed at says so with the reason, in the
+        table (and its notes) and in the store (`compare`, the report). Levels run in order: the one in
+        flight, else the one the probe failed just before the crash line came, else the first not begun."""
+        crash, phase = self._status.crash, self._status.phase
+        reason = crash.reason if crash is not None else f"the server {phase.value}"
+        rows = [(key, row) for key, row in self._rows.items() if key[0] == mode]
+        at = (
+            next((kr for kr in rows if kr[1].status in ("warmup", "running", "paused")), None)
+            or next((kr for kr in reversed(rows) if kr[1].status == "failed"), None)
+            or next((kr for kr in rows if kr[1].status == "pending"), None)
+        )
+        if at is None:
+            return
+        key, row = at
+        if phase is Phase.STOPPED:  # stopped (by the user, or `down`): not a crash, but the level is cut short
+            self._rows[key] = replace(row, status="failed", warning="the server was stopped during this level")
+            return
+        self._rows[key] = replace(row, status="failed", crash=reason)
+        if self.store is not None and run_id is not None:
+            self.store.note_crash(run_id, row.concurrency, f"server crashed: {reason}")
 
     async def _link_ok(self) -> bool:
         """Whether the SSH connection still carries commands (the sweep asks when requests failed)."""
@@ -879,17 +917,24 @@ class RemoteSession:
         while self._status.phase not in (Phase.CRASHED, Phase.EXITED, Phase.STOPPED):
             await self._status_changed()
 
+    def _judged_curves(self) -> dict[str, dict[int, float]]:
+        """The curves measured so far, the reference's first (`core.verdict` compares with the first one)."""
+        ref = self._reference
+        first = {ref: self._curves[ref]} if ref in self._curves else {}
+        return first | {m: c for m, c in self._curves.items() if m != ref}
+
     def _crossover_text(self) -> str:
         """The verdict of the modes measured so far (`core.verdict`): one mode's peak, or where a mode stops
-        beating the first one."""
+        beating the reference."""
+        curves = self._judged_curves()
         if self._slo is None:
-            return verdict(self._curves)
+            return verdict(curves)
         judged = {
             mode: [row.slo for (m, _), row in self._rows.items() if m == mode and row.status == "done" and row.slo]
-            for mode in self._curves
+            for mode in curves
         }
         return verdict(
-            self._curves,
+            curves,
             slo_text=self._slo.text,
             capacity={m: max_concurrency_meeting(levels) for m, levels in judged.items()},
             goodput={m: goodput_curve(levels) for m, levels in judged.items()},
@@ -897,11 +942,12 @@ class RemoteSession:
 
     def _publish_bench(self, *, running: bool) -> None:
         crossover = None
-        if len(self._curves) >= 2:
-            (_, base), (_, spec) = list(self._curves.items())[:2]
+        judged = self._judged_curves()
+        if len(judged) >= 2:
+            (_, base), (_, spec) = list(judged.items())[:2]
             result = compute_crossover(base, spec)
             crossover = result.concurrency if result.kind is CrossoverKind.CROSSES else None
-        curves = {m: tuple(sorted(c.items())) for m, c in self._curves.items()}
+        curves = {m: tuple(sorted(c.items())) for m, c in judged.items()}
         self._emit(BenchUpdate(tuple(self._rows.values()), curves, crossover, self._crossover_text(), running))
 
     # -- plumbing ---------------------------------------------------------------------------------------

@@ -69,9 +69,13 @@ class Session(Protocol):
         sleeping server of it wakes, verified). What it returns (how the switch went) is for the caller."""
         ...
 
-    async def sweep(self, modes: Sequence[str], levels: Sequence[int]) -> Mapping[str, SweepResult]:
+    async def sweep(
+        self, modes: Sequence[str], levels: Sequence[int], *, reference: str | None = None
+    ) -> Mapping[str, SweepResult]:
         """Run a concurrency sweep on the live server (one mode) or an A/B across `modes` (restarting
-        the server between them); returns what it measured (the result per mode) when the sweep ends."""
+        the server between them), in that order; returns what it measured (the result per mode) when the
+        sweep ends. `reference` (default: the first of `modes`) is the mode the others are compared with,
+        whatever the order."""
         ...
 
     async def cancel_sweep(self) -> None:

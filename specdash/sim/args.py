@@ -63,6 +63,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sg.add_argument("--max-running-requests", type=_COUNT, default=None)
     sg.add_argument("--context-length", type=int_option(1, MAX_CONTEXT), default=None)
     sg.add_argument("--enable-metrics", action="store_true")
+    sg.add_argument("--enable-torch-compile", action="store_true", help="compile inside graph capture (cached)")
+    sg.add_argument("--torch-compile-max-bs", type=_COUNT, default=32)
     sg.add_argument("--disable-overlap-schedule", action="store_true")
     sg.add_argument("--skip-server-warmup", action="store_true")
     sg.add_argument("--decode-log-interval", type=_COUNT, default=40)
@@ -175,6 +177,10 @@ class SimConfig:
     request_log: str | None = None
     """Append one JSON line per finished request here (see `specdash.sim.app.request_record`): the
     server-side timestamps benchmarks compare a client's measurements with."""
+    torch_compile_max_bs: int | None = None
+    """`--enable-torch-compile`: the batch sizes up to this are compiled during capture (None: off)."""
+    compile_cache_dir: str | None = None
+    """`TORCHINDUCTOR_CACHE_DIR` when set (else the simulator's state dir, see `specdash.sim.startup`)."""
     unknown_flags: tuple[str, ...] = ()
     nnodes: int = 1
     """Nodes of the server (`--nnodes`): each runs `tp_size / nnodes` ranks; only node rank 0 serves HTTP."""
@@ -361,6 +367,8 @@ def resolve(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> tup
         draft_weights_cpu_backup=bool(ns.enable_draft_weights_cpu_backup),
         h2d_gbps=ns.sim_h2d_gbps,
         faults=faults,
+        torch_compile_max_bs=ns.torch_compile_max_bs if ns.enable_torch_compile else None,
+        compile_cache_dir=env.get("TORCHINDUCTOR_CACHE_DIR") or None,
         unknown_flags=unknown,
         nnodes=ns.nnodes,
         node_rank=ns.node_rank,

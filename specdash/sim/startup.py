@@ -6,6 +6,12 @@ meet at collectives); each rank adds a few milliseconds of its own so their line
 TP logs. Only rank 0 draws progress bars, and it closes each bar before the other ranks print the
 phase's end line, so no `[ts TPn]` line lands in the middle of a bar.
 
+With `--enable-torch-compile` SGLang compiles the model inside the target capture, for every batch size up to
+`--torch-compile-max-bs`: no line of its own, the capture bar just crawls over those sizes (which is why the
+tracker reads it as capturing, `specdash.engines.sglang`). The compiled artefacts go to a cache dir
+(`TORCHINDUCTOR_CACHE_DIR` when set, else `torch_compile/` in the simulator's state dir); a start that finds
+this model's entry there compiles in CACHED_COMPILE_SHARE of the time (loading the artefacts).
+
 Order (engines.md 5.2): dist init -> `Load weight begin` -> shard bar -> `Load weight end` -> KV cache ->
 `Memory pool end` -> target graph capture (bs counting down) -> for EAGLE/EAGLE3/STANDALONE: draft weights,
 draft KV, draft graph (if num_steps > 1), draft-extend graph -> `max_total_num_tokens=...` -> ready.
@@ -13,6 +19,7 @@ draft KV, draft graph (if num_steps > 1), draft-extend graph -> `max_total_num_t
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import shutil
@@ -20,6 +27,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import NoReturn
 
 from specdash.sim.args import SimConfig
@@ -39,6 +47,10 @@ AFTER_BAR = 0.005
 """Extra real delay of the other ranks' lines that follow a bar (after rank 0 closed it)."""
 BAR_WAIT_S = 60.0
 """Longest a rank waits for rank 0 to close a bar (then it goes on: a stalled rank 0 must not hang the rest)."""
+COMPILE_PER_CAPTURE = 4.0
+"""A cold torch.compile of one batch size takes this many times its graph capture."""
+CACHED_COMPILE_SHARE = 0.1
+"""Share of the cold compile time a start with a warm cache still spends (the advisor's COMPILE_CACHE_SHARE)."""
 DRAFT_ARCH = {"EAGLE3": "LlamaForCausalLMEagle3", "EAGLE": "LlamaForCausalLMEagle", "STANDALONE": "LlamaForCausalLM"}
 
 
@@ -95,13 +107,29 @@ def hang_forever() -> NoReturn:
         signal.pause()
 
 
-def total_startup_seconds(config: SimConfig) -> float:
+def compile_cache_entry(config: SimConfig) -> Path:
+    """The file that marks this model's compiled graphs as cached (one per model, TP size and algorithm)."""
+    root = Path(config.compile_cache_dir) if config.compile_cache_dir else state_dir() / "torch_compile"
+    key = f"{config.model_path}|{config.tp_size}|{config.speculative_algorithm}|{config.torch_compile_max_bs}"
+    return root / f"specdash-sim-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+def compile_seconds(config: SimConfig, per_bs: float, sizes: list[int], cached: bool) -> list[float]:
+    """Unscaled compile seconds per batch size (in `sizes` order): 0 without `--enable-torch-compile`."""
+    limit = config.torch_compile_max_bs
+    share = CACHED_COMPILE_SHARE if cached else 1.0
+    return [per_bs * COMPILE_PER_CAPTURE * share if limit is not None and bs <= limit else 0.0 for bs in sizes]
+
+
+def total_startup_seconds(config: SimConfig, cached: bool = False) -> float:
     """Unscaled seconds from launch to `fired up` (used by docs and tests)."""
     p = choose_preset(config.model_path, config.tp_size)
-    n = len(capture_batch_sizes(config.cuda_graph_max_bs))
+    sizes = capture_batch_sizes(config.cuda_graph_max_bs)
+    n = len(sizes)
     t = p.pre_s + p.dist_s + 0.5 + p.weights_s + p.kv_s + 1.0
     algo = config.speculative_algorithm
-    t += n * (p.verify_graph_per_bs_s if algo else p.graph_per_bs_s)
+    per_bs = p.verify_graph_per_bs_s if algo else p.graph_per_bs_s
+    t += n * per_bs + sum(compile_seconds(config, per_bs, sizes, cached))
     if algo in DRAFT_ARCH:
         t += p.draft_weights_s + 1.0 + n * p.draft_extend_per_bs_s
         if (config.speculative_num_steps or 0) > 1:
@@ -130,6 +158,8 @@ class RankScript:
         self.avail = self.p.gpu_total_gb + self.mine.uniform(-0.05, 0.05)
         self.gpu = gpu_index(rank)
         self.barrier = BarBarrier(rank - config.first_rank)  # rank 0 of this node closes the bars here
+        self.compile_entry = compile_cache_entry(config)
+        self.compile_cached = config.torch_compile_max_bs is not None and self.compile_entry.exists()
 
     def report(self, util: float, held_gb: float = 0.0, *, serving: bool = False) -> None:
         """Tell the simulated `nvidia-smi` what this rank's GPU holds (plus `held_gb` not yet in `avail`)."""
@@ -196,7 +226,11 @@ class RankScript:
             name, per_req, per_bs = "target decode", 1, p.graph_per_bs_s
         else:
             name, per_req, per_bs = "target verify", c.speculative_num_draft_tokens or 1, p.verify_graph_per_bs_s
-        self.capture("", name, per_req, sizes, per_bs, 1.3, "cuda-graph", oom=c.faults.oom_at_capture)
+        compiled = compile_seconds(c, per_bs, sizes, self.compile_cached)
+        self.capture("", name, per_req, sizes, per_bs, 1.3, "cuda-graph", oom=c.faults.oom_at_capture, extra=compiled)
+        if c.torch_compile_max_bs is not None and self.rank == c.first_rank:  # each node's cache dir
+            self.compile_entry.parent.mkdir(parents=True, exist_ok=True)
+            self.compile_entry.touch()
         if algo in DRAFT_ARCH:
             draft_tokens = max(1, int(p.kv_tokens * 0.98))
             self.load_weights(DRAFT_ARCH[algo], p.draft_gb, self.jit(p.draft_weights_s), 1, "draft-weights")
@@ -270,8 +304,11 @@ class RankScript:
         gb: float,
         phase: str,
         oom: bool = False,
+        extra: list[float] | None = None,
     ) -> None:
-        """One CUDA graph capture: begin line, rank 0's bs countdown bar, end line on every rank."""
+        """One CUDA graph capture: begin line, rank 0's bs countdown bar, end line on every rank.
+
+        `extra`: seconds added to each batch size (in `sizes` order), torch.compile's share of the capture."""
         s26 = self.log.style_2026
         if s26:
             self.say(
@@ -286,7 +323,8 @@ class RankScript:
         self.hang_check(phase)
         self.report(93.0)  # capturing runs the model for every batch size: the GPU is busy
         start = self.t
-        planned = [self.jit(per_bs) for _ in sizes]
+        added = list(reversed(extra)) if extra else [0.0] * len(sizes)  # the bar counts down from the largest
+        planned = [self.jit(per_bs) + added[i] for i in range(len(sizes))]
         total_planned = sum(planned)
         real = self.advance(total_planned)
         total = len(sizes)

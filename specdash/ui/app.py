@@ -65,6 +65,9 @@ from specdash.ui.styles import css_paths
 AUTOPLAY_LEVELS = (1, 2, 5, 10)
 """Concurrency levels of the autoplay tour (enough to show where speculation stops paying: 2 to 5)."""
 
+TEXTUAL_DUPLICATES = frozenset({"Quit", "Keys", "Maximize", "Minimize"})
+"""Textual's palette commands that the dashboard has its own key for (q, ?, z)."""
+
 APP_BINDINGS: list[Binding] = [
     Binding("question_mark", "help", "Help", id="help", tooltip="List every key"),
     Binding("q", "quit", "Quit", id="quit", tooltip="Quit specdash (asks first while a sweep runs)"),
@@ -120,6 +123,7 @@ class SpecdashApp(App[None]):
         start_mode: str | None = None,
         autoplay: bool = False,
         quit_note: str = QUIT_KEEPS_SERVER,
+        quit_stops_server: bool = False,
         screenshot_dir: Path | None = None,
         tunes: Tunes | None = None,
     ) -> None:
@@ -133,6 +137,7 @@ class SpecdashApp(App[None]):
         start_mode: Start this mode once connected and attached, if no server of ours is live.
         autoplay: The presenter's tour: an A/B sweep of the first two modes; any key stops it.
         quit_note: What `q` does to the server, for the help screen (the demo stops its simulator).
+        quit_stops_server: Quitting stops the server (the demo): the quit question says so, not `specdash down`.
         screenshot_dir: Where the palette's Screenshot saves (created if missing); default `paths.screenshot_dir()`.
         tunes: The `[tune.NAME]` entries the T view starts (`specdash.tune.job.DashboardTunes` of a
             `RemoteSession` by default; none for other sessions).
@@ -152,6 +157,7 @@ class SpecdashApp(App[None]):
             session, self.run_session_action, clock, chart_interval=chart_interval, tick=tick, bell=ui.bell
         )
         """The one dashboard screen; session messages are posted to it."""
+        self.dashboard.quit_stops_server = quit_stops_server
         if keymap:
             self.set_keymap(dict(keymap))
         self._start_mode = start_mode
@@ -162,6 +168,8 @@ class SpecdashApp(App[None]):
         self.last_status: ServerStatus | None = None
         """The session's last word on the server: what `connect` reports as still running on exit."""
         self._touring = False
+        self.connection_error: str | None = None
+        """Why the first connect failed (None: it did not, or not yet); the command exits non-zero with it."""
         self.tune_progress: TuneProgress | None = None
         """The last step of a tune started from this dashboard (what the Tune view shows first)."""
         self._session_modes = ModesChanged(())
@@ -217,7 +225,23 @@ class SpecdashApp(App[None]):
             await asyncio.wait_for(self.session.close(), timeout=3)
         except (SpecdashError, TimeoutError):
             pass
-        self.exit()
+        self.exit(return_code=1 if self.connection_error is not None else 0)
+
+    def _connection_failed(self, message: str) -> None:
+        """The session could not connect (a host that cannot be resolved, refuses, rejects the key...): a
+        question that stays until the user answers it, retry or quit; quitting exits non-zero."""
+        self.connection_error = message
+        label = self.session.label
+        question = f"Cannot connect to {label}:\n{message}\n\nRetry, or quit (exit status 1)?"
+
+        def answered(retry: bool | None) -> None:
+            if retry:
+                self.connection_error = None
+                self._watch_session()
+            else:
+                self.call_later(self._quit)
+
+        self.push_screen(ConfirmScreen(question, yes="Retry", no="Quit"), answered)
 
     def _on_session_event(self, event: SessionEvent | ConnectionEvent) -> None:
         # Called on the session's task; posting is all a listener may do (workers never touch widgets).
@@ -268,12 +292,14 @@ class SpecdashApp(App[None]):
             await self.session.sweep(modes, AUTOPLAY_LEVELS)
         finally:
             self._touring = False
+            self.dashboard.end_tour()
 
     async def on_event(self, event: events.Event) -> None:
         if self._touring and isinstance(event, events.Key) and not event.is_forwarded:
             # The key that stops the tour does nothing else: a presenter grabbing the keyboard must not
             # also stop a server by accident.
             self._touring = False
+            self.dashboard.touring = False
             self.workers.cancel_group(self, "autoplay")
             self.notify("Autoplay stopped: the server keeps running, finished levels are kept.")
             return
@@ -294,7 +320,10 @@ class SpecdashApp(App[None]):
         if event.state is WorkerState.ERROR:
             error = event.worker.error
             text = error.message if isinstance(error, SpecdashError) else f"{type(error).__name__}: {error}"
-            self.notify(text, title=f"{event.worker.name} failed", severity="error", timeout=10)
+            if event.worker.group == "session" and not self._connected.is_set():
+                self._connection_failed(text)  # nothing works without the host: not a toast that fades
+            else:
+                self.notify(text, title=f"{event.worker.name} failed", severity="error", timeout=10)
         if event.state in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.RUNNING):
             # The session's answers (server_live, sweep_running) may have changed: re-check the footer.
             self.dashboard.refresh_bindings()
@@ -329,7 +358,16 @@ class SpecdashApp(App[None]):
     def help_sections(self) -> list[tuple[str, list[HelpRow]]]:
         """Every binding, grouped, with the keys the keymap gives it."""
         sections = [(title, self._rows(bindings)) for title, bindings in DashboardScreen.HELP_SECTIONS]
-        sections.append(("App", [*self._rows(APP_BINDINGS), ("ctrl+p", "Commands", "Every action, searchable")]))
+        sections.append(
+            (
+                "App",
+                [
+                    *self._rows(APP_BINDINGS),
+                    ("tab", "Next panel", "Move the focus to the next panel (shift+tab: the previous one)"),
+                    ("ctrl+p", "Commands", "Every action, searchable, with its key"),
+                ],
+            )
+        )
         return sections
 
     def _rows(self, bindings: Iterable[Binding]) -> list[HelpRow]:
@@ -377,7 +415,11 @@ class SpecdashApp(App[None]):
         )
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        # Textual's own commands, less those that duplicate ours: its Quit skips the question a running sweep
+        # asks, its Keys panel is our Help, its Maximize/Minimize our Zoom.
+        for command in super().get_system_commands(screen):
+            if command.title not in TEXTUAL_DUPLICATES:
+                yield command
         dashboard = self.dashboard
         for _title, bindings in DashboardScreen.HELP_SECTIONS:
             for binding in bindings:
@@ -385,10 +427,16 @@ class SpecdashApp(App[None]):
                 # Every action but the nine "highlight mode n" keys, and only those that apply now.
                 if not (binding.id or "").startswith("select-mode-") and dashboard.check_action(name, ()):
                     yield SystemCommand(
-                        binding.description, binding.tooltip, partial(dashboard.run_action, binding.action)
+                        self._titled(binding), binding.tooltip, partial(dashboard.run_action, binding.action)
                     )
-        yield SystemCommand("Help", "List every key", self.action_help)
-        yield SystemCommand("Tune", "Speculation tune: start one of [tune.NAME], watch it live", self.action_tune)
+        for binding in APP_BINDINGS:
+            yield SystemCommand(self._titled(binding), binding.tooltip or "", partial(self.run_action, binding.action))
+
+    def _titled(self, binding: Binding) -> str:
+        """`Start  s`: a palette entry names its key (as the keymap sets it), so the palette teaches the keys."""
+        keys = self._keymap.get(binding.id or "", binding.key)
+        shown = ", ".join(self.get_key_display(Binding(key, "")) for key in keys.split(","))
+        return f"{binding.description}  {shown}"
 
 
 def make_app(
@@ -401,6 +449,7 @@ def make_app(
     start_mode: str | None = None,
     autoplay: bool = False,
     quit_note: str = QUIT_KEEPS_SERVER,
+    quit_stops_server: bool = False,
     screenshot_dir: Path | None = None,
     tunes: Tunes | None = None,
 ) -> SpecdashApp:
@@ -419,6 +468,7 @@ def make_app(
         start_mode=start_mode,
         autoplay=autoplay,
         quit_note=quit_note,
+        quit_stops_server=quit_stops_server,
         screenshot_dir=screenshot_dir,
         tunes=tunes,
     )

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.tmux import TmuxSession
 from tests.support.eventually import eventually_sync
+from tests.support.tmux import TmuxSession
 
 SPECDASH = Path(sys.executable).parent / "specdash"
 SCALE = "0.0109"  # short starts; an odd value so this test's simulator can be told from any other

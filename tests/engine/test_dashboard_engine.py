@@ -47,7 +47,7 @@ from tests.engine.conftest import ENGINE_PYTHON, RESULTS_DIR
 from tests.engine.test_vllm_engine import START_TIMEOUT_S, engine_config
 from tests.integration.conftest import target
 from tests.integration.test_dashboard_live import Waker, text
-from tests.sshd import Keys, Sshd
+from tests.support.sshd import Keys, Sshd
 
 pytestmark = pytest.mark.engine
 

@@ -20,7 +20,7 @@ from specdash.server.remote_session import RemoteSession, running
 from tests.engine.conftest import ENGINE_PYTHON
 from tests.engine.test_vllm_engine import Recorder, modes_toml
 from tests.integration.conftest import target
-from tests.sshd import Keys, Sshd
+from tests.support.sshd import Keys, Sshd
 
 pytestmark = pytest.mark.engine
 

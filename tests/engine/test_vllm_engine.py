@@ -38,8 +38,8 @@ from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession, running
 from tests.engine.conftest import ENGINE_DTYPE, ENGINE_PYTHON, MODEL_DIR, RESULTS_DIR
 from tests.integration.conftest import remote_alive, target
-from tests.sshd import TEST_USER, Keys, Sshd
 from tests.support.eventually import eventually
+from tests.support.sshd import TEST_USER, Keys, Sshd
 
 pytestmark = [pytest.mark.engine, pytest.mark.asyncio(loop_scope="module")]
 

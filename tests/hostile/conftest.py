@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.hostile.cli import PEAKS
+from tests.support.hostile_cli import PEAKS
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostile.cli import assert_clean_failure, run_cli
+from tests.support.hostile_cli import assert_clean_failure, run_cli
 
 Maker = Callable[[Path], Path]
 

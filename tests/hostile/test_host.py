@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from specdash.ports import free_port
-from tests.hostile.cli import Done, assert_clean_failure, cli_env, run_cli
 from tests.integration.conftest import ssh_keys, sshd  # noqa: F401  (fixtures)
-from tests.sshd import TEST_HOME, TEST_USER, Keys, Sshd, make_dir
+from tests.support.hostile_cli import Done, assert_clean_failure, cli_env, run_cli
+from tests.support.sshd import TEST_HOME, TEST_USER, Keys, Sshd, make_dir
 
 BANNER = "Welcome to hostile-box! specdash-stream-pid 1\nstarted 1 1 /nope\n"
 """What the login shell prints first: it even looks like the replies and the PID marker."""

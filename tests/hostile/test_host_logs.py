@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostile.cli import assert_clean_failure, cli_env
 from tests.hostile.test_host import Box, _uid
 from tests.integration.conftest import ssh_keys, sshd  # noqa: F401  (fixtures)
-from tests.sshd import Keys, Sshd
 from tests.support.eventually import eventually_sync
+from tests.support.hostile_cli import assert_clean_failure, cli_env
+from tests.support.sshd import Keys, Sshd
 
 HOSTILE_LINES = [
     "clip \x1b]52;c;ZWNobyBwd25lZA==\x07 done",  # OSC 52: writes the clipboard

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specdash.cli import build_parser
-from tests.hostile.cli import Done, assert_clean_failure, run_cli
+from tests.support.hostile_cli import Done, assert_clean_failure, run_cli
 
 CONFIG = """
 [hosts.box]

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostile.cli import Done, assert_clean_failure, run_cli
-from tests.results_store import make_store
+from tests.support.hostile_cli import Done, assert_clean_failure, run_cli
+from tests.support.results_store import make_store
 
 BIG = "9" * 400
 HUGE = "1" + "0" * 5000
@@ -128,7 +128,7 @@ def test_stdout_to_a_full_disk_is_an_error(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from tests.hostile.cli import cli_env
+    from tests.support.hostile_cli import cli_env
 
     with open("/dev/full", "w") as full:
         proc = subprocess.run(

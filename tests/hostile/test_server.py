@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from specdash.bench.server_view import ServerClient
-from tests.hostile.cli import MEMORY_BOUND_MIB, Done, assert_clean_failure, run_cli
-from tests.hostile.hostile_server import CONTROL_BEHAVIOURS, ESCAPES, hostile_server
+from tests.support.hostile_cli import MEMORY_BOUND_MIB, Done, assert_clean_failure, run_cli
+from tests.support.hostile_server import CONTROL_BEHAVIOURS, ESCAPES, hostile_server
 
 REQUESTS = 2
 

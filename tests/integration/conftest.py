@@ -1,7 +1,7 @@
 """Integration fixtures: a real OpenSSH sshd on loopback, a test user, connected `SSHHost`s, and local
 simulators (`sim`).
 
-The machinery lives in `tests/sshd.py` so later tiers (jump hosts, network namespaces, the simulator run
+The machinery lives in `tests/support/sshd.py` so later tiers (jump hosts, network namespaces, the simulator run
 as the test user) reuse it. One sshd serves the whole session; tests that kill or pause a server start
 their own with `make_sshd`.
 """
@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from specdash.remote.ssh import SSHHost, SSHOptions
-from tests.sshd import TEST_USER, Keys, Sshd, ensure_test_user, make_dir, skip_reason
 from tests.support.sim_harness import Simulators
 from tests.support.slurm import SlurmCluster
 from tests.support.slurm import skip_reason as slurm_skip_reason
+from tests.support.sshd import TEST_USER, Keys, Sshd, ensure_test_user, make_dir, skip_reason
 
 
 @pytest.fixture(scope="session")

@@ -29,9 +29,9 @@ from specdash.server.launch import launch_argv, launch_env
 from specdash.server.lifecycle import PortBusy
 from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import remote_alive, target
-from tests.integration.remote_sim import sim_config
-from tests.recorder import Recorder
-from tests.sshd import Keys, Sshd
+from tests.support.recorder import Recorder
+from tests.support.remote_sim import sim_config
+from tests.support.sshd import Keys, Sshd
 
 
 @pytest.fixture

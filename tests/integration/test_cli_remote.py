@@ -13,8 +13,8 @@ import pytest
 
 from specdash.ports import free_port
 from tests.integration.conftest import target
-from tests.integration.remote_sim import sim_config, with_host
-from tests.sshd import Keys, Sshd
+from tests.support.remote_sim import sim_config, with_host
+from tests.support.sshd import Keys, Sshd
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from specdash.ui.screens.confirm import ConfirmScreen, LevelsScreen
 from specdash.ui.widgets.gpu import GpuPanel
 from specdash.ui.widgets.logview import LogView
 from tests.integration.conftest import target
-from tests.sshd import Sshd
+from tests.support.sshd import Sshd
 
 SIZE = (160, 45)
 FAST = 0.01  # 550 s x 0.01: a simulated start in about 6 s
@@ -115,6 +115,59 @@ async def test_start_watch_sweep_switch_over_the_real_stack() -> None:
         assert "eagle3" in text(app, "#engine")
 
 
+async def test_a_second_ab_keeps_the_chosen_reference_with_the_other_mode_live() -> None:
+    """An A/B of baseline and eagle3 run while eagle3 is live (as after a first A/B) measures eagle3 first
+    (no restart) but keeps baseline the reference: in the verdict and in the greedy check."""
+    async with live_demo() as (session, app, pilot, wake):
+        greedy: list[GreedyUpdate] = []
+        session.subscribe(lambda e: greedy.append(e) if isinstance(e, GreedyUpdate) and not e.running else None)
+        await pilot.press("2", "s")  # eagle3 live, as the first A/B leaves it
+        await wake.until(lambda: session.status.phase is Phase.READY)
+        await pilot.press("1", "space", "2", "space", "a")
+        await wake.until(lambda: isinstance(app.screen, LevelsScreen))
+        app.screen.query_one("#levels").value = "1,8"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await wake.until(lambda: isinstance(app.screen, ConfirmScreen))
+        assert "measures eagle3 as it runs" in text(app, "#question")
+        await pilot.press("y")
+        await wake.until(lambda: session.sweep_running())
+        try:
+            await wake.until(lambda: not session.sweep_running(), timeout=120)
+            assert list(session.results) == ["eagle3", "baseline"]  # the live mode first: an order
+            verdict = text(app, "#bench-verdict")
+            assert verdict.startswith("▶ eagle3 ") and "baseline" in verdict, verdict
+            assert {u.reference for u in greedy} == {"baseline"}, greedy
+        finally:
+            await session.stop()
+
+
+async def test_a_cancelled_sweep_stops_its_probe_and_says_it_stopped() -> None:
+    """Cancelling a sweep (the key, quitting, a key that stops the tour) stops the probe with it: the stored
+    run is `interrupted` when the cancel returns and the table says "stopped", not "running · 1/3 levels"."""
+    from specdash.core.events import BenchUpdate
+
+    async with live_demo() as (session, app, pilot, wake):
+        updates: list[BenchUpdate] = []
+        session.subscribe(lambda e: updates.append(e) if isinstance(e, BenchUpdate) else None)
+        await session.start("baseline")
+        await wake.until(lambda: session.status.phase is Phase.READY)
+        try:
+            sweep = asyncio.create_task(session.sweep(["baseline"], [1, 2, 4]))
+            await wake.until(lambda: any(r.status == "done" for u in updates for r in u.rows), timeout=90)
+            await session.cancel_sweep()
+            assert sweep.done()
+            store = session.store
+            assert store is not None
+            assert store.runs()[0].status == "interrupted"
+            last = updates[-1]
+            assert not last.running and not any(r.status in ("warmup", "running") for r in last.rows), last
+            await pilot.pause()
+            border = str(app.screen.query_one("#bench-table", DataTable).border_subtitle)
+            assert border.startswith("stopped"), border
+        finally:
+            await session.stop()
+
+
 async def test_crash_fault_is_shown_with_its_line() -> None:
     async with live_demo() as (session, app, pilot, wake):
         await pilot.press("3", "s")  # eagle3-dynamic: crashes once the batch passes 10
@@ -129,6 +182,31 @@ async def test_crash_fault_is_shown_with_its_line() -> None:
         await wake.until(lambda: not session.sweep_running(), timeout=30)
         rows = {(r.concurrency, r.status) for r in session._rows.values()}
         assert (2, "done") in rows and (12, "failed") in rows  # the level in flight failed; C=2 is kept
+        # The crash stands where it happened: the table's border, its notes, the store (`compare`, the report).
+        await pilot.pause()
+        table = app.screen.query_one("#bench-table", DataTable)
+        assert str(table.border_subtitle).startswith("crashed at eagle3-dynamic C=12"), table.border_subtitle
+        notes = text(app, "#bench-notes")
+        assert notes.startswith("✗ eagle3-dynamic crashed at C=12: RuntimeError: The size of tensor a (160)"), notes
+        await _crash_in_compare_and_report(session)
+
+
+async def _crash_in_compare_and_report(session: RemoteSession) -> None:
+    from specdash.bench.run_data import alarms, load_run
+    from specdash.bench.text_tables import compare_table
+    from specdash.report.html import build_report
+
+    store = session.store
+    assert store is not None
+    run = load_run(store, store.runs()[0].id)
+    assert run.mode == "eagle3-dynamic"
+    why = run.failures()[12]
+    assert why.startswith("server crashed: RuntimeError: The size of tensor a (160)"), why
+    table = compare_table([run.mode], [run.curve()], [run.failures()])
+    assert any(line.split()[:2] == ["12", "✗"] for line in table.splitlines()), table
+    assert f"eagle3-dynamic C=12 failed: {why}" in alarms([run])
+    html = build_report([run]).html
+    assert "failed: server crashed: RuntimeError: The size of tensor a (160)" in html
 
 
 async def test_connection_lost_and_regained_in_the_header(
@@ -164,7 +242,7 @@ async def test_greedy_key_over_the_real_stack_finds_a_lossy_verify_step(
     from specdash.bench.sweep_data import SweepConfig
     from specdash.ports import free_port
     from specdash.slo import parse_slo
-    from tests.integration.remote_sim import sim_config
+    from tests.support.remote_sim import sim_config
 
     diverge = '[modes.diverge]\nextends = "eagle3"\nargs = ["--sim-fault", "spec-diverge=5"]\n'
     cfg = sim_config(tmp_path, port=free_port(), time_scale=FAST, extra_modes=diverge)

@@ -25,9 +25,9 @@ from specdash.ui.fleet import FleetApp, FleetScreen
 from specdash.ui.screens.dashboard import DashboardScreen
 from tests.integration.conftest import target
 from tests.integration.test_slurm import slurm_config
-from tests.sshd import Sshd
 from tests.support.eventually import eventually
 from tests.support.slurm import SlurmCluster
+from tests.support.sshd import Sshd
 
 
 def row_text(app: FleetApp, i: int) -> str:

@@ -23,11 +23,11 @@ from specdash.remote.events import Connected, Lost
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle, PortBusy, ServerAlreadyRunning
 from specdash.server.remote_session import RemoteSession, running
-from tests.cpuhog import cpu_hog
 from tests.integration.conftest import remote_alive, target
-from tests.integration.remote_sim import overload, sim_config
-from tests.recorder import Recorder
-from tests.sshd import Sshd
+from tests.support.cpuhog import cpu_hog
+from tests.support.recorder import Recorder
+from tests.support.remote_sim import overload, sim_config
+from tests.support.sshd import Sshd
 
 
 @pytest.fixture

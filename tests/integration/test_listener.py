@@ -18,9 +18,9 @@ from pathlib import Path
 from specdash.bench.listener import listening_inodes, server_command
 from specdash.bench.store import Store
 from specdash.ports import free_port
-from tests.sshd import TEST_USER, Keys, Sshd
 from tests.support.eventually import eventually
 from tests.support.sim_harness import Simulators
+from tests.support.sshd import TEST_USER, Keys, Sshd
 
 SECRET = "sk-listener-test-0123456789"
 

@@ -32,10 +32,10 @@ from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.probe_agent import HostRunner, check_hello, parse_python_version
 from tests.integration.conftest import target, trust
-from tests.integration.remote_sim import sim_config, with_host
-from tests.sshd import TEST_HOME, Keys, Sshd, make_dir
 from tests.support import pythons
 from tests.support.fake_server import FakeServer
+from tests.support.remote_sim import sim_config, with_host
+from tests.support.sshd import TEST_HOME, Keys, Sshd, make_dir
 
 
 def config(levels: tuple[int, ...] = (1, 3), **kw: object) -> SweepConfig:

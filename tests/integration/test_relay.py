@@ -1,4 +1,4 @@
-"""The WAN rig's delaying relay (tests/relay.py) over real loopback sockets: bytes intact and in order, every
+"""The WAN rig's delaying relay (tests/support/relay.py) over real loopback sockets: bytes intact and in order, every
 chunk held at least `delay - jitter` each way, jitter never reordering, EOF carried through.
 
 Only lower bounds on time are asserted (a loaded machine can only make things later).
@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from tests.relay import Relay
+from tests.support.relay import Relay
 
 
 async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -11,8 +11,8 @@ from PIL import Image
 
 from specdash.cli import main
 from specdash.report.charts import PALETTE
-from tests.browser import CHROMIUM, load_page
-from tests.results_store import make_store
+from tests.support.browser import CHROMIUM, load_page
+from tests.support.results_store import make_store
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (make system-deps)")
 

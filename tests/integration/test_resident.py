@@ -28,9 +28,9 @@ from specdash.server import resident
 from specdash.server.remote_session import RemoteSession, running
 from specdash.sim.gpus import COUNT_ENV, DIR_ENV
 from tests.integration.conftest import target
-from tests.integration.remote_sim import SRC, remote_python, sim_config, with_host
-from tests.sshd import Keys, Sshd, make_dir
 from tests.support.eventually import eventually
+from tests.support.remote_sim import SRC, remote_python, sim_config, with_host
+from tests.support.sshd import Keys, Sshd, make_dir
 
 READY = (Phase.READY, Phase.CRASHED, Phase.EXITED)
 

@@ -33,11 +33,11 @@ from specdash.remote.events import Connected, Lost
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import target, trust
-from tests.integration.remote_sim import SRC, remote_python
-from tests.recorder import Recorder
-from tests.sshd import Sshd
 from tests.support.eventually import eventually
+from tests.support.recorder import Recorder
+from tests.support.remote_sim import SRC, remote_python
 from tests.support.slurm import SlurmCluster
+from tests.support.sshd import Sshd
 
 SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
 

@@ -13,7 +13,7 @@ from specdash.remote.events import Connecting, Failed
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.remote.ssherror import SSHError, SSHErrorKind
 from tests.integration.conftest import target, trust
-from tests.sshd import TEST_USER, Keys, Sshd, keygen, socket_owners
+from tests.support.sshd import TEST_USER, Keys, Sshd, keygen, socket_owners
 
 
 def _with(options: SSHOptions, **changes: object) -> SSHOptions:

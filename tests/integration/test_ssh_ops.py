@@ -16,8 +16,8 @@ from specdash.remote.host import Host
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.remote.ssherror import SSHError, SSHErrorKind
 from tests.integration.conftest import remote_alive, target
-from tests.sshd import TEST_USER, Sshd
 from tests.support.eventually import eventually
+from tests.support.sshd import TEST_USER, Sshd
 
 
 def test_sshhost_satisfies_the_host_protocol() -> None:

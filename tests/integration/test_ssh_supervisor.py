@@ -16,8 +16,8 @@ from specdash.remote.events import Connected, ConnectionEvent, ConnectionState, 
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.remote.ssherror import SSHError, SSHErrorKind
 from tests.integration.conftest import remote_alive, target, trust
-from tests.sshd import Keys, Sshd, keygen, make_dir
 from tests.support.eventually import eventually
+from tests.support.sshd import Keys, Sshd, keygen, make_dir
 
 
 async def _next(queue: asyncio.Queue[ConnectionEvent], kind: type, timeout: float = 10.0) -> ConnectionEvent:

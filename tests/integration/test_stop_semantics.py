@@ -23,11 +23,11 @@ from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle
 from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import remote_alive, target
-from tests.integration.remote_sim import remote_python
-from tests.recorder import Recorder
-from tests.sshd import Sshd
+from tests.support.recorder import Recorder
+from tests.support.remote_sim import remote_python
+from tests.support.sshd import Sshd
 
-ENGINE = Path(__file__).with_name("fake_engine.py")
+ENGINE = Path(__file__).parents[1] / "support" / "fake_engine.py"
 
 
 def engine_config(tmp: Path, behaviours: list[str]) -> Config:

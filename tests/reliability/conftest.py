@@ -18,7 +18,6 @@ import pytest
 from specdash.config import Config, HostConfig
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle
-from tests import netns as netns_mod
 from tests.integration.conftest import (  # noqa: F401  (fixtures re-exported for this tier)
     known_hosts,
     make_sshd,
@@ -27,11 +26,12 @@ from tests.integration.conftest import (  # noqa: F401  (fixtures re-exported fo
     sshd,
     target,
 )
-from tests.netns import Netns
-from tests.sshd import TEST_HOME, TEST_USER, Keys, Sshd
+from tests.support import netns as netns_mod
+from tests.support.netns import Netns
+from tests.support.sshd import TEST_HOME, TEST_USER, Keys, Sshd
 
 TIMINGS: list[str] = []
-"""Measured recovery times, printed at the end of the session (and by each test with -s)."""
+"""Times measured by the running test; moved to its report afterwards (see `_timings_to_report`)."""
 
 
 _STATE_DIRS: list[str] = []
@@ -53,17 +53,19 @@ def _remove_state_dirs() -> Iterator[None]:
         shutil.rmtree(TEST_HOME / _STATE_DIRS.pop(), ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _timings_to_report(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The test's measured times go into its report's `user_properties` as ("timing", text): reports reach
+    the main process also from pytest-xdist workers, where tests/conftest.py prints them at the end."""
+    yield
+    while TIMINGS:
+        request.node.user_properties.append(("timing", TIMINGS.pop(0)))
+
+
 def timing(text: str) -> None:
     """Record a measured time for the summary at the end of the run."""
     TIMINGS.append(text)
     print(f"[timing] {text}")
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if TIMINGS:
-        terminalreporter.section("reliability timings")
-        for line in TIMINGS:
-            terminalreporter.write_line(line)
 
 
 _netns_reason: list[str | None] = []

@@ -11,7 +11,7 @@ import pytest
 from specdash.remote.events import Connected, ConnectionEvent, Lost, Reconnecting
 from specdash.remote.ssh import SSHHost, SSHOptions
 from tests.reliability.conftest import RemoteHost, timing
-from tests.sshd import TEST_USER, Keys
+from tests.support.sshd import TEST_USER, Keys
 
 pytestmark = pytest.mark.netns
 

@@ -23,11 +23,11 @@ from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle, RunRecord
 from specdash.server.probe_agent import ORPHAN_IDLE_S
 from tests.integration.conftest import target
-from tests.integration.remote_sim import sim_config, with_host
 from tests.reliability.conftest import state_dir as unique_state_dir
 from tests.reliability.conftest import timing
-from tests.sshd import TEST_HOME, Keys, Sshd, _children
 from tests.support.eventually import eventually_sync
+from tests.support.remote_sim import sim_config, with_host
+from tests.support.sshd import TEST_HOME, Keys, Sshd, _children
 
 LEVEL = 4
 LINK_WAIT = 3

@@ -27,11 +27,11 @@ from specdash.remote.ssh import SSHHost
 from specdash.server.probe_agent import HostRunner
 from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import remote_alive
-from tests.integration.remote_sim import sim_config
-from tests.recorder import Recorder
 from tests.reliability.conftest import RemoteHost, state_dir, timing
-from tests.sshd import TEST_HOME
 from tests.support.eventually import eventually
+from tests.support.recorder import Recorder
+from tests.support.remote_sim import sim_config
+from tests.support.sshd import TEST_HOME
 
 pytestmark = pytest.mark.netns
 

@@ -23,14 +23,14 @@ from specdash.server.lifecycle import RunRecord
 from specdash.server.watch import ServerWatch
 from specdash.ui.app import make_app
 from specdash.ui.widgets.logview import MAX_LINE_CHARS, MAX_LINES, LogView
-from tests.cpuhog import cpu_hog
 from tests.integration.conftest import target
-from tests.integration.remote_sim import remote_python
 from tests.reliability.conftest import timing
-from tests.sshd import TEST_HOME, Sshd, make_dir
+from tests.support import scenarios as sc
+from tests.support.cpuhog import cpu_hog
 from tests.support.eventually import eventually
-from tests.ui import scenarios as sc
-from tests.ui.fake_session import FakeSession
+from tests.support.fake_session import FakeSession
+from tests.support.remote_sim import remote_python
+from tests.support.sshd import TEST_HOME, Sshd, make_dir
 
 SECONDS = 30
 RATE = 10_000

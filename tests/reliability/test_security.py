@@ -27,11 +27,11 @@ from specdash.remote.embedded import EmbeddedSSHServer
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle
 from tests.integration.conftest import target
-from tests.integration.remote_sim import sim_config
 from tests.reliability.conftest import state_dir
-from tests.sshd import Sshd
 from tests.support.eventually import eventually_sync
 from tests.support.fake_server import FakeServer
+from tests.support.remote_sim import sim_config
+from tests.support.sshd import Sshd
 
 SECRETS = ("sk-live-0123456789", "hf_abcdefSECRET", "hunter2-password", "admin-key-42")
 

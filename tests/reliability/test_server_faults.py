@@ -21,13 +21,13 @@ from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle, PortBusy
 from specdash.server.remote_session import RemoteSession, running
-from tests.cpuhog import cpu_hog
 from tests.integration.conftest import remote_alive, target
-from tests.integration.remote_sim import sim_config
-from tests.recorder import Recorder
 from tests.reliability.conftest import state_dir, timing
-from tests.sshd import Sshd, make_dir
+from tests.support.cpuhog import cpu_hog
 from tests.support.eventually import eventually
+from tests.support.recorder import Recorder
+from tests.support.remote_sim import sim_config
+from tests.support.sshd import Sshd, make_dir
 
 
 @pytest.fixture

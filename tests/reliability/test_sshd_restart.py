@@ -13,8 +13,8 @@ from specdash.remote.events import Connected, ConnectionEvent
 from specdash.remote.ssh import SSHHost
 from specdash.server.logfollow import LogFollower
 from tests.reliability.conftest import RemoteHost, timing
-from tests.sshd import TEST_HOME, _comm
 from tests.support.eventually import eventually
+from tests.support.sshd import TEST_HOME, _comm
 
 pytestmark = pytest.mark.netns
 

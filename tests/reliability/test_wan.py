@@ -1,4 +1,4 @@
-"""A sweep through the WAN rig (tests/wan.py: 40 ms ± 4 ms each way, 50 Mbit/s) against the simulator inside
+"""A sweep through the WAN rig (tests/support/wan.py: 40 ms ± 4 ms each way, 50 Mbit/s) against the simulator inside
 the namespace, checked against the simulator's own per-request log.
 
 What must hold whatever the machine's load (only lower bounds on time): every request the client completed
@@ -19,9 +19,9 @@ from specdash.bench.store import Store
 from specdash.bench.summary import summarize
 from specdash.bench.sweep import SweepConfig, run_sweep
 from specdash.remote.ssh import SSHHost, SSHOptions
-from tests.netns import Netns
-from tests.sshd import Keys
-from tests.wan import DELAY_S, JITTER_S, WanHost, read_truth, tc, truth_samples, wan_host
+from tests.support.netns import Netns
+from tests.support.sshd import Keys
+from tests.support.wan import DELAY_S, JITTER_S, WanHost, read_truth, tc, truth_samples, wan_host
 
 pytestmark = pytest.mark.netns
 

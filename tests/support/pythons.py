@@ -14,7 +14,7 @@ import os
 import shutil
 from pathlib import Path
 
-from tests.sshd import make_dir
+from tests.support.sshd import make_dir
 
 
 def versions_dir() -> Path:

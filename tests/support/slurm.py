@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specdash.ports import free_port
-from tests.sshd import make_dir
+from tests.support.sshd import make_dir
 
 DAEMONS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd")
 NODES = ("n1", "n2")

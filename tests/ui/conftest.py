@@ -8,8 +8,8 @@ import pytest
 
 from specdash.config import UIConfig
 from specdash.ui.app import SpecdashApp, make_app
-from tests.ui.fake_session import Event, FakeSession, FakeTunes
-from tests.ui.scenarios import NOW
+from tests.support.fake_session import Event, FakeSession, FakeTunes
+from tests.support.scenarios import NOW
 
 AppFactory = Callable[..., tuple[SpecdashApp, FakeSession]]
 

@@ -11,12 +11,12 @@ from specdash.core.events import BenchTick, BenchUpdate
 from specdash.core.levels import DEFAULT_LEVELS, parse_levels
 from specdash.errors import UsageError
 from specdash.ui.screens.confirm import ConfirmScreen, LevelsScreen
-from specdash.ui.widgets.bench import BenchLines, BenchPanel, row_cells
+from specdash.ui.widgets.bench import BenchLines, BenchPanel, BenchTable, row_cells
 from specdash.ui.widgets.charts import CurvesChart, LiveChart, nice_ticks
 from specdash.ui.widgets.gpu import GpuPanel
-from tests.ui import scenarios as sc
+from tests.support import scenarios as sc
+from tests.support.settle import settle, settle_screen
 from tests.ui.conftest import AppFactory
-from tests.ui.settle import settle, settle_screen
 
 SIZE = (120, 40)
 
@@ -64,7 +64,8 @@ async def test_ab_marks_modes_and_confirms_when_a_server_is_live(build: AppFacto
         assert session.calls == []
         await pilot.press("y")
         await settle(app)
-        assert session.calls == [("sweep", (("eagle3", "baseline"), DEFAULT_LEVELS))]
+        # Measured live-first, but the reference stays the first marked mode (baseline), not the live one.
+        assert session.calls == [("sweep", (("eagle3", "baseline"), DEFAULT_LEVELS, "baseline"))]
 
 
 async def test_cancel_sweep_only_while_one_runs_and_after_confirming(build: AppFactory) -> None:
@@ -125,8 +126,11 @@ async def test_gpu_panel_hidden_until_stats(build: AppFactory) -> None:
         assert len(gpus.render().plain.splitlines()) == 4
 
 
+@pytest.mark.parametrize("memory", [(61_000, 81_559, "60G"), (115_000, 144_384, "112G")])  # H100, H200
 @pytest.mark.parametrize("size", [(100, 30), (160, 45)])
-async def test_eight_gpus_fit_in_the_side_panel(build: AppFactory, size: tuple[int, int]) -> None:
+async def test_eight_gpus_fit_in_the_side_panel(
+    build: AppFactory, size: tuple[int, int], memory: tuple[int, int, str]
+) -> None:
     """An 8-GPU box: two GPUs per line where two fit side by side (the side column at 160 columns), else the
     summary on as many lines as the box needs (beside the modes at 100): every line fits the panel (none wraps
     into the next GPU's), and every GPU shows."""
@@ -134,7 +138,8 @@ async def test_eight_gpus_fit_in_the_side_panel(build: AppFactory, size: tuple[i
 
     app, session = build(sc.ready_with_bench())
     async with app.run_test(size=size) as pilot:
-        session.emit(GpuStats(tuple(GpuSample(i, 80.0 + i, 61_000, 81_559, 600.0) for i in range(8))))
+        used, total, shown = memory
+        session.emit(GpuStats(tuple(GpuSample(i, 80.0 + i, used, total, 600.0) for i in range(8))))
         await settle_screen(pilot)
         gpus = app.screen.query_one("#gpus", GpuPanel)
         width = gpus.content_size.width
@@ -144,9 +149,9 @@ async def test_eight_gpus_fit_in_the_side_panel(build: AppFactory, size: tuple[i
         if (width - 2) // 2 >= 15:
             assert len(lines) == 4, lines
             for i in range(8):
-                assert f"{i} " in lines[i // 2] and f"{80 + i:3d}% 60G" in lines[i // 2], lines
+                assert f"{i} " in lines[i // 2] and f"{80 + i:3d}% {shown}" in lines[i // 2], lines
         else:
-            assert lines == ["▇▇▇▇▇▇▇▇ 80-87%", "59.6/80G 600W"], (width, lines)
+            assert lines[0] == "▇▇▇▇▇▇▇▇ 80-87%", (width, lines)
 
 
 async def test_empty_update_keeps_panel_usable(build: AppFactory) -> None:
@@ -287,13 +292,19 @@ def test_the_acceptance_line_names_the_newest_speculative_level_and_what_the_eng
 
 
 async def _sweep_page_charts(pilot: Pilot[None], size: tuple[int, int]) -> tuple[Region, Region]:
-    """Show the sweep page (its own page below 150 columns); the charts' and the footer's regions, once the
-    charts are checked to keep their 8 rows above the footer."""
+    """Show the sweep page (its own page below 150 columns); the regions of the charts (or, under 34 rows,
+    of the crossover strip that stands for them) and of the footer, once the charts are checked to keep their
+    8 rows above the footer (the strip its line)."""
     if size[0] < 150:
         await pilot.press("v")
     await settle_screen(pilot)
-    charts = pilot.app.screen.query_one("#bench-charts").region
     footer = pilot.app.screen.query_one("Footer").region
+    if size[1] < 34:
+        assert not pilot.app.screen.query_one("#bench-charts").display
+        strip = pilot.app.screen.query_one("#bench-strip").region
+        assert strip.height >= 1 and strip.bottom <= footer.y, (strip, footer)
+        return strip, footer
+    charts = pilot.app.screen.query_one("#bench-charts").region
     assert charts.height >= 8 and charts.bottom <= footer.y, (charts, footer)
     return charts, footer
 
@@ -306,16 +317,34 @@ async def test_many_notes_leave_the_charts_their_rows(build: AppFactory, size: t
         screen = app.screen
         lines = screen.query_one(BenchLines)
         hint = lines.hint
-        if size != (80, 24):
-            assert not hint.display, "every line fits"
-            return
-        # 7 lines under the table, 4 in view: the hint says so; tab focuses them, j scrolls to the last.
-        assert hint.display and str(hint.render()) == "▼ 3 more lines (tab to here, then j/k)"
+        # 7 lines under the table: every one fits (at 80x24 because the strip stands for the charts).
+        assert not hint.display, "every line fits"
+
+
+@pytest.mark.parametrize("size", [(60, 34)])
+async def test_lines_out_of_view_are_announced_and_scroll(build: AppFactory, size: tuple[int, int]) -> None:
+    """Where the charts keep their 8 rows and the lines do not all fit, the hint says how many are out of
+    view; tab focuses them, j scrolls to the last, and nothing else moves."""
+    from dataclasses import replace
+
+    from specdash.core.events import BenchUpdate
+
+    # Twice the notes of `ready_with_many_notes`: more than the lines' share of a 34-row sweep page.
+    rows = tuple(replace(r, concurrency=r.concurrency + 100 * k) for k in range(2) for r in sc.NOTES_ROWS)
+    events = [e if not isinstance(e, BenchUpdate) else replace(e, rows=rows) for e in sc.ready_with_many_notes()]
+    app, _ = build(events)
+    async with app.run_test(size=size) as pilot:
+        charts, _footer = await _sweep_page_charts(pilot, size)
+        screen = app.screen
+        lines = screen.query_one(BenchLines)
+        hint = lines.hint
+        assert hint.display and str(hint.render()).startswith("▼ "), hint.render()
+        hidden = int(str(hint.render()).split()[1])
         await pilot.press("tab")
         assert screen.focused is lines
-        await pilot.press("j", "j", "j", "j")
+        await pilot.press(*"j" * (hidden + 1))
         await settle_screen(pilot)
-        assert str(hint.render()) == "▲ 3 lines above (j/k)"
+        assert str(hint.render()).startswith(f"▲ {hidden} line"), hint.render()
         assert screen.query_one("#bench-charts").region == charts, "scrolling moves nothing else"
 
 
@@ -345,3 +374,40 @@ async def test_eight_gpus_leave_the_sweep_pages_charts_their_rows(build: AppFact
             assert docked.render().plain == "GPUs ▇▇▇▇▇▇▇▇ 80-87% 59.6/80G 600W"
             assert docked.region.height == 1 and docked.region.bottom <= footer.y, (docked.region, footer)
             assert charts.bottom <= docked.region.y, (charts, docked.region)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 45)])
+async def test_a_short_terminal_gets_the_crossover_strip_and_every_level_instead_of_unreadable_charts(
+    build: AppFactory, size: tuple[int, int]
+) -> None:
+    """Under 34 rows a chart had 2 plot rows (legend over the points, 200 tok/s on the 0 line): the strip says
+    what it would (speedup per level, the crossover C), the table shows every level, and `p` says why it
+    does nothing. From 34 rows the charts are back."""
+    app, _ = build(sc.ready_with_bench())
+    async with app.run_test(size=size) as pilot:
+        await _sweep_page_charts(pilot, size)
+        screen = app.screen
+        strip = screen.query_one("#bench-strip", Label)
+        table = screen.query_one(BenchTable)
+        if size[1] >= 34:
+            assert not strip.display and screen.query_one(CurvesChart).content_size.height >= 10
+            return
+        assert str(strip.render()) == "eagle3/baseline  C=1 2.44×  C=5 2.03×  C=20 0.86×  · crossover C≈12.5"
+        assert table.row_count == 6 and table.scrollable_content_region.height >= 7  # header + every level
+        await pilot.press("p")
+        await settle_screen(pilot)
+        assert any("The charts need 34 rows" in n.message for n in app._notifications)
+
+
+async def test_y_copies_the_sweep_as_markdown(build: AppFactory) -> None:
+    """`y` puts the verdict and one row per C (modes side by side, the speedup) on the clipboard (OSC 52)."""
+    app, _ = build(sc.ready_with_bench())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause()
+        text = app.clipboard
+        assert text.startswith("### specdash sweep on root@gpu-box\n\n**eagle3 wins up to C=12.5; baseline above**")
+        assert "| C | baseline tok/s | eagle3 tok/s | eagle3 speedup |" in text
+        assert "| 1 | 152 | 371 | 2.44× |" in text and "| 20 | 2,210 | 1,905 | 0.86× |" in text
+        assert any("Copied the sweep as Markdown" in n.message for n in app._notifications)

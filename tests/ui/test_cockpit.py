@@ -12,8 +12,8 @@ from specdash.ui.screens.confirm import ConfirmScreen
 from specdash.ui.widgets.bench import BenchTable
 from specdash.ui.widgets.logpanel import LogPanel
 from specdash.ui.widgets.logview import LogView
+from tests.support import scenarios as sc
 from tests.support.log_batches import log_batch
-from tests.ui import scenarios as sc
 from tests.ui.conftest import AppFactory
 
 LONG = "[2025-04-16 14:24:02 TP0] Decode batch. #running-req: 10, #token: 5120, gen throughput (token/s): 1714.22"
@@ -79,6 +79,37 @@ async def test_z_zooms_the_focused_panel_and_esc_or_z_brings_it_back(build: AppF
         assert screen.maximized is log
         await pilot.press("z")
         assert screen.maximized is None
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 45)])
+@pytest.mark.parametrize(
+    ("focus", "keys"),
+    [
+        ("#pages", ()),  # the page tabs: not a panel (hidden from 100x30 up)
+        ("#bench-lines", ()),  # the lines under the sweep table: on the other page when paged
+        (None, ("r", "e", "enter")),  # after a search
+    ],
+)
+async def test_z_never_zooms_to_a_blank_screen(
+    build: AppFactory, size: tuple[int, int], focus: str | None, keys: tuple[str, ...]
+) -> None:
+    app, session = build(sc.ready_with_bench())
+    async with app.run_test(size=size) as pilot:
+        session.emit(log_batch(tuple(f"line {i} ready" for i in range(50))))
+        await pilot.pause()
+        screen = app.screen
+        if focus is not None:
+            screen.query_one(focus).focus()
+        if keys:
+            await pilot.press("slash")
+            await pilot.pause()
+            assert screen.focused is screen.query_one("#log-search")  # the search prompt takes the keys
+        await pilot.press(*keys, "z")
+        await pilot.pause()
+        zoomed = screen.maximized
+        assert zoomed is not None and zoomed.region.area > 0, (zoomed, zoomed and zoomed.region)
+        assert zoomed.id in ("log", "bench", "modes", "server", "gpus"), zoomed  # a panel, not the tab bar
+        assert zoomed.region.height >= size[1] - 2  # the whole screen less header and footer
 
 
 async def test_j_k_g_G_move_the_focused_list_or_the_log(build: AppFactory) -> None:
@@ -151,6 +182,25 @@ async def test_progress_bar_redraws_fold_into_one_updating_line(build: AppFactor
         assert "4 bar redraws folded" in str(app.screen.query_one(LogPanel).border_subtitle)
 
 
+async def test_the_demos_quit_question_says_its_server_stops_with_it() -> None:
+    """The demo stops its simulated server when it quits: its question must not send the user to
+    `specdash down demo` (which cannot resolve the demo's host)."""
+    from specdash.config import UIConfig
+    from specdash.ui.app import make_app
+    from tests.support.fake_session import FakeSession
+
+    session = FakeSession(sc.ready_with_bench(), label="demo")
+    app = make_app(session, config_ui=UIConfig(), clock=lambda: sc.NOW, live=False, quit_stops_server=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        session.sweeping = True
+        await pilot.press("q")
+        await pilot.pause()
+        question = str(app.screen.query_one("#question").render())
+        assert "eagle3 (pid 1234) on demo stops with it (nothing keeps running)" in question, question
+        assert "specdash down" not in question
+
+
 async def test_q_during_a_sweep_says_what_stops_and_waits_for_yes(build: AppFactory) -> None:
     app, session = build(sc.ready_with_bench())
     async with app.run_test(size=(100, 30)) as pilot:
@@ -215,3 +265,48 @@ async def test_new_keys_are_in_help_and_remappable(build: AppFactory) -> None:
         await pilot.press("Z")
         await pilot.press("enter")  # enter in the log zooms it too
         assert app.screen.maximized is app.screen.query_one(LogPanel)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 45)])
+async def test_the_server_panel_keeps_its_height_while_its_clock_ticks(
+    build: AppFactory, size: tuple[int, int]
+) -> None:
+    """The lines that change every second (uptime, time in phase, elapsed and ETA) never re-wrap: the panel
+    does not change height, so the log under it does not jump."""
+    from dataclasses import replace
+
+    from specdash.ui.widgets.server import ServerPanel
+
+    starting = replace(sc.CAPTURING, eta_remaining=3725.0, eta_spread=1234.0, eta_samples=12)
+    app, _ = build([sc.MODES, starting])
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        panel = app.screen.query_one(ServerPanel)
+        heights = set()
+        for elapsed in (5, 59, 61, 599, 3599, 3601, 86_399, 200_000):
+            panel.now = starting.started_at + elapsed  # type: ignore[operator]
+            await pilot.pause()
+            heights.add(panel.outer_size.height)
+        assert len(heights) == 1, heights
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 45)])
+async def test_help_quit_and_the_running_modes_state_stay_in_view(build: AppFactory, size: tuple[int, int]) -> None:
+    """With a server running (the most keys apply) the footer still shows `? Help` and `q Quit`, and the mode
+    list shows the running mode's state whole (it was cut to "● rea…" at 80 columns and lost at 100)."""
+    from textual.widgets._footer import FooterKey
+
+    from specdash.ui.widgets.modes import ModeList
+
+    app, _ = build(sc.ready_with_bench())
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        await pilot.pause()
+        keys = {key.action: key for key in app.screen.query(FooterKey)}
+        for action in ("help", "quit"):
+            region = keys[action].region
+            assert region.area > 0 and region.right <= size[0], (action, region)
+        modes = app.screen.query_one(ModeList)
+        prompt = str(modes.get_option_at_index(1).prompt)
+        end = prompt.index("● ready") + len("● ready")
+        assert end <= modes.scrollable_content_region.width, (prompt, modes.scrollable_content_region)

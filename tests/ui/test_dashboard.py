@@ -15,11 +15,11 @@ from specdash.ui.screens.confirm import ConfirmScreen
 from specdash.ui.screens.dashboard import DashboardScreen
 from specdash.ui.widgets.header import StatusHeader
 from specdash.ui.widgets.logview import LogView
+from tests.support import scenarios as sc
 from tests.support.eventually import eventually
 from tests.support.log_batches import log_batch
-from tests.ui import scenarios as sc
+from tests.support.settle import settle
 from tests.ui.conftest import AppFactory
-from tests.ui.settle import settle
 
 SIZE = (120, 40)
 ALL_BINDINGS = [b for b in DashboardScreen.BINDINGS if isinstance(b, Binding)] + APP_BINDINGS
@@ -230,6 +230,23 @@ async def test_keymap_override_applies(build: AppFactory) -> None:
         assert type(app.screen).__name__ == "HelpScreen"
 
 
+async def test_a_key_that_does_nothing_now_says_why(build: AppFactory) -> None:
+    app, session = build(sc.stopped())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        expected = {
+            "a": "An A/B needs two marked modes (space marks the highlighted one; 0 marked).",
+            "x": "No server of ours is running: s starts the highlighted mode.",
+            "b": "A sweep measures the live mode: start one (s).",
+            "n": "No search yet: / searches the log.",
+        }
+        for key, why in expected.items():
+            await pilot.press(key)
+            await pilot.pause()
+            assert why in [n.message for n in app._notifications], (key, why)
+        assert session.calls == []
+
+
 async def test_help_lists_every_binding(build: AppFactory) -> None:
     app, _ = build(sc.stopped())
     async with app.run_test(size=(120, 60)) as pilot:
@@ -244,6 +261,7 @@ async def test_help_lists_every_binding(build: AppFactory) -> None:
         for binding in ALL_BINDINGS:
             assert binding.description in described or (binding.id or "").startswith("select-mode-")
         assert "1-9" in shown and "ctrl+p" in shown
+        assert "tab" in shown and "Next panel" in shown  # the key that reaches every panel is listed too
         footnote = app.screen.query_one("#help-footnote")
         assert "the server keeps running" in " ".join(footnote.render_line(y).text for y in range(footnote.size.height))
         await pilot.press("escape")
@@ -260,8 +278,11 @@ async def test_command_palette_offers_the_actions_that_apply(build: AppFactory) 
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         titles = {command.title for command in app.get_system_commands(app.screen)}
-        assert {"Start", "Search", "Errors", "Follow", "Help", "Quit"} <= titles
-        assert "Stop" not in titles
+        # Each entry names its key; Textual's own duplicates of q, ? and z are gone (its Quit skipped the
+        # question a running sweep asks).
+        assert {"Start  s", "Search  /", "Errors  e", "Follow  f", "Help  ?", "Quit  q"} <= titles, titles
+        assert not titles & {"Quit", "Keys", "Maximize", "Minimize", "Stop  x"}, titles
+        assert "Theme" in titles and "Screenshot" in titles
 
 
 @pytest.mark.parametrize("bell", [True, False])
@@ -311,7 +332,7 @@ async def test_session_failure_becomes_a_notification(build: AppFactory) -> None
 async def test_unknown_theme_warns_and_keeps_default() -> None:
     from specdash.config import UIConfig
     from specdash.ui.app import make_app
-    from tests.ui.fake_session import FakeSession
+    from tests.support.fake_session import FakeSession
 
     app = make_app(
         FakeSession(sc.stopped()), config_ui=UIConfig(theme="no-such-theme"), clock=lambda: sc.NOW, live=False

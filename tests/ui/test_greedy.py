@@ -9,9 +9,9 @@ from specdash.core.events import GreedyUpdate
 from specdash.core.greedy import compare_outputs
 from specdash.ui.app import SpecdashApp
 from specdash.ui.widgets.bench import BenchPanel
-from tests.ui import scenarios as sc
+from tests.support import scenarios as sc
+from tests.support.settle import settle
 from tests.ui.conftest import AppFactory
-from tests.ui.settle import settle
 
 REF = [f"The answer to prompt {i} is a long greedy text that goes on for a while." for i in range(8)]
 DIVERGED = [*REF[:3], REF[3][:20] + "something else entirely, which the reference never said.", *REF[4:]]

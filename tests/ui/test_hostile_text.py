@@ -18,8 +18,8 @@ from specdash.phases import Phase
 from specdash.remote.events import Connected
 from specdash.safetext import escape_controls, escape_controls_in
 from specdash.server.lifecycle import _replies
+from tests.support import scenarios as sc
 from tests.support.log_batches import log_batch
-from tests.ui import scenarios as sc
 from tests.ui.conftest import AppFactory
 
 SIZES = ((80, 24), (160, 45))

@@ -13,8 +13,8 @@ from specdash.ui.widgets.loglines import (
     timestamp_span,
     view_line,
 )
+from tests.support import scenarios as sc
 from tests.support.log_batches import RawLog
-from tests.ui import scenarios as sc
 from tests.ui.conftest import AppFactory
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from specdash.core.events import ModeInfo, ModesChanged
 from specdash.ui.widgets.modes import ModeList
-from tests.ui import scenarios as sc
+from tests.support import scenarios as sc
 from tests.ui.conftest import AppFactory
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from textual.widgets import DataTable, Label
 
 from specdash.ui.widgets.bench import COLUMNS, SLO_COLUMNS
-from tests.ui import scenarios as sc
+from tests.support import scenarios as sc
 from tests.ui.conftest import AppFactory
 
 

@@ -14,9 +14,9 @@ from textual.pilot import Pilot
 from specdash.config import UIConfig
 from specdash.ui.app import SpecdashApp, make_app
 from specdash.ui.widgets.logview import LogView
-from tests.ui import scenarios as sc
-from tests.ui.fake_session import Event, FakeSession
-from tests.ui.settle import settle_screen
+from tests.support import scenarios as sc
+from tests.support.fake_session import Event, FakeSession
+from tests.support.settle import settle_screen
 
 SIZE = (120, 36)
 

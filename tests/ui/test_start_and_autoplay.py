@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
+
+import pytest
 
 from specdash.config import UIConfig
 from specdash.remote.events import Connected
 from specdash.ui.app import AUTOPLAY_LEVELS, SpecdashApp, make_app
 from specdash.ui.widgets.modes import ModeList
-from tests.ui import scenarios as sc
-from tests.ui.fake_session import Event, FakeSession
-from tests.ui.settle import settle
+from tests.support import scenarios as sc
+from tests.support.fake_session import Event, FakeSession
+from tests.support.settle import settle
 
 SIZE = (120, 40)
 
@@ -57,7 +60,7 @@ async def test_any_key_stops_the_tour_and_does_nothing_else() -> None:
     app, session = app_for([sc.MODES], autoplay=True)
     started = asyncio.Event()
 
-    async def endless_sweep(modes: object, levels: object) -> dict[str, object]:
+    async def endless_sweep(modes: object, levels: object, *, reference: str | None = None) -> dict[str, object]:
         session.calls.append(("sweep", ()))
         started.set()
         await asyncio.Event().wait()
@@ -73,3 +76,46 @@ async def test_any_key_stops_the_tour_and_does_nothing_else() -> None:
         assert session.calls == [("sweep", ())]
         assert not [w for w in app.workers if w.group == "autoplay"]
         assert any("Autoplay stopped" in n.message for n in app._notifications)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 45)])
+async def test_the_tour_shows_each_page_it_talks_about_at_every_size(size: tuple[int, int]) -> None:
+    """A paged terminal follows the tour: the server page while a server starts, the sweep page while it
+    measures, and the sweep page (table, charts, verdict) as the last screen; a wide one shows both."""
+    app, session = app_for([sc.MODES], autoplay=True)
+    step = asyncio.Queue[str]()
+    go = asyncio.Event()
+
+    async def scripted_sweep(modes: object, levels: object, *, reference: str | None = None) -> dict[str, object]:
+        for events, name in (
+            ((sc.LOADING,), "starting"),
+            ((sc.READY, replace(sc.BENCH, rows=sc.ROWS[:2])), "measuring"),
+            ((sc.LOADING,), "restarting"),
+            ((sc.READY, replace(sc.BENCH, running=False)), "done"),
+        ):
+            session.emit(*events)
+            await step.put(name)
+            await go.wait()
+            go.clear()
+        return {}
+
+    session.sweep = scripted_sweep  # type: ignore[method-assign, assignment]
+    async with app.run_test(size=size) as pilot:
+        session.emit(Connected(sc.HOST, 1), sc.STOPPED)
+        dashboard = app.dashboard
+        for expected in ("server", "bench", "server", "bench"):
+            await asyncio.wait_for(step.get(), 10)
+            await pilot.pause()
+            if dashboard.paged:
+                assert dashboard.page == expected
+                shown, hidden = ("#bench", "#main") if expected == "bench" else ("#main", "#bench")
+                assert dashboard.query_one(shown).display and not dashboard.query_one(hidden).display
+            else:
+                assert dashboard.query_one("#bench").display and dashboard.query_one("#main").display
+            go.set()
+        await settle(app)
+        await pilot.pause()
+        assert not [w for w in app.workers if w.group == "autoplay"]
+        # The last screen: the verdict in view.
+        verdict = dashboard.query_one("#bench-verdict")
+        assert verdict.display and verdict.region.area > 0, verdict.region

@@ -14,9 +14,9 @@ from specdash.tune.journal import Journal
 from specdash.ui.app import SpecdashApp
 from specdash.ui.screens.confirm import ConfirmScreen
 from specdash.ui.screens.tune import TuneScreen
-from tests.ui import scenarios as sc
+from tests.support import scenarios as sc
+from tests.support.settle import settle
 from tests.ui.conftest import AppFactory
-from tests.ui.settle import settle
 
 HEADER = {"type": "header", "version": 1, "name": "night", "host": "gpu1", "base_mode": "eagle3",
           "baseline_mode": "baseline", "space": "steps=1,3 topk=1,4 draft=4,8", "levels": [1, 2, 4, 8],
@@ -79,7 +79,7 @@ async def test_tune_is_in_the_command_palette(build: AppFactory) -> None:
     app, _ = build(sc.loading())
     async with app.run_test(size=(100, 30)):
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        assert "Tune" in titles
+        assert "Tune  T" in titles
 
 
 # -- starting a tune from the view, and watching it --------------------------------------------------------

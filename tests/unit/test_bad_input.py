@@ -17,7 +17,7 @@ import pytest
 
 from specdash.ports import free_port
 from tests.integration.conftest import ssh_keys, sshd  # noqa: F401  (fixtures for the SSH cases)
-from tests.sshd import TEST_USER, Keys, Sshd, keygen
+from tests.support.sshd import TEST_USER, Keys, Sshd, keygen
 
 GOOD = """
 [hosts.box]

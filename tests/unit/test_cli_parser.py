@@ -17,7 +17,7 @@ import pytest
 from specdash.cli import main
 from specdash.cli.commands import COMMANDS, build_parser
 from specdash.cli.options import PATH_TYPES
-from tests.results_store import make_store
+from tests.support.results_store import make_store
 
 HEAVY = ("asyncssh", "cryptography", "textual", "httpx", "aiohttp", "matplotlib", "sqlite3", "asyncio")
 

@@ -92,3 +92,12 @@ def test_levels_where_both_modes_are_at_zero_are_a_tie_not_a_win() -> None:
     assert "again" not in text and "inf" not in text, text
     x = compute_crossover({1: 70.0, 5: 260.0, 20: 0.0}, {1: 120.0, 5: 215.0, 20: 5.0})
     assert "and again at C=20 (from 0)" in crossover_sentence("eagle3", "baseline", x, "in goodput")
+
+
+def test_the_speedup_strip_says_what_the_charts_would() -> None:
+    from specdash.core.verdict import speedup_strip
+
+    curves = {"baseline": {1: 100.0, 4: 300.0}, "eagle3": {1: 180.0, 4: 240.0}}
+    assert speedup_strip(curves, 2.4) == "eagle3/baseline  C=1 1.80×  C=4 0.80×  · crossover C≈2.4"
+    assert speedup_strip({"baseline": {1: 100.0, 4: 1200.0}}) == "baseline tok/s  C=1 100  C=4 1,200"
+    assert speedup_strip({}) == ""

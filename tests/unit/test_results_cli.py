@@ -10,7 +10,7 @@ import pytest
 
 from specdash.bench.store import Store
 from specdash.cli import main
-from tests.results_store import BASE, SPEC, add_run, make_store
+from tests.support.results_store import BASE, SPEC, add_run, make_store
 
 
 @pytest.fixture

@@ -77,6 +77,18 @@ def test_eta_phrase_shows_the_spread_and_the_count() -> None:
     one = ServerStatus(Phase.LOADING_WEIGHTS, eta_remaining=30.0, eta_samples=1)
     assert eta_phrase(one) == "ready in ~30s, from 1 start"
     assert eta_phrase(ServerStatus(Phase.LAUNCHING)) == "ETA: no history yet"
+    # Identical past starts (a simulator) have no spread to state: "about", never "± 0s".
+    same = ServerStatus(Phase.LOADING_WEIGHTS, eta_remaining=28.0, eta_samples=3, eta_spread=0.0)
+    assert eta_phrase(same) == "ready in ~28s, from 3 starts"
+
+
+def test_the_demo_host_is_named_for_its_clock() -> None:
+    """The startup history is kept per host and mode: a start at the tour's clock must not predict one at
+    the demo's (it said "ready in 4s" for a 28 s start)."""
+    from specdash.cli.demo_session import TIME_SCALE, TOUR_TIME_SCALE, demo_host_name
+
+    assert demo_host_name(TIME_SCALE) == "demo"
+    assert demo_host_name(TOUR_TIME_SCALE) != demo_host_name(TIME_SCALE)
 
 
 def test_headless_progress_line() -> None:

@@ -21,17 +21,18 @@ class ConfirmScreen(ModalScreen[bool]):
         Binding("n,escape", "answer(False)", "No", id="confirm-no", tooltip="Leave everything as it is"),
     ]
 
-    def __init__(self, question: str, *, yes: str = "Yes") -> None:
+    def __init__(self, question: str, *, yes: str = "Yes", no: str = "No") -> None:
         super().__init__()
         self._question = question
         self._yes = yes
+        self._no = no
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label(self._question, id="question", markup=False)
             with Horizontal(id="buttons"):
                 yield Button(f"{self._yes} (y)", variant="error", id="yes")
-                yield Button("No (n / esc)", variant="default", id="no")
+                yield Button(f"{self._no} (n / esc)", variant="default", id="no")
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()

@@ -17,11 +17,12 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, OptionList, Tab, Tabs
+from textual.widgets import DataTable, Footer, Input, OptionList, Tab, Tabs
 
 from specdash.core.events import BenchUpdate, ServerStatus
 from specdash.core.levels import DEFAULT_LEVELS
 from specdash.core.status_text import is_live, server_name, stop_question, sweep_question
+from specdash.core.sweep_summary import sweep_markdown
 from specdash.errors import SpecdashError
 from specdash.phases import Phase
 from specdash.remote.events import Connected
@@ -42,6 +43,7 @@ from specdash.ui.messages import (
 from specdash.ui.screens.confirm import ConfirmScreen, LevelsScreen
 from specdash.ui.screens.keys import BENCH_BINDINGS, LOG_BINDINGS, MODE_BINDINGS, SERVER_BINDINGS, VIEW_BINDINGS
 from specdash.ui.widgets.bench import BenchPanel, BenchTable
+from specdash.ui.widgets.footer import PinnedFooter
 from specdash.ui.widgets.gpu import GpuPanel
 from specdash.ui.widgets.header import StatusHeader
 from specdash.ui.widgets.logpanel import LogPanel
@@ -126,6 +128,10 @@ class DashboardScreen(Screen[None]):
         self._levels: tuple[int, ...] = DEFAULT_LEVELS
         self._bench: BenchUpdate | None = None
         self._greedy_running = False
+        self.quit_stops_server = False
+        """Quitting stops the server too (the demo): the quit question says so instead of `specdash down`."""
+        self.touring = False
+        """Set by the app while the autoplay tour runs: the paged layout follows the tour (`_follow_tour`)."""
         self._log_panel = LogPanel(id="log")
         self._bench_panel = BenchPanel(chart_interval=chart_interval, id="bench")
         self.takers: dict[type[Message], Widget] = {
@@ -147,7 +153,7 @@ class DashboardScreen(Screen[None]):
         yield self._bench_panel
         # The GPUs again, for the sweep page of a small terminal (the strip above the log has no room).
         yield GpuPanel(id="gpus-bench", summary=True)
-        yield Footer()
+        yield PinnedFooter()
 
     def on_mount(self) -> None:
         self.set_class(True, "-page-server")
@@ -211,9 +217,22 @@ class DashboardScreen(Screen[None]):
         if self.maximized is not None:
             self.minimize()
         else:
-            focused = self.focused
-            self.maximize(focused if focused is not None and focused.allow_maximize else self.query_one(LogView))
+            self.maximize(self._zoom_target())
         self.refresh_bindings()
+
+    def _zoom_target(self) -> Widget:
+        """What `z` zooms: the focused panel when it is a panel in view; else the main panel of the page in
+        view. A widget out of view (the other page's panel, a closed search prompt) or one that is not a panel
+        (the page tabs, an input) zoomed to a blank screen."""
+        focused = self.focused
+        if (
+            focused is not None
+            and focused.allow_maximize
+            and not isinstance(focused, Tabs | Input)
+            and focused.region.area > 0
+        ):
+            return focused
+        return self.query_one(BenchTable if self.paged and self.page == "bench" else LogView)
 
     def action_minimize(self) -> None:
         super().action_minimize()
@@ -247,7 +266,23 @@ class DashboardScreen(Screen[None]):
         self.query_one(ServerPanel).status = message.status
         self.query_one(StatusHeader).status = message.status
         self.query_one(ModeList).status = message.status
+        self._follow_tour()
         self.refresh_bindings()
+
+    def end_tour(self) -> None:
+        """The tour ended (or a key stopped it): its last screen is its payoff, the sweep page with the verdict."""
+        if self.touring and self._bench is not None:
+            self.show_page("bench")
+        self.touring = False
+
+    def _follow_tour(self) -> None:
+        """The tour (`demo --autoplay`) shows what it talks about on a paged terminal too: the server page
+        while a server starts (the startup timeline, the log), the sweep page while it measures and at the
+        end (the table, the charts, the verdict)."""
+        if not self.touring:
+            return
+        ready = self._status.phase is Phase.READY
+        self.show_page("bench" if ready and self._bench is not None else "server")
 
     @on(ModesUpdated)
     def _modes_updated(self, message: ModesUpdated) -> None:
@@ -270,6 +305,7 @@ class DashboardScreen(Screen[None]):
     def _bench_updated(self, message: BenchUpdated) -> None:
         self._bench = message.update
         self.query_one(BenchPanel).show_update(message.update)
+        self._follow_tour()
         self.refresh_bindings()
 
     @on(GreedyUpdated)
@@ -321,11 +357,63 @@ class DashboardScreen(Screen[None]):
                 return self._status.phase is Phase.READY and not sweeping and not self._greedy_running
             case "chart_view":
                 return self.query_one(BenchPanel).has_data
+            case "copy_summary":
+                return self._bench is not None and bool(self._bench.curves)
             case "search_next" | "search_previous":
                 return bool(self.query_one(LogPanel).view.needle)
             case "page":
                 return self.paged and self.maximized is None
         return True
+
+    def why_not(self, action: str) -> str:
+        """Why `action` does nothing now, in one line (said when its key is pressed anyway)."""
+        if action in _NEEDS_HOST and self._applies(action) and not self._connected:
+            return f"Not connected to {self._label}: the key works again once the connection is back."
+        session, status = self.session, self._status
+        modes = self.query_one(ModeList)
+        sweeping = "A sweep is running (esc cancels it)."
+        match action:
+            case "start":
+                return "A server is running: x stops it, m switches it to the highlighted mode."
+            case "stop" | "restart":
+                return "No server of ours is running: s starts the highlighted mode."
+            case "switch":
+                if not session.server_live():
+                    return "No server is running: s starts the highlighted mode."
+                return f"{status.mode} is the mode running: highlight another (1-9, j/k) to switch to it."
+            case "show_crash":
+                return "No crash to show."
+            case "mark":
+                return "One mode only: there is nothing to compare it with."
+            case "sweep":
+                return sweeping if session.sweep_running() else "A sweep measures the live mode: start one (s)."
+            case "ab":
+                if session.sweep_running():
+                    return sweeping
+                return f"An A/B needs two marked modes (space marks the highlighted one; {len(modes.marked)} marked)."
+            case "cancel_sweep":
+                return "No sweep is running."
+            case "greedy":
+                return "The greedy check needs a ready server and no sweep running."
+            case "chart_view" | "copy_summary":
+                return "No finished level yet: b sweeps the live mode."
+            case "search_next" | "search_previous":
+                return "No search yet: / searches the log."
+            case "page":
+                return "The whole dashboard is on one page at this size."
+        return ""
+
+    def on_key(self, event: events.Key) -> None:
+        """A dashboard key whose action does not apply now (the footer hides it) says why, in one line,
+        instead of doing nothing. Keys the focused widget or a binding took never come here."""
+        if event.key == "escape":
+            return  # pressed out of habit (closing things): silence, not a notice
+        for binding in self._bindings.key_to_bindings.get(event.key, []):
+            action = binding.action.partition("(")[0]
+            if self.check_action(action, ()) is not True and (why := self.why_not(action)):
+                event.stop()
+                self.notify(why, timeout=4)
+                return
 
     # --------------------------------------------------------------------------------------- actions
 
@@ -339,7 +427,9 @@ class DashboardScreen(Screen[None]):
 
     def quit_question(self) -> str:
         """What quitting now stops and what it keeps (asked while a sweep, or a tune, runs)."""
-        if self.session.server_live():
+        if self.session.server_live() and self.quit_stops_server:
+            server = f"{self._server_name()} stops with it (nothing keeps running)"
+        elif self.session.server_live():
             server = f"{self._server_name()} keeps running (specdash down {self._label} stops it)"
         else:
             server = "No server of ours is running"
@@ -435,6 +525,7 @@ class DashboardScreen(Screen[None]):
             mode_list.select_number(mode_list.names.index(modes[0]) + 1)
         mode_list.marked = frozenset(modes)
         self.query_one(BenchPanel).new_sweep()
+        self.touring = True
         self.refresh_bindings()
 
     def action_select_mode(self, number: int) -> None:
@@ -465,15 +556,17 @@ class DashboardScreen(Screen[None]):
         if self._refused("ab"):
             return
         modes = [name for name in self.query_one(ModeList).names if name in self.query_one(ModeList).marked]
+        # The reference is the one the user chose (the first marked mode), whatever runs now: measuring the
+        # live mode first is an order (it saves one restart, a long load), never a change of reference.
+        reference = modes[0] if modes else None
         if self._status.mode in modes and is_live(self._status):
-            # The live mode first: it is measured as it runs, which saves one restart (a long load).
             modes.remove(self._status.mode)
             modes.insert(0, self._status.mode)
         # Says what the sweep will do from the same state the session decides on (`sweep_plan`).
         warn = sweep_question(self._status, modes, self._label)
-        self._ask_levels(f"A/B {' vs '.join(modes)}: concurrency levels", modes, warn)
+        self._ask_levels(f"A/B {' vs '.join(modes)}: concurrency levels", modes, warn, reference)
 
-    def _ask_levels(self, title: str, modes: list[str], warning: str | None) -> None:
+    def _ask_levels(self, title: str, modes: list[str], warning: str | None, reference: str | None = None) -> None:
         def chosen(levels: tuple[int, ...] | None) -> None:
             if not levels:
                 return
@@ -482,7 +575,7 @@ class DashboardScreen(Screen[None]):
             def go() -> None:
                 self.query_one(BenchPanel).new_sweep()
                 self.show_page("bench")
-                self._run_action("sweep", lambda: self.session.sweep(modes, levels), "sweep")
+                self._run_action("sweep", lambda: self.session.sweep(modes, levels, reference=reference), "sweep")
 
             if warning:
                 self._confirm(warning, "Run A/B", go)
@@ -519,8 +612,26 @@ class DashboardScreen(Screen[None]):
         self.show_page("bench")
         self._run("greedy check", lambda: self.session.check_greedy(reference))
 
+    def action_copy_summary(self) -> None:
+        """`y`: the sweep as Markdown to the clipboard (Textual writes OSC 52, which terminals honour over
+        SSH too), ready to paste into a pull request."""
+        update = self._bench
+        if update is None:
+            return
+        text = sweep_markdown(self._label, update.rows, update.curves, update.crossover_text)
+        self.app.copy_to_clipboard(text)
+        self.notify(f"Copied the sweep as Markdown ({text.count(chr(10))} lines): paste it into a PR.", timeout=5)
+
     def action_chart_view(self) -> None:
-        self.query_one(BenchPanel).cycle_chart()
+        panel = self.query_one(BenchPanel)
+        if not panel.charts_shown:  # a key that does nothing says why, in one line
+            self.notify(
+                f"The charts need {PAGED_BELOW[1]} rows (this terminal has {self.size.height}): "
+                "the bold line under the table says what they would.",
+                timeout=5,
+            )
+            return
+        panel.cycle_chart()
 
     def action_follow(self) -> None:
         view = self.query_one(LogPanel).view

@@ -45,6 +45,14 @@ BENCH_BINDINGS = [
     _b("escape", "cancel_sweep", "Cancel sweep", "cancel-sweep", "Stop the running sweep; finished levels are kept"),
     _b("p", "chart_view", "Chart", "chart-view", "Switch the curves chart: tok/s by C, speedup, Pareto"),
     _b(
+        "y",
+        "copy_summary",
+        "Copy",
+        "copy-summary",
+        "Copy the sweep as Markdown (verdict, one row per C, speedups) to the clipboard, over SSH too (OSC 52)",
+        show=False,
+    ),
+    _b(
         "o",
         "greedy",
         "Greedy check",

@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Label
 
 from specdash.core.acceptance import accept_alarm, acceptance_line
 from specdash.core.events import BenchUpdate, GreedyUpdate, LevelRow
+from specdash.core.verdict import speedup_strip
 from specdash.ui.format import rate
 from specdash.ui.messages import BenchTicked
 from specdash.ui.widgets.charts import CurvesChart, LiveChart
@@ -23,6 +24,8 @@ CHARTS_MIN_ROWS = 8
 """On a sweep page (the panel stacked: table, lines, charts), the rows the charts keep: fewer show nothing."""
 TABLE_MAX_ROWS = 8
 """The stacked table's height at most (`app.tcss`), reserved for it when capping the lines under it."""
+STRIP_TABLE_MAX_ROWS = 12
+"""The same where the crossover strip stands for the charts (a short terminal): the table gets their room."""
 SLO_COLUMNS = ("SLO", "goodput")
 """Added when the sweep has an SLO: the level's attainment (✓ it meets the SLO, ✗ not) and token goodput."""
 
@@ -84,7 +87,8 @@ def greedy_text(update: GreedyUpdate) -> str:
 def notes_text(rows: tuple[LevelRow, ...]) -> str:
     """The levels' warnings, one line each (under the table, where they are never cut off), and the alarm for
     a mode whose drafts are almost never accepted (`core.acceptance`)."""
-    lines = [f"⚠ {row.mode} C={row.concurrency}: {row.warning}" for row in rows if row.warning]
+    lines = [f"✗ {row.mode} crashed at C={row.concurrency}: {row.crash}" for row in rows if row.crash]
+    lines += [f"⚠ {row.mode} C={row.concurrency}: {row.warning}" for row in rows if row.warning]
     for mode in dict.fromkeys(row.mode for row in rows):
         alarm = accept_alarm(mode, [r.accept_length for r in rows if r.mode == mode and r.status == "done"])
         if alarm is not None:
@@ -180,6 +184,7 @@ class BenchPanel(Horizontal):
     def __init__(self, *, chart_interval: float = 0.25, id: str | None = None) -> None:  # noqa: A002
         super().__init__(id=id)
         self._interval = chart_interval
+        self._table_state = ""
         self.live_chart = LiveChart(interval=chart_interval, id="live-chart")
         """The live chart (made here: the app posts throughput ticks to it from the start)."""
 
@@ -187,6 +192,8 @@ class BenchPanel(Horizontal):
         yield Label("No sweep yet.  b: sweep the live mode   space: mark modes, a: A/B", id="bench-hint")
         with Vertical(id="bench-left"):
             yield BenchTable(id="bench-table")
+            # The charts' message in one line, where the terminal is too short to read them (`app.tcss`).
+            yield Label("", id="bench-strip", markup=False)
             with BenchLines(id="bench-lines") as lines:
                 yield Label("", id="bench-verdict", markup=False)
                 yield Label("", id="bench-greedy", markup=False)
@@ -205,13 +212,22 @@ class BenchPanel(Horizontal):
         # minimum leave: 4 rows at 80x24, 10 at 80x30 (the rest scrolls). Side by side, the CSS cap applies.
         lines = self.query_one(BenchLines)
         if self.styles.layout is not None and self.styles.layout.name == "vertical":
-            lines.styles.max_height = max(1, self.content_size.height - TABLE_MAX_ROWS - 1 - CHARTS_MIN_ROWS)
+            charts = CHARTS_MIN_ROWS if self.charts_shown else 1  # else the one-line strip stands for them
+            table = TABLE_MAX_ROWS if self.charts_shown else STRIP_TABLE_MAX_ROWS
+            lines.styles.max_height = max(1, self.content_size.height - table - 1 - charts)
         else:
             lines.styles.max_height = None
+
+    @property
+    def charts_shown(self) -> bool:
+        """False where the terminal is too short to read a chart: the crossover strip says what they would."""
+        return bool(self.query_one("#bench-charts").styles.display != "none")
 
     def show_update(self, update: BenchUpdate) -> None:
         """A level started or ended: new table, new curves."""
         self.has_data = True
+        curves = {mode: dict(points) for mode, points in update.curves.items()}
+        self.query_one("#bench-strip", Label).update(speedup_strip(curves, update.crossover))
         self.query_one(BenchTable).show_rows(update.rows, update.curves)
         self.query_one(CurvesChart).set_curves(update.curves, update.crossover, update.rows)
         verdict = self.query_one("#bench-verdict", Label)
@@ -219,8 +235,13 @@ class BenchPanel(Horizontal):
         verdict.display = bool(update.crossover_text)
         done = sum(1 for row in update.rows if row.status in ("done", "failed"))
         # A sweep that ended with levels still pending was cut short (cancelled or failed): say so.
-        state = "running" if update.running else "finished" if done == len(update.rows) else "stopped"
-        self.query_one(BenchTable).border_subtitle = f"{state} · {done}/{len(update.rows)} levels"
+        crashed = next((row for row in update.rows if row.crash), None)
+        if crashed is not None:  # not "finished": the crash and where it happened stand on the table
+            state = f"crashed at {crashed.mode} C={crashed.concurrency}"
+        else:
+            state = "running" if update.running else "finished" if done == len(update.rows) else "stopped"
+        self._table_state = f"{state} · {done}/{len(update.rows)} levels"
+        self.query_one(BenchTable).border_subtitle = self._table_state
         accept = self.query_one("#bench-accept", Label)
         accept.update(acceptance_text(update.rows))
         accept.display = bool(acceptance_text(update.rows))
@@ -242,6 +263,11 @@ class BenchPanel(Horizontal):
         # The live chart has drawn the point (the message bubbled up from it).
         message.stop()
         self.has_data = True
+        if not self.charts_shown:  # no live chart on a short terminal: the running level's figure on the table
+            tick = message.tick
+            total = f"/{tick.total}" if tick.total else ""
+            live = f"{tick.mode} C={tick.concurrency} {rate(tick.tok_s)} tok/s, {tick.done}{total} requests"
+            self.query_one(BenchTable).border_subtitle = f"{self._table_state} · {live}"
 
     def cycle_chart(self) -> str:
         """Switch the right-hand chart to its next view (tok/s by C, speedup, Pareto); returns its name."""

@@ -102,7 +102,10 @@ class GpuPanel(Static):
         # Leave room for "GPU0 " and " 100% 79.1/80G 700W" (compact: "0 " and " 100% 79G"); a narrow panel
         # (a strip above the log) gets the compact figures too, rather than lines that wrap.
         compact = columns == 2 or cell < COMPACT_BELOW
-        width = max(3, cell - (11 if compact else 26))
+        # The bar gets what the widest label and figures leave (a 141 GiB H200 says "112G", one more cell than
+        # "79G": a fixed allowance let such lines run past the panel and wrap into each other).
+        shapes = [gpu_line(gpu, 0, compact=compact) for gpu in gpus]
+        width = max(3, cell - max(len(label) for label, *_ in shapes) - max(len(f) for *_, f in shapes))
         for i, gpu in enumerate(gpus):
             label, filled, empty, figures = gpu_line(gpu, width, compact=compact)
             if i:

@@ -110,14 +110,15 @@ class ModeList(OptionList):
             ("◆ " if name in self.marked else "  ", style("mode-list--marked")),
             (name, style("mode-list--current")) if name == current else name,
         ]
+        # The state right after the name: a narrow list cuts the end of the line, never what runs.
         if resident:  # a resident mode's server, right after the name: asleep (N GiB held), waking, verifying
             busy = resident in ("waking", "verifying", "going to sleep")
             parts.append((f" {resident}", style("mode-list--marked" if busy else "mode-list--dim")))
-        parts.append((f"  {engine}", style("mode-list--dim")))
         if marker := mode_marker(self.status, name):
             key = look(self.status).key
             component = {"crashed": "mode-list--crashed", "stopped": "mode-list--dim", "stopping": "mode-list--dim"}
             parts.append((f"  {marker}", style(component.get(key, "mode-list--current"))))
+        parts.append((f"  {engine}", style("mode-list--dim")))
         if description:
             parts.append((f"  {description}", style("mode-list--dim")))
         return Content.assemble(*parts)

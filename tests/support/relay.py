@@ -3,12 +3,12 @@
 Each chunk read from one side is written to the other `delay ± jitter` seconds after it arrived, in both
 directions. Jitter never reorders: a chunk is due no earlier than the one before it (a TCP stream is
 ordered, so a late segment holds back the ones behind it, as on a real path). The rate limit is not ours:
-the rig puts a `tbf` qdisc on the veth (tests/wan.py).
+the rig puts a `tbf` qdisc on the veth (tests/support/wan.py).
 
 In-process (`async with Relay(...)`) for its own tests, or as a process of its own for the rig and the
 benchmarks, so its CPU is not charged to the client under test:
 
-    python -m tests.relay --target 10.99.1.2:22 --delay 0.040 --jitter 0.004   # prints "port N", then relays
+    python -m tests.support.relay --target 10.99.1.2:22 --delay 0.040 --jitter 0.004   # prints "port N", then relays
 
 A bounded queue per direction (`max_chunks`) gives back-pressure: a reader stops reading when the far
 side's writer is that far behind.
@@ -180,8 +180,8 @@ async def _serve(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m tests.relay` (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m tests.relay")
+    """`python -m tests.support.relay` (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog="python -m tests.support.relay")
     parser.add_argument("--target", required=True, help="HOST:PORT to relay to")
     parser.add_argument("--delay", type=float, default=0.040, help="seconds each way (default 0.040)")
     parser.add_argument("--jitter", type=float, default=0.004, help="± seconds, uniform (default 0.004)")

@@ -1,6 +1,6 @@
 """The WAN rig: a GPU host 40 ms ± 4 ms away each way, behind a rate-limited link.
 
-    client (root ns) -> tests.relay on 127.0.0.1:P (delays each chunk, both ways, order kept)
+    client (root ns) -> tests.support.relay on 127.0.0.1:P (delays each chunk, both ways, order kept)
                      -> veth with a `tbf` qdisc each way (RATE) -> sshd inside namespace sd-<id>
                                                                    simulator on the namespace's 127.0.0.1
 
@@ -25,8 +25,8 @@ from typing import Any
 
 from specdash.bench.samples import RequestSample
 from specdash.remote.ssh import SSHOptions
-from tests.netns import Netns
-from tests.sshd import TEST_USER, Keys, Sshd
+from tests.support.netns import Netns
+from tests.support.sshd import TEST_USER, Keys, Sshd
 
 DELAY_S = 0.040
 """One-way delay (80 ms round trip: a laptop to a GPU box a continent away)."""
@@ -34,7 +34,7 @@ JITTER_S = 0.004
 """± uniform jitter per chunk."""
 RATE = "50mbit"
 """The link's rate each way (`tbf`)."""
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def tc(*args: str, netns: str | None = None) -> None:
@@ -73,7 +73,7 @@ def _child_env() -> dict[str, str]:
 
 @dataclass
 class RelayProcess:
-    """`python -m tests.relay` in a process of its own (see tests/relay.py)."""
+    """`python -m tests.support.relay` in a process of its own (see tests/support/relay.py)."""
 
     target: str
     delay_s: float = DELAY_S
@@ -82,7 +82,7 @@ class RelayProcess:
     proc: subprocess.Popen[str] | None = None
 
     def start(self, timeout: float = 20.0) -> RelayProcess:
-        argv = [sys.executable, "-m", "tests.relay", "--target", self.target]
+        argv = [sys.executable, "-m", "tests.support.relay", "--target", self.target]
         argv += ["--delay", str(self.delay_s), "--jitter", str(self.jitter_s)]
         self.proc = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=_child_env(), start_new_session=True

@@ -108,8 +108,10 @@ class FakeSession:
     async def switch(self, mode: str) -> None:
         await self._record("switch", mode)
 
-    async def sweep(self, modes: Sequence[str], levels: Sequence[int]) -> Mapping[str, SweepResult]:
-        await self._record("sweep", tuple(modes), tuple(levels))
+    async def sweep(
+        self, modes: Sequence[str], levels: Sequence[int], *, reference: str | None = None
+    ) -> Mapping[str, SweepResult]:
+        await self._record("sweep", tuple(modes), tuple(levels), *((reference,) if reference else ()))
         return {}
 
     async def cancel_sweep(self) -> None:

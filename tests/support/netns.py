@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from itertools import count
 
-from tests.sshd import Keys, Sshd
+from tests.support.sshd import Keys, Sshd
 
 NET = ipaddress.IPv4Network("10.99.0.0/16")
 """The test range: nothing else on our machines uses it."""

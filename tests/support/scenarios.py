@@ -19,8 +19,8 @@ from specdash.errors import SpecdashError
 from specdash.phases import CrashInfo, Phase, Progress
 from specdash.remote.events import Connected, Lost, Reconnecting
 from specdash.slo import LevelSlo, TargetResult, goodput_curve, max_concurrency_meeting, parse_slo
+from tests.support.fake_session import Event
 from tests.support.log_batches import RawLog
-from tests.ui.fake_session import Event
 
 NOW = 1_700_000_000.0
 """The fixed clock every UI test uses."""
