@@ -76,8 +76,16 @@ async def test_up_reaches_ready_through_every_phase_then_down_frees_everything(
         await session.start("eagle3")
         final = await session.wait_status(SETTLED, timeout=60)
         assert final.phase is Phase.READY, final
-        startup = [p for p in seen.phases() if p in STARTUP_ORDER]
-        assert startup == list(STARTUP_ORDER), startup  # every phase, in order, none skipped
+        # Every phase this start goes through, in order, none skipped, each with its duration: the timeline
+        # the status carries. The statuses published are one per batch of log lines read, so a phase the
+        # simulator passes in a few milliseconds (its KV pool at --sim-time-scale 0.01) shares a batch with
+        # the next one and is never the published phase; they must still never go backwards.
+        # SGLang compiles only with --enable-torch-compile or DeepGEMM's JIT, which this mode has neither of.
+        expected = [p for p in STARTUP_ORDER if p is not Phase.COMPILING]
+        assert [p for p, _ in final.timeline] + [final.phase] == expected, final.timeline
+        published = [p for p in seen.phases() if p in STARTUP_ORDER]
+        assert published == sorted(published, key=STARTUP_ORDER.index), published
+        assert published[0] is Phase.LAUNCHING and published[-1] is Phase.READY, published
         assert any("The server is fired up and ready to roll!" in line for line in seen.log_lines())
         pid = final.pid
         assert pid is not None and await remote_alive(session.host, pid)
