@@ -36,6 +36,25 @@ def cli_env(home: Path, config: Path | None = None) -> dict[str, str]:
     return env
 
 
+_LAUNCHER = """
+import os, signal, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    f.write(str(usage.ru_maxrss))
+code = os.waitstatus_to_exitcode(status)
+if code < 0:
+    signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+sys.exit(code)
+"""
+"""Runs the CLI as the child of a small process and writes that child's ru_maxrss to a file. Linux keeps a
+process's peak RSS across exec, so a CLI forked straight from a big pytest process (an xdist worker holds
+~300 MiB) would report the worker's memory as its own; forked from this small launcher it reports its own."""
+
+
 def run_cli(
     argv: tuple[str, ...],
     home: Path,
@@ -46,12 +65,13 @@ def run_cli(
     """`python -m specdash ARGV` with its own HOME and XDG dirs (`env_over` replaces some of the environment);
     kills it (and fails) after `timeout`."""
     home.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as tmp:
+        peak_file = Path(tmp) / "peak"
         env = {**cli_env(home, config), **(env_over or {})}
         if os.environ.get("SPECDASH_SRC_UNDER_TEST"):  # run an older checkout (to see a test fail before its fix)
             env["PYTHONPATH"] = os.environ["SPECDASH_SRC_UNDER_TEST"]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "specdash", *argv],
+            [sys.executable, "-c", _LAUNCHER, str(peak_file), sys.executable, "-m", "specdash", *argv],
             stdout=out,
             stderr=err,
             stdin=subprocess.DEVNULL,
@@ -70,14 +90,15 @@ def run_cli(
                 raise AssertionError(f"specdash {' '.join(argv)} hung for {timeout:g} s")
             time.sleep(0.05)
         proc.returncode = os.waitstatus_to_exitcode(status)
-        record_peak(argv, usage.ru_maxrss / 1024)
+        peak_mib = int(peak_file.read_text()) / 1024 if peak_file.exists() else usage.ru_maxrss / 1024
+        record_peak(argv, peak_mib)
         out.seek(0)
         err.seek(0)
         return Done(
             proc.returncode,
             out.read().decode(errors="replace"),
             err.read().decode(errors="replace"),
-            usage.ru_maxrss / 1024,
+            peak_mib,
         )
 
 
