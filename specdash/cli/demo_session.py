@@ -24,6 +24,7 @@ from specdash.bench.probe import ProbeSettings
 from specdash.bench.store import Store, demo_path
 from specdash.bench.sweep import SweepConfig
 from specdash.config import Config, HostConfig, ModeConfig, TuneConfig
+from specdash.engines.spec_settings import SpecSetting, sglang_flags
 from specdash.errors import SpecdashError
 from specdash.ports import free_port
 from specdash.remote.embedded import EmbeddedSSHServer
@@ -32,6 +33,7 @@ from specdash.remote.ssh import SSHHost
 from specdash.server.lifecycle import Lifecycle, run_script
 from specdash.server.remote_session import RemoteSession
 from specdash.sim.gpus import COUNT_ENV, DIR_ENV, install
+from specdash.sim.spec_space import CALIBRATION_FLAGS, CHAIN_ANCHOR
 
 if TYPE_CHECKING:
     from specdash.server.remote_session import RemoteSession
@@ -52,6 +54,8 @@ def demo_host_name(time_scale: float) -> str:
     return "demo" if time_scale == TIME_SCALE else f"demo-{time_scale:g}x"
 
 
+CHAIN = SpecSetting(*CHAIN_ANCHOR)
+"""The spec-v2 mode's chain: SGLang's default (3, 1, 4) for DeepSeek-like models."""
 DEMO_TUNE_SPACE = "steps=1,3 topk=1,4 draft=4,8"
 """The demo's `[tune.eagle3-demo]` space."""
 
@@ -61,10 +65,7 @@ def demo_config(port: int, time_scale: float = TIME_SCALE) -> Config:
     launcher = (sys.executable, "-m", "specdash", "sim")
     # --sim-exit-with: should the demo die without its cleanup (SIGKILL), its simulator follows it out.
     common = ("--tp", "8", "--enable-metrics", "--sim-time-scale", str(time_scale), "--sim-exit-with", str(os.getpid()))
-    eagle = (
-        "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", DRAFT,
-        "--speculative-num-steps", "2", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "16",
-    )  # fmt: skip
+    eagle = ("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", DRAFT, *CALIBRATION_FLAGS)
 
     def mode(name: str, args: tuple[str, ...], description: str, env: dict[str, str] | None = None) -> ModeConfig:
         return ModeConfig(
@@ -89,18 +90,7 @@ def demo_config(port: int, time_scale: float = TIME_SCALE) -> Config:
         ),
         mode(
             "spec-v2",
-            (
-                "--speculative-algorithm",
-                "EAGLE3",
-                "--speculative-draft-model-path",
-                DRAFT,
-                "--speculative-num-steps",
-                "3",
-                "--speculative-eagle-topk",
-                "1",
-                "--speculative-num-draft-tokens",
-                "4",
-            ),  # fmt: skip
+            ("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", DRAFT, *sglang_flags(CHAIN)),
             "EAGLE-3 on the overlap scheduler (SGLANG_ENABLE_SPEC_V2=1)",
             {"SGLANG_ENABLE_SPEC_V2": "1"},
         ),

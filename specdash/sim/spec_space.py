@@ -37,6 +37,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from specdash.engines.spec_settings import SpecSetting, sglang_flags
 from specdash.sim.model import BASELINE, EAGLE3, StepCost, solve_accept_prob
 
 CHAIN_ANCHOR = (3, 1, 4)
@@ -46,6 +47,8 @@ A_DRAFT = 0.4
 """ms per draft step, fixed (a draft forward at small batch is latency-bound)."""
 CALIBRATION = (2, 4, 16)
 """The (steps, topk, draft) setting that carries the field calibration: the seed's server's flags."""
+CALIBRATION_FLAGS = sglang_flags(SpecSetting(*CALIBRATION))
+"""SGLang's draft flags for `CALIBRATION` (the demo's `eagle3` mode and the tests that hold the seed's figures)."""
 B_BASE = 1.5
 """Per-request cost of a speculative step without the draft and verify tokens: a little above the plain target
 step's 1.16 ms; the value that keeps the field's best chain depths (4 at batch 1, 2 at batch 64)."""

@@ -21,23 +21,13 @@ from specdash.bench.prompts import load_prompts
 from specdash.bench.sse import Endpoint
 from specdash.bench.sweep import SweepResult, run_sweep
 from specdash.bench.sweep_data import SweepConfig
+from specdash.sim.model import SPEC_MAX_RUNNING
+from specdash.sim.spec_space import CALIBRATION_FLAGS
 from tests.integration.test_probe_sim import start_sim, stop_sim
 
-SEED_EAGLE3 = [
-    "--speculative-algorithm",
-    "EAGLE3",
-    "--speculative-draft-model-path",
-    "/d",
-    "--speculative-num-steps",
-    "2",
-    "--speculative-eagle-topk",
-    "4",
-    "--speculative-num-draft-tokens",
-    "16",
-]
+SEED_EAGLE3 = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/d", *CALIBRATION_FLAGS]
 HIGH = 100
 OUTPUT_LEN = 256
-SPEC_MAX_RUNNING = 48
 QUEUE_WAIT_S = (-(-HIGH // SPEC_MAX_RUNNING) - 1) * OUTPUT_LEN / (354 / SPEC_MAX_RUNNING)
 """Longest wait in SGLang's queue at C = HIGH with EAGLE-3: whole rounds of the 48 running requests (~69 s)."""
 

@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 
 from specdash.sim.model import baseline_model, eagle3_model
+from specdash.sim.spec_space import CALIBRATION_FLAGS
 from tests.support.eventually import eventually
 from tests.support.sim_harness import (
     Simulators,
@@ -24,22 +25,8 @@ from tests.support.sim_harness import (
 SEED = ("--sim-seed", "7")  # the same sampled acceptance run to run
 # The draft parameters `eagle3_model()` is calibrated at (the seed's 2, 4, 16): without them the simulator
 # takes SGLang's own defaults for EAGLE-3 (3, 1, 4), another tree whose throughput that model does not describe.
-EAGLE3 = (
-    *SEED,
-    "--model-path",
-    "/models/kimi",
-    "--tp",
-    "2",
-    "--speculative-algorithm",
-    "EAGLE3",
-    "--speculative-num-steps",
-    "2",
-    "--speculative-eagle-topk",
-    "4",
-    "--speculative-num-draft-tokens",
-    "16",
-)
 BASELINE = (*SEED, "--model-path", "/models/kimi", "--tp", "2")
+EAGLE3 = (*BASELINE, "--speculative-algorithm", "EAGLE3", *CALIBRATION_FLAGS)
 
 
 async def test_generate_stream_counts_and_spec_meta(sim: Simulators) -> None:
