@@ -8,12 +8,12 @@ has every column, for scripts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pty
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -47,35 +47,31 @@ async def _on_a_pty(argv: list[str], env: dict[str, str], timeout: float) -> tup
     os.close(slave)
     os.set_blocking(master, False)
     out = bytearray()
-    deadline = time.monotonic() + timeout
+    ended = asyncio.get_running_loop().create_future()
+
+    def readable() -> None:  # the loop calls this when the pty has bytes, or has closed (EIO, or b"")
+        try:
+            chunk = os.read(master, 65536)
+        except BlockingIOError:
+            return
+        except OSError:  # EIO: every writer of the pty is gone
+            chunk = b""
+        if chunk:
+            out.extend(chunk)
+        elif not ended.done():
+            ended.set_result(None)
+
+    loop = asyncio.get_running_loop()
+    loop.add_reader(master, readable)
     try:
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except BlockingIOError:
-                chunk = None
-            except OSError:  # EIO: the child closed its end
-                break
-            if chunk == b"":
-                break
-            if chunk:
-                out += chunk
-                continue
-            if proc.returncode is not None:
-                await asyncio.sleep(0.05)
-                try:
-                    rest = os.read(master, 65536)
-                    out += rest
-                    if rest:
-                        continue
-                except (BlockingIOError, OSError):
-                    pass
-                break
-            assert time.monotonic() < deadline, f"bench on a pty ran past {timeout} s: {out[-2000:]!r}"
-            await asyncio.sleep(0.05)
+        await asyncio.wait_for(ended, timeout)
+    except TimeoutError:
+        raise AssertionError(f"bench on a pty ran past {timeout} s: {bytes(out[-2000:])!r}") from None
     finally:
+        loop.remove_reader(master)
         if proc.returncode is None:
-            os.killpg(proc.pid, 9)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, 9)
         os.close(master)
     code = await asyncio.wait_for(proc.wait(), 30)
     return code, out.decode(errors="replace").replace("\r\n", "\n")
