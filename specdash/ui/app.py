@@ -19,6 +19,7 @@ from textual import events, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
@@ -177,6 +178,23 @@ class SpecdashApp(App[None]):
         self._connected = asyncio.Event()
         self._attached = asyncio.Event()
         """Set by the first ServerStatus after the first Connected: the session has looked for a live run."""
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Textual's notification, held while a question waits for its answer (`ConfirmScreen.held`)."""
+        options: dict[str, Any] = {"title": title, "severity": severity, "timeout": timeout, "markup": markup}
+        question = self.screen_stack[-1] if self.screen_stack else None
+        if isinstance(question, ConfirmScreen) and question.is_mounted:
+            question.held.append((message, options))
+            return
+        super().notify(message, **options)
 
     def get_default_screen(self) -> Screen[Any]:
         return self.dashboard

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from textual.widgets import OptionList
+from textual.widgets._toast import Toast, ToastRack
 
 from specdash.ui.screens.confirm import ConfirmScreen
 from specdash.ui.widgets.bench import BenchTable
@@ -221,6 +222,30 @@ async def test_q_during_a_sweep_says_what_stops_and_waits_for_yes(build: AppFact
         await pilot.press("y")
         await pilot.pause()
     assert ("close", ()) in session.calls
+
+
+async def test_a_question_is_never_covered_by_a_toast(build: AppFactory) -> None:
+    """At 80x24 a long notice (the startup advice) lay over the quit question and hid it (e2e, 2 runs in 5)."""
+    app, session = build(sc.ready_with_bench())
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await pilot.pause()
+        app.notify("startup advice: " + "capture fewer CUDA graphs " * 20, timeout=30)
+        await pilot.pause()
+        assert [t for t in app.screen.query(Toast) if t.display], "the notice is on screen before the question"
+        session.sweeping = True
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        app.notify("a notice that comes while the question is up " * 5, timeout=30)
+        await pilot.pause()
+        racks = [r for r in app.screen.query(ToastRack) if r.display]
+        assert not [t for r in racks for t in r.query(Toast)], "a toast covers the question"
+        await pilot.press("n")
+        await pilot.pause()
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)
+        shown = [str(t.render()) for t in app.screen.query(Toast)]
+        assert any("while the question is up" in t for t in shown), shown  # held, not lost
 
 
 async def test_exit_summary_says_what_still_runs(build: AppFactory) -> None:

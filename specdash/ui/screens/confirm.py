@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -26,6 +28,8 @@ class ConfirmScreen(ModalScreen[bool]):
         self._question = question
         self._yes = yes
         self._no = no
+        self.held: list[tuple[str, dict[str, Any]]] = []
+        """Notifications that came while the question was up (`SpecdashApp.notify`): shown once it is answered."""
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
@@ -35,7 +39,20 @@ class ConfirmScreen(ModalScreen[bool]):
                 yield Button(f"{self._no} (n / esc)", variant="default", id="no")
 
     def on_mount(self) -> None:
+        # A question the user must answer is never covered: toasts lie above every screen, and a long one (the
+        # startup advice at 80 columns) hid the whole question. Those on screen when it opens (5-8 s notices,
+        # already shown) are cleared; those that come while it is up are held and shown once it is answered.
+        self.app.clear_notifications()
         self.query_one("#no", Button).focus()
+
+    def on_unmount(self) -> None:
+        held, app = list(self.held), self.app
+
+        def show() -> None:  # after the pop: the screen below shows them
+            for message, options in held:
+                app.notify(message, **options)
+
+        app.call_later(show)
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)
