@@ -352,6 +352,10 @@ class SSHHost:
                 async with session:
                     conn = await self._connection()
                     proc = await _open_process(conn, command, input=stdin, encoding="utf-8", errors="replace")
+                    if stdin == "":
+                        # asyncssh sends EOF only after non-empty input: an empty one would leave a reader
+                        # of stdin (`cat > file`) waiting until the timeout.
+                        proc.stdin.write_eof()
                     done = await proc.wait()
         except TimeoutError:
             if proc is not None:

@@ -30,6 +30,8 @@ async def test_run_returns_status_and_both_streams(host: SSHHost) -> None:
     assert (result.exit_status, result.stdout, result.stderr) == (3, f"out\n{TEST_USER}\n", "err\n")
     assert not result.ok
     assert (await host.run("tr a-z A-Z", stdin="piped\n")).stdout == "PIPED\n"
+    # Empty input is input too: the command reads EOF at once instead of waiting out the timeout.
+    assert (await host.run("wc -c", stdin="", timeout=10)).stdout.strip() == "0"
 
 
 async def test_run_timeout_is_a_typed_error(host: SSHHost) -> None:
