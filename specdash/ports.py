@@ -1,5 +1,5 @@
-"""A local TCP port that is free now: for what specdash starts on this machine (the demo's simulator) and for
-the tests' sshd and simulators. The one such helper."""
+"""A local TCP port that is free now, for what specdash starts on this machine (the demo's simulator). The tests
+take theirs from `tests/support/ports.py`, which keeps parallel workers apart."""
 
 from __future__ import annotations
 

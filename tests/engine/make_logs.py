@@ -25,8 +25,8 @@ from pathlib import Path
 
 import httpx
 
-from specdash.ports import free_port
 from tests.engine.conftest import ENGINE_DTYPE, ENGINE_PYTHON, MODEL_DIR
+from tests.support.ports import free_port
 
 OUT = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "vllm_cpu_real"
 NGRAM = '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4,"prompt_lookup_min":2}'

@@ -37,7 +37,6 @@ from specdash.core.acceptance import acceptance_line
 from specdash.core.events import GreedyUpdate
 from specdash.core.verdict import verdict
 from specdash.phases import Phase
-from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession
 from specdash.ui.app import SpecdashApp, make_app
@@ -47,6 +46,7 @@ from tests.engine.conftest import ENGINE_PYTHON, RESULTS_DIR
 from tests.engine.test_vllm_engine import START_TIMEOUT_S, engine_config
 from tests.integration.conftest import target
 from tests.integration.test_dashboard_live import Waker, text
+from tests.support.ports import free_port
 from tests.support.sshd import Keys, Sshd
 
 pytestmark = pytest.mark.engine

@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from specdash.ports import free_port
 from tests.engine.conftest import ENGINE_PYTHON, RESULTS_DIR
 from tests.engine.test_vllm_engine import modes_toml
 from tests.integration.conftest import target
+from tests.support.ports import free_port
 from tests.support.sshd import Keys, Sshd
 
 pytestmark = pytest.mark.engine

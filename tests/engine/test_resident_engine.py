@@ -14,12 +14,12 @@ from specdash.config import HostConfig
 from specdash.core.events import Notice
 from specdash.engines.registry import names, resident_refusal
 from specdash.phases import Phase
-from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession, running
 from tests.engine.conftest import ENGINE_PYTHON
 from tests.engine.test_vllm_engine import Recorder, modes_toml
 from tests.integration.conftest import target
+from tests.support.ports import free_port
 from tests.support.sshd import Keys, Sshd
 
 pytestmark = pytest.mark.engine

@@ -33,12 +33,12 @@ from specdash.core.events import LogBatch, ServerStatus
 from specdash.engines.registry import names
 from specdash.engines.vllm import VLLM_STARTUP_ORDER
 from specdash.phases import SETTLED, Phase
-from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession, running
 from tests.engine.conftest import ENGINE_DTYPE, ENGINE_PYTHON, MODEL_DIR, RESULTS_DIR
 from tests.integration.conftest import remote_alive, target
 from tests.support.eventually import eventually
+from tests.support.ports import free_port
 from tests.support.sshd import TEST_USER, Keys, Sshd
 
 pytestmark = [pytest.mark.engine, pytest.mark.asyncio(loop_scope="module")]

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from specdash.ports import free_port
 from tests.integration.conftest import ssh_keys, sshd  # noqa: F401  (fixtures)
 from tests.support.hostile_cli import Done, assert_clean_failure, cli_env, run_cli
+from tests.support.ports import free_port
 from tests.support.sshd import TEST_HOME, TEST_USER, Keys, Sshd, make_dir
 
 BANNER = "Welcome to hostile-box! specdash-stream-pid 1\nstarted 1 1 /nope\n"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from specdash.ports import free_port
 from tests.support.hostile_cli import assert_clean_failure, run_cli
+from tests.support.ports import free_port
 
 _ACTING = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 KEY_LINE = b"127.0.0.1 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n"

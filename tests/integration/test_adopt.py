@@ -23,12 +23,12 @@ from specdash.bench.sweep import SweepConfig
 from specdash.config import Config, HostConfig
 from specdash.core.events import LogBatch
 from specdash.phases import SETTLED, Origin, Phase
-from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.launch import launch_argv, launch_env
 from specdash.server.lifecycle import PortBusy
 from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import remote_alive, target
+from tests.support.ports import free_port
 from tests.support.recorder import Recorder
 from tests.support.remote_sim import sim_config
 from tests.support.sshd import Keys, Sshd

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from specdash.ports import free_port
 from tests.integration.conftest import target
+from tests.support.ports import free_port
 from tests.support.remote_sim import sim_config, with_host
 from tests.support.sshd import Keys, Sshd
 

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from specdash.config import Config, HostConfig
-from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession
 from specdash.ui.app import make_app
 from specdash.ui.screens.confirm import ConfirmScreen
 from tests.integration.conftest import target
 from tests.support.eventually import eventually
+from tests.support.ports import free_port
 from tests.support.sshd import TEST_USER, Keys, Sshd
 
 SIZES = [(80, 24), (100, 30), (160, 45)]

@@ -240,8 +240,8 @@ async def test_greedy_key_over_the_real_stack_finds_a_lossy_verify_step(
     from specdash.bench.probe import ProbeSettings
     from specdash.bench.store import Store
     from specdash.bench.sweep_data import SweepConfig
-    from specdash.ports import free_port
     from specdash.slo import parse_slo
+    from tests.support.ports import free_port
     from tests.support.remote_sim import sim_config
 
     diverge = '[modes.diverge]\nextends = "eagle3"\nargs = ["--sim-fault", "spec-diverge=5"]\n'

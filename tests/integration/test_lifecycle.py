@@ -18,13 +18,13 @@ import pytest
 from specdash.config import Config, HostConfig
 from specdash.core.lines import split_lines
 from specdash.phases import SETTLED, STARTUP_ORDER, Phase
-from specdash.ports import free_port
 from specdash.remote.events import Connected, Lost
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle, PortBusy, ServerAlreadyRunning
 from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import remote_alive, target
 from tests.support.cpuhog import cpu_hog
+from tests.support.ports import free_port
 from tests.support.recorder import Recorder
 from tests.support.remote_sim import overload, sim_config
 from tests.support.sshd import Sshd

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from specdash.bench.listener import listening_inodes, server_command
 from specdash.bench.store import Store
-from specdash.ports import free_port
 from tests.support.eventually import eventually
+from tests.support.ports import free_port
 from tests.support.sim_harness import Simulators
 from tests.support.sshd import TEST_USER, Keys, Sshd
 

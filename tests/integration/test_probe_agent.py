@@ -28,12 +28,12 @@ from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import load_prompts
 from specdash.bench.store import Store
 from specdash.bench.sweep import Sweep, SweepConfig
-from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.probe_agent import HostRunner, check_hello, parse_python_version
 from tests.integration.conftest import target, trust
 from tests.support import pythons
 from tests.support.fake_server import FakeServer
+from tests.support.ports import free_port
 from tests.support.remote_sim import sim_config, with_host
 from tests.support.sshd import TEST_HOME, Keys, Sshd, make_dir
 

@@ -17,7 +17,7 @@ from specdash.bench.probe import ProbeSettings
 from specdash.bench.prompts import load_prompts
 from specdash.bench.sse import Endpoint
 from specdash.bench.sweep import SweepConfig, SweepResult, run_sweep
-from specdash.ports import free_port
+from tests.support.ports import free_port
 
 READY = "The server is fired up and ready to roll!"
 EAGLE = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/d", "--speculative-num-steps", "3",

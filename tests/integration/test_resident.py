@@ -22,13 +22,13 @@ from specdash.config import HostConfig
 from specdash.core.resident import RELEASED_FLOOR_MIB
 from specdash.errors import SpecdashError
 from specdash.phases import Phase
-from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server import resident
 from specdash.server.remote_session import RemoteSession, running
 from specdash.sim.gpus import COUNT_ENV, DIR_ENV
 from tests.integration.conftest import target
 from tests.support.eventually import eventually
+from tests.support.ports import free_port
 from tests.support.remote_sim import SRC, remote_python, sim_config, with_host
 from tests.support.sshd import Keys, Sshd, make_dir
 

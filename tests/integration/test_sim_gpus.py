@@ -12,10 +12,10 @@ from pathlib import Path
 import aiohttp
 
 from specdash.core.events import GpuSample
-from specdash.ports import free_port
 from specdash.server.gpu import QUERY, parse_gpus
 from specdash.sim.gpus import COUNT_ENV, DIR_ENV, NAME, TOTAL_MIB, install
 from tests.support.eventually import eventually
+from tests.support.ports import free_port
 from tests.support.sim_harness import SimProcess, stream_generate
 
 READY = "The server is fired up and ready to roll!"

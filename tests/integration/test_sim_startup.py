@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from specdash.ports import free_port
+from tests.support.ports import free_port
 from tests.support.sim_harness import READY, Simulators, probe_health
 
 # engines.md 5.8, version-tolerant patterns.

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from specdash.ports import free_port
 from specdash.remote.events import Connecting, Failed
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.remote.ssherror import SSHError, SSHErrorKind
 from tests.integration.conftest import target, trust
+from tests.support.ports import free_port
 from tests.support.sshd import TEST_USER, Keys, Sshd, keygen, socket_owners
 
 

@@ -18,11 +18,11 @@ from specdash.config import Config, HostConfig
 from specdash.core.events import Notice
 from specdash.engines.registry import names
 from specdash.phases import SETTLED, Origin, Phase
-from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle
 from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import remote_alive, target
+from tests.support.ports import free_port
 from tests.support.recorder import Recorder
 from tests.support.remote_sim import remote_python
 from tests.support.sshd import Sshd

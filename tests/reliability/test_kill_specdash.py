@@ -18,7 +18,6 @@ import httpx
 
 from specdash.bench.agent.main import PING_GRACE_S
 from specdash.config import HostConfig
-from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle, RunRecord
 from specdash.server.probe_agent import ORPHAN_IDLE_S
@@ -26,6 +25,7 @@ from tests.integration.conftest import target
 from tests.reliability.conftest import state_dir as unique_state_dir
 from tests.reliability.conftest import timing
 from tests.support.eventually import eventually_sync
+from tests.support.ports import free_port
 from tests.support.remote_sim import sim_config, with_host
 from tests.support.sshd import TEST_HOME, Keys, Sshd, _children
 

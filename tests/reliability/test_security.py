@@ -22,7 +22,6 @@ from specdash.bench.prompts import load_prompts
 from specdash.bench.store import REDACTED, Store, redact
 from specdash.bench.sweep import SweepConfig, run_sweep
 from specdash.config import HostConfig
-from specdash.ports import free_port
 from specdash.remote.embedded import EmbeddedSSHServer
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle
@@ -30,6 +29,7 @@ from tests.integration.conftest import target
 from tests.reliability.conftest import state_dir
 from tests.support.eventually import eventually_sync
 from tests.support.fake_server import FakeServer
+from tests.support.ports import free_port
 from tests.support.remote_sim import sim_config
 from tests.support.sshd import Sshd
 

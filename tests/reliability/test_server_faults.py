@@ -17,7 +17,6 @@ from specdash.config import HostConfig
 from specdash.core.events import BenchUpdate, ServerStatus
 from specdash.errors import SpecdashError
 from specdash.phases import Phase
-from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle, PortBusy
 from specdash.server.remote_session import RemoteSession, running
@@ -25,6 +24,7 @@ from tests.integration.conftest import remote_alive, target
 from tests.reliability.conftest import state_dir, timing
 from tests.support.cpuhog import cpu_hog
 from tests.support.eventually import eventually
+from tests.support.ports import free_port
 from tests.support.recorder import Recorder
 from tests.support.remote_sim import sim_config
 from tests.support.sshd import Sshd, make_dir

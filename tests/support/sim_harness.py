@@ -26,8 +26,8 @@ from types import TracebackType
 import aiohttp
 
 from specdash.core.lines import LineSplitter
-from specdash.ports import free_port
 from tests.support.eventually import eventually
+from tests.support.ports import free_port
 
 READY = "The server is fired up and ready to roll!"
 """SGLang's ready line, which the simulator prints once it serves."""

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from specdash.ports import free_port
+from tests.support.ports import free_port
 
 SSHD = Path("/usr/sbin/sshd")
 TEST_USER = "specdash-test"

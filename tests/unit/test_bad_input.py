@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from specdash.ports import free_port
 from tests.integration.conftest import ssh_keys, sshd  # noqa: F401  (fixtures for the SSH cases)
+from tests.support.ports import free_port
 from tests.support.sshd import TEST_USER, Keys, Sshd, keygen
 
 GOOD = """
