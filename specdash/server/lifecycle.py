@@ -106,7 +106,7 @@ def _int(value: object) -> int:
     return int(value) if isinstance(value, int) or (isinstance(value, str) and value.isdigit()) else 0
 
 
-def _damaged(run_id: str, meta: dict[str, object]) -> RunRecord:
+def damaged_record(run_id: str, meta: dict[str, object]) -> RunRecord:
     """A run whose record cannot be trusted: no pid to verify or signal, its liveness unknown."""
     return RunRecord(
         id=run_id,
@@ -276,7 +276,7 @@ class Lifecycle:
             raise SpecdashError(f"cannot read the run record on {self.config.name}: {result.detail()}")
         fields = dict(result.lines)
         if "badcurrent" in fields:  # `current` is empty or garbled: which run it named cannot be told
-            return _damaged("?", {})
+            return damaged_record("?", {})
         if "id" not in fields:
             return None
         try:
@@ -288,7 +288,7 @@ class Lifecycle:
         if "badrecord" in fields or "pid" not in fields:
             # An empty or half-written pid file (a full disk at launch): nothing can be verified, so
             # nothing is signalled; the run counts as dead and a new launch replaces it.
-            return _damaged(escape_controls(fields["id"]), meta)
+            return damaged_record(escape_controls(fields["id"]), meta)
         pid, pgid, started = (fields["pid"].split() + ["0", "0", "0"])[:3]
         size, _, log_path = fields.get("log", "").partition(" ")
         command = meta.get("command", ())

@@ -47,7 +47,7 @@ from specdash.remote.ssh import SSHHost
 from specdash.remote.ssherror import SSHError
 from specdash.safetext import escape_controls
 from specdash.server.launch import launch_env
-from specdash.server.lifecycle import Lifecycle, RunRecord, StopReport
+from specdash.server.lifecycle import Lifecycle, RunRecord, StopReport, damaged_record
 from specdash.server.logfollow import RETRY_S
 from specdash.server.slurm_job import (
     SQUEUE_FORMAT,
@@ -93,13 +93,15 @@ umask 077
 out_dir=$(expand "$1"); state=$(expand "$2"); run=$3
 mkdir -p "$out_dir/$run" "$state/slurm" || { echo "$TAG nodir $out_dir/$run"; exit 14; }
 cd "$out_dir/$run" || exit 14
-{ printf '%s' "$4" > job.sh && printf '%s' "$5" > rank.sh && printf '%s' "$6" > run.json; } ||
+{ printf '%s' "$4" > job.sh && printf '%s' "$5" > rank.sh && printf '%s' "$6" > run.json.new &&
+  mv -f run.json.new run.json; } ||
   { echo "$TAG nodir $PWD"; exit 14; }
 shift 6
 if ! answer=$(env "$@" sbatch --parsable --output="$PWD/job.out" job.sh 2>&1); then
   printf '%s refused %s\n' "$TAG" "$(printf '%s' "$answer" | tr '\n' ' ')"; exit 3
 fi
-printf '%s\n' "$run" > "$state/slurm/current"
+{ printf '%s\n' "$run" > "$state/slurm/current.new" && mv -f "$state/slurm/current.new" "$state/slurm/current"; } ||
+  echo "$TAG nocurrent $state/slurm/current"
 printf '%s job %s\n%s dir %s\n' "$TAG" "$answer" "$TAG" "$PWD"
 """
 )
@@ -109,10 +111,16 @@ _CURRENT = (
     + r"""
 set -u
 out_dir=$(expand "$1"); state=$(expand "$2"); run=${3:-}
-[ -n "$run" ] || run=$(head -c 200 "$state/slurm/current" 2>/dev/null | head -n 1)
+if [ -z "$run" ]; then
+  [ -e "$state/slurm/current" ] || { echo "$TAG none"; exit 0; }
+  run=$(head -c 200 "$state/slurm/current" 2>/dev/null | head -n 1)
+  # `current` is there but empty or garbled: which job it named cannot be told (never "no job")
+  case "$run" in ""|*/*|.*|*[!A-Za-z0-9_-]*) echo "$TAG badcurrent"; exit 0;; esac
+fi
 case "$run" in ""|*/*|.*) echo "$TAG none"; exit 0;; esac
 dir="$out_dir/$run"
-[ -f "$dir/run.json" ] || { echo "$TAG none"; exit 0; }
+[ -d "$dir" ] || { echo "$TAG none"; exit 0; }
+[ -s "$dir/run.json" ] || { printf '%s id %s\n%s badrecord\n' "$TAG" "$run" "$TAG"; exit 0; }
 printf '%s id %s\n' "$TAG" "$run"
 printf '%s meta %s\n' "$TAG" "$(head -c 65536 "$dir/run.json" | tr '\n' ' ')"
 log=$(sed -n 's/^log //p' "$dir/where" 2>/dev/null | head -n 1); log=${log:-$dir/job.out}
@@ -128,8 +136,10 @@ set -u
 umask 077
 out_dir=$(expand "$1"); state=$(expand "$2"); run=$3
 mkdir -p "$out_dir/$run" "$state/slurm" || exit 14
-printf '%s' "$4" > "$out_dir/$run/run.json" && printf 'log %s\n' "$5" > "$out_dir/$run/where" || exit 14
-printf '%s\n' "$run" > "$state/slurm/current"
+{ printf '%s' "$4" > "$out_dir/$run/run.json.new" && mv -f "$out_dir/$run/run.json.new" "$out_dir/$run/run.json" &&
+  printf 'log %s\n' "$5" > "$out_dir/$run/where"; } || exit 14
+{ printf '%s\n' "$run" > "$state/slurm/current.new" && mv -f "$state/slurm/current.new" "$state/slurm/current"; } ||
+  exit 14
 echo "$TAG adopted"
 """
 )
@@ -170,8 +180,12 @@ class SlurmLifecycle(Lifecycle):
             raise SpecdashError(
                 f"cannot read the job record on {self.config.name}: {escape_controls(stderr.strip()[-300:])}"
             )
+        if "badcurrent" in said:  # `current` is empty or garbled: which job it named cannot be told
+            return damaged_record("?", {})
         if "id" not in said:
             return None
+        if "badrecord" in said:  # the run's record is empty or missing: its job cannot be told
+            return damaged_record(escape_controls(said["id"]), {})
         try:
             meta = json.loads(said.get("meta", "{}"))
         except (json.JSONDecodeError, RecursionError):
@@ -181,8 +195,8 @@ class SlurmLifecycle(Lifecycle):
         job_id = str(meta.get("job_id", ""))
         size, _, log_path = said.get("log", "0 ").partition(" ")
         head = head_mark(said.get("head", ""))
-        if not is_job_id(job_id):
-            return None  # a damaged record: nothing of it can be verified or cancelled
+        if not is_job_id(job_id):  # half-written: nothing of it can be verified or cancelled, nor called "no job"
+            return damaged_record(escape_controls(said["id"]), meta)
         job = await self.job(job_id)
         command = meta.get("command", ())
         elapsed = job.elapsed_s if job is not None and not job.queued else 0.0
@@ -207,6 +221,12 @@ class SlurmLifecycle(Lifecycle):
     async def start(self, mode: ModeConfig) -> RunRecord:
         """Write the job's files and submit them; refuse while a recorded job of ours still lives."""
         live = await self.current()
+        if live is not None and live.damaged:
+            raise SpecdashError(
+                f"the job record {live.id} on {self.config.name} is damaged (empty or half-written): whether its job "
+                f"still runs cannot be told, so nothing was submitted; look with 'squeue --me' there and remove "
+                f"{self.config.state_dir}/slurm/current to start anew"
+            )
         if live is not None and live.alive:
             raise SpecdashError(
                 f"job {live.job_id} ({live.mode}) started by specdash is still live on {self.config.name}; "
@@ -238,6 +258,11 @@ class SlurmLifecycle(Lifecycle):
             raise SpecdashError(f"submitting {mode.name!r} {where} failed: {shown or f'exit status {status}'}")
         meta["job_id"] = answer
         await self._write_meta(run_id, meta)
+        if "nocurrent" in said:
+            raise SpecdashError(
+                f"job {answer} was submitted {where} but {escape_controls(said['nocurrent'])} could not be written: "
+                f"specdash will not find it again; 'scancel {answer}' there if it is not wanted"
+            )
         record = await self.current(run_id)
         if record is None:
             raise SpecdashError(f"job {answer} was submitted {where} but its record cannot be read back")

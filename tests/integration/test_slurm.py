@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
-import sysconfig
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
@@ -20,55 +20,34 @@ from pathlib import Path
 
 import pytest
 
-from specdash import config
 from specdash.bench.probe import ProbeSettings
 from specdash.bench.sweep_data import SweepConfig
 from specdash.config import Config, HostConfig, SlurmConfig
 from specdash.core.events import LogBatch, Notice, ServerStatus
-from specdash.engines.registry import names
 from specdash.errors import SpecdashError
-from specdash.phases import Phase
-from specdash.ports import free_port
+from specdash.phases import SETTLED, Phase
 from specdash.remote.events import Connected, Lost
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import target, trust
 from tests.support.eventually import eventually
+from tests.support.ports import free_port
 from tests.support.recorder import Recorder
-from tests.support.remote_sim import SRC, remote_python
+from tests.support.remote_sim import sim_config
 from tests.support.slurm import SlurmCluster
 from tests.support.sshd import Sshd
 
-SETTLED = (Phase.READY, Phase.CRASHED, Phase.EXITED, Phase.STOPPED)
-
-
-def slurm_config(tmp: Path, *, port: int, extra: str = "", args: str = "") -> Config:
-    """Simulator modes for a two-node job (TP 2 over 2 nodes: one rank each)."""
-    launcher = [remote_python(), "-m", "specdash", "sim"]
-    pythonpath = f"{SRC}:{sysconfig.get_paths()['purelib']}"
-    text = f"""
-[modes.baseline]
-engine = "sglang"
-model = "/models/kimi-k2.5"
-port = {port}
-launcher = {launcher!r}
-args = ["--tp", "2", "--sim-time-scale", "0.02", "--sim-seed", "1"{args}]
-env = {{ PYTHONPATH = "{pythonpath}" }}
-stop_timeout = 10
-
-[modes.eagle3]
-extends = "baseline"
-args = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/eagle3",
-        "--speculative-num-steps", "2", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "16"]
-
+HANG_MODE = """
 [modes.hang]
 extends = "baseline"
 args = ["--sim-fault", "hang-at=weights"]
-{extra}
 """
-    path = tmp / "config.toml"
-    path.write_text(text.replace("'", '"'))
-    return config.load(path, engines=names())
+
+
+def slurm_config(tmp: Path, *, port: int) -> Config:
+    """The simulator modes of `remote_sim.sim_config` for a two-node job (TP 2 over 2 nodes: one rank each),
+    and a mode that hangs while loading its weights."""
+    return sim_config(tmp, port=port, time_scale=0.02, extra_modes=HANG_MODE)
 
 
 @pytest.fixture
@@ -314,3 +293,20 @@ async def test_the_login_nodes_connection_cut_and_restored_keeps_the_job_watched
         assert s.status.phase is Phase.READY and s.status.job_id == job
         await s.stop()
         assert cluster.job_state(job) in ("CANCELLED", "COMPLETED")
+
+
+@pytest.mark.parametrize("content", ["", "\n", "../x\n", "\x00\x00"], ids=["empty", "newline", "path", "nul"])
+async def test_a_damaged_job_record_is_reported_and_nothing_is_submitted(
+    sshd: Sshd, ssh_options: SSHOptions, login: HostConfig, cfg: Config, cluster: SlurmCluster, content: str
+) -> None:
+    """An empty or garbled `current` never reads as "no job": a job it named may still run, so a start that
+    would submit a second one is refused, naming the record."""
+    async with running(RemoteSession(SSHHost(target(sshd), ssh_options), login, cfg)) as s:
+        state = shlex.quote(login.state_dir.removeprefix("~/"))
+        wrote = await s.host.run(f"mkdir -p {state}/slurm && cat > {state}/slurm/current", stdin=content)
+        assert wrote.ok, wrote.stderr
+        record = await s.lifecycle.current()
+        assert record is not None and record.damaged, record
+        with pytest.raises(SpecdashError, match=r"job record \? on login is damaged .*nothing was submitted"):
+            await s.start("baseline")
+    assert not cluster.run("squeue", "-h").stdout.strip()
