@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -80,6 +81,7 @@ class FleetScreen(Screen[None]):
         yield Static(id="fleet-summary")
         table: DataTable[str] = DataTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
         yield table
+        yield Static(id="fleet-detail")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -90,6 +92,7 @@ class FleetScreen(Screen[None]):
             table.add_row(*self._cells(host.row), key=str(i))
             host.shown = host.row.changes
         self._summary()
+        self._detail()
         if self._tick is not None:
             self.set_interval(REDRAW_S, self.redraw)
 
@@ -128,6 +131,20 @@ class FleetScreen(Screen[None]):
             for name, value in zip(COLUMNS, self._cells(host.row), strict=True):
                 table.update_cell(str(i), name, value, update_width=True)
         self._summary()
+        self._detail()
+
+    def _detail(self) -> None:
+        """The highlighted host's newest alert in full (its cell is cut to the column), and how to open it."""
+        if not self.hosts:
+            return
+        row = self.hosts[min(max(self.cursor, 0), len(self.hosts) - 1)].row
+        text = Text(f"{row.label}: ", style="bold")
+        text.append(row.alert or "no alert")
+        text.append("  · enter opens its dashboard", style="dim")
+        self.query_one("#fleet-detail", Static).update(text)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._detail()
 
     def _summary(self) -> None:
         rows = [h.row for h in self.hosts]

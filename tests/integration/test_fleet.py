@@ -12,13 +12,12 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from textual.widgets import DataTable, Input
+from textual.widgets import DataTable, Input, Static
 
 from specdash.bench.probe import ProbeSettings
 from specdash.bench.sweep_data import SweepConfig
 from specdash.config import Config, HostConfig, SlurmConfig
 from specdash.phases import Phase
-from specdash.ports import free_port
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession
 from specdash.ui.fleet import FleetApp, FleetScreen
@@ -26,6 +25,7 @@ from specdash.ui.screens.dashboard import DashboardScreen
 from tests.integration.conftest import target
 from tests.integration.test_slurm import slurm_config
 from tests.support.eventually import eventually
+from tests.support.ports import free_port
 from tests.support.slurm import SlurmCluster
 from tests.support.sshd import Sshd
 
@@ -67,6 +67,12 @@ async def test_the_fleet_shows_one_row_per_host_and_opens_each_dashboard(
         assert app.fleet.query_one(DataTable).row_count == 4
         # The dead host fails its own row; the others connect regardless.
         await eventually(lambda: row_text(app, 3), until=lambda t: "failed" in t, timeout=30, what="dead row")
+        # Its alert is cut to the column; the line under the table says it whole for the highlighted host.
+        app.fleet.query_one(DataTable).move_cursor(row=3)
+        await pilot.pause()
+        alert = app.hosts[3].row.alert
+        assert alert.startswith("cannot reach") and alert not in row_text(app, 3), (alert, row_text(app, 3))
+        assert str(app.fleet.query_one("#fleet-detail", Static).render()).startswith(f"gone: {alert}")
         await eventually(
             lambda: [h.row.link for h in app.hosts[:3]],
             until=lambda v: v == ["connected"] * 3,
