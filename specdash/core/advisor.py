@@ -9,9 +9,11 @@ The rules, each from what the log itself shows:
   phases' share of the sizes left out (time per size taken as equal: an under-estimate, larger sizes take
   longer). Above C the batch then runs without a graph: throughput at high concurrency changes, which the
   advice says.
-- **Compilation redone.** vLLM's `torch.compile takes X s in total` without a cache hit (`Compiling model
-  again due to a load failure`, or no `Directly load the compiled graph` line): keep the compile cache on a
-  persistent disk between restarts; saves the compile time but about a tenth (loading the cached graph).
+- **Compilation redone.** vLLM compiled without a cache hit (`Compiling model again due to a load failure`, or
+  no `Directly load the compiled graph` / `Directly load AOT compilation` line): keep the compile cache on a
+  persistent disk between restarts; saves the compile time but about a tenth (loading the cached graph). The
+  compile time is vLLM's own `torch.compile takes X s in total` where it prints one; where it prints none (the
+  CPU build's AOT compile says only `saved AOT compiled function`), the compiling phase's span.
 - **DeepGEMM JIT compiling at start.** Lines naming DeepGEMM while it compiles: precompile its kernels once
   (`python3 -m sglang.compile_deep_gemm` with the launch arguments); saves the span of those lines.
 - **Weights read slowly.** Loading weights takes more than a third of the start and more than 30 s: at
@@ -97,7 +99,8 @@ _VLLM_SIZES = re.compile(r"cudagraph_capture_sizes['\"]?[:=]\s*\[([\d,\s]+)\]")
 _VLLM_BAR = re.compile(r"Capturing (?:CUDA graph(?:s| shapes)|batches)[^:]*:\s+\d+%\|[^|]*\|\s*\d+/(\d+)")
 _COMPILE_TOTAL = re.compile(r"torch\.compile takes ([\d.]+) s in total")
 _COMPILE_AGAIN = "Compiling model again due to a load failure"
-_COMPILE_HIT = "Directly load the compiled graph"
+_COMPILE_HIT = ("Directly load the compiled graph", "Directly load AOT compilation")
+_COMPILE_SAVED = "saved AOT compiled function"
 _DEEPGEMM = re.compile(r"deep_?gemm", re.IGNORECASE)
 _WEIGHTS_GB = re.compile(
     r"(?:Load weight end\..*?mem usage=|Model loading took |Loading weights took [\d.]+ seconds.*?)([\d.]+) ?(?:GB|GiB)"
@@ -120,6 +123,10 @@ class _Scan:
     compile_line: str = ""
     compile_hit: bool = False
     compile_again: bool = False
+    again_line: str = ""
+    """The line where vLLM says the cached graph failed to load, with its reason."""
+    compile_saved: str = ""
+    """The line where vLLM saved what it had just compiled (no total of its own: the phase's span times it)."""
     deepgemm: list[tuple[float, str]] = field(default_factory=list)
     weights_gb: float | None = None
     timed: int = 0
@@ -176,8 +183,11 @@ def scan(lines: Sequence[str], engine: str) -> _Scan:
         if m := _COMPILE_TOTAL.search(text):
             s.compile_s = max(s.compile_s, float(m.group(1)))
             s.compile_line = where
-        s.compile_hit = s.compile_hit or _COMPILE_HIT in text
-        s.compile_again = s.compile_again or _COMPILE_AGAIN in text
+        s.compile_hit = s.compile_hit or any(hit in text for hit in _COMPILE_HIT)
+        if _COMPILE_SAVED in text and not s.compile_saved:
+            s.compile_saved = where
+        if _COMPILE_AGAIN in text and not s.compile_again:
+            s.compile_again, s.again_line = True, f"line {number}: {text.strip()[:400]}"
         if _DEEPGEMM.search(text) and "compil" in text.lower() and t is not None:
             s.deepgemm.append((t, where))
         if (m := _WEIGHTS_GB.search(text)) and s.weights_gb is None:
@@ -201,6 +211,10 @@ def advise(lines: Sequence[str], used_max: int, engine: str = "auto") -> Report:
     if not s.timed:
         raise AdvisorError("no line of this log has a timestamp: the advisor times phases from them")
     total = timeline.total()
+    if not s.compile_s and (s.compile_saved or s.compile_hit):
+        # No total printed: the compiling phase's span is the compile (or the cached graph's load).
+        s.compile_s = durations.get(Phase.COMPILING, 0.0)
+        s.compile_line = s.compile_saved or f"{Phase.COMPILING.value} took {s.compile_s:.0f} s"
     advice = [a for a in (_graphs(s, durations, used_max, engine), _compile(s, engine), _deepgemm(s)) if a]
     if (weights := _weights(s, durations, total)) is not None:
         advice.append(weights)
@@ -249,13 +263,25 @@ def _graphs(s: _Scan, durations: dict[Phase, float], used_max: int, engine: str)
 def _compile(s: _Scan, engine: str) -> Advice | None:
     if not s.compile_s or (s.compile_hit and not s.compile_again):
         return None
-    why = "the cached graph failed to load" if s.compile_again else "nothing was loaded from a compile cache"
-    return Advice(
-        title=f"keep the torch.compile cache across restarts ({why})",
-        flag="VLLM_CACHE_ROOT on a persistent disk (default ~/.cache/vllm)"
+    cache = (
+        "VLLM_CACHE_ROOT on a persistent disk (default ~/.cache/vllm)"
         if engine == "vllm"
-        else "TORCHINDUCTOR_CACHE_DIR",
-        phase=Phase.LOADING_WEIGHTS.value,
+        else "TORCHINDUCTOR_CACHE_DIR"
+    )
+    if s.compile_again:
+        # The cache was kept and found, but did not load: keeping it is not the cure, the reason is.
+        return Advice(
+            title="the torch.compile cache is kept but failed to load, so it compiled again",
+            flag=f"fix the cause the evidence line gives (a version or flag change, a damaged file); {cache} keeps it",
+            phase=Phase.COMPILING.value,
+            saving_s=s.compile_s * COMPILE_CACHE_SHARE,
+            evidence=s.again_line,
+            caveat="a cache that loads saves this; one that fails every time (an engine bug) saves nothing",
+        )
+    return Advice(
+        title="keep the torch.compile cache across restarts (nothing was loaded from a compile cache)",
+        flag=cache,
+        phase=Phase.COMPILING.value,
         saving_s=s.compile_s * COMPILE_CACHE_SHARE,
         evidence=s.compile_line,
         caveat="same code and flags only: a different version or flag compiles again (no change to throughput)",
@@ -296,7 +322,7 @@ def _weights(s: _Scan, durations: dict[Phase, float], total: float | None) -> Ad
 def measured_saving(before: Report, after: Report, advice: Advice) -> float:
     """Seconds the start saved where `advice` predicted it: its phase (with the draft graphs for graph
     advice) in `before` minus in `after`; the compile total for the compile cache."""
-    if advice.flag.startswith(("VLLM_CACHE_ROOT", "TORCHINDUCTOR")):
+    if advice.phase == Phase.COMPILING.value:
         return before.compile_s - after.compile_s
     wanted = {advice.phase}
     if advice.phase == Phase.CAPTURING_GRAPHS.value:

