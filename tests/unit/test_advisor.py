@@ -155,3 +155,14 @@ def test_predicted_against_measured_on_two_real_vllm_cpu_restarts() -> None:
     assert "reason: 'function' object has no attribute 'finalize_loading'" in failed.evidence
     # Predicted 51 s from the cold start; the warm start saved 18 s, because its cache did not load.
     assert measured_saving(cold, warm, keep) == pytest.approx(18.0)
+
+
+def test_predicted_against_measured_on_two_real_h100_restarts() -> None:
+    """vLLM 0.24.0 on the H100 (fixtures/logs/vllm_h100_real): n-gram cold, then restarted on the warm cache."""
+    real = LOGS / "vllm_h100_real"
+    cold = advise(lines(real / "vllm_h100_0240_ngram_sleep_wake_sigterm.log"), 64)
+    (keep,) = [a for a in cold.advice if a.phase == "compiling"]
+    assert keep.saving_s == pytest.approx(cold.compile_s * 0.9) and cold.compile_s >= 10
+    warm = advise(lines(real / "vllm_h100_0240_ngram_restart_warm_compile_cache_sigterm.log"), 64)
+    assert not [a for a in warm.advice if a.phase == "compiling"]  # the cache loaded: nothing left to advise
+    assert measured_saving(cold, warm, keep) == pytest.approx(keep.saving_s, rel=0.15)
