@@ -37,6 +37,8 @@ from specdash.sim.presets import Preset, choose_preset
 from specdash.sim.scheduler import Scheduler, SimRequest
 from specdash.sim.server import ReceiptStamp, SimServer, Status
 from specdash.sim.spec_space import DraftShape, step_cost
+from specdash.sim.vllm_api import StatsLogger, VllmSleep
+from specdash.sim.vllm_log import VllmLogWriter, api_server_lines, routes_lines, shutdown_lines
 
 LOAD_EVERY_S = 0.5
 """Seconds between two reports of the load to the simulated `nvidia-smi`."""
@@ -113,7 +115,9 @@ class SimApp:
     def __init__(self, config: SimConfig, warnings: list[str]) -> None:
         self.c = config
         self.warnings = warnings
-        self.log = LogWriter(config.style_2026, config.tp_size)
+        self.log: LogWriter = (
+            VllmLogWriter(config.tp_size) if config.vllm else LogWriter(config.style_2026, config.tp_size)
+        )
         self.preset: Preset = choose_preset(config.model_path, config.tp_size)
         self.tree = ProcessTree()
         self.scheduler = Scheduler(
@@ -151,10 +155,22 @@ class SimApp:
 
     def _install_signals(self) -> None:
         loop = asyncio.get_running_loop()
+        if self.c.vllm:  # vLLM shuts down on SIGTERM at any time, printing its [shutdown] lines
+            loop.add_signal_handler(signal.SIGTERM, self._vllm_shutdown)
+            loop.add_signal_handler(signal.SIGINT, self._vllm_shutdown)
+            loop.add_signal_handler(signal.SIGQUIT, self._on_sigquit)
+            return
         loop.add_signal_handler(signal.SIGQUIT, self._on_sigquit)
         loop.add_signal_handler(signal.SIGTERM, self._on_early_sigterm)
         loop.add_signal_handler(signal.SIGINT, self._on_sigint)
         self.server.first_request_hook = self._install_drain_handler
+
+    def _vllm_shutdown(self) -> None:
+        assert isinstance(self.log, VllmLogWriter)
+        engine = self.tree.procs[0].pid if self.tree.procs else 0
+        shutdown_lines(self.log, engine, uvicorn=self.uvicorn_started)
+        self.tree.kill_children()
+        os._exit(0)
 
     def _install_drain_handler(self) -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self._on_sigterm)
@@ -260,12 +276,15 @@ class SimApp:
                 return False
         return True
 
-    async def _bind(self) -> web.AppRunner | None:
-        pid = os.getpid()
-        self.log.uvicorn("INFO", f"Started server process [{pid}]")
+    def _uvicorn_lines(self) -> None:
+        self.log.uvicorn("INFO", f"Started server process [{os.getpid()}]")
         self.log.uvicorn("INFO", "Waiting for application startup.")
         self.log.uvicorn("INFO", "Application startup complete.")
         self.uvicorn_started = True
+
+    async def _bind(self) -> web.AppRunner | None:
+        if not self.c.vllm:  # vLLM binds its socket before uvicorn starts: its lines follow the bind
+            self._uvicorn_lines()
         runner = web.AppRunner(self.server.make_app(), access_log=None, handle_signals=False)
         await runner.setup()
         try:
@@ -291,7 +310,10 @@ class SimApp:
             self.log.uvicorn("INFO", "Application shutdown complete.")
             await runner.cleanup()
             return None
-        self.log.uvicorn("INFO", f"Uvicorn running on http://{self.c.host}:{self.c.port} (Press CTRL+C to quit)")
+        if self.c.vllm:
+            self._uvicorn_lines()
+        else:  # vLLM's uvicorn logs no `Uvicorn running` line
+            self.log.uvicorn("INFO", f"Uvicorn running on http://{self.c.host}:{self.c.port} (Press CTRL+C to quit)")
         return runner
 
     async def _warmup(self) -> None:
@@ -329,10 +351,17 @@ class SimApp:
             self.log.log(f"specdash sim: ignoring SGLang flags it does not simulate: {' '.join(self.c.unknown_flags)}")
         if self.c.exit_with is not None:
             self._spawn_task(self._exit_with(self.c.exit_with))
-        self.log.log(f"server_args={self.c.server_args_repr()}")
-        self.log.log("Using default HuggingFace chat template with detected content format: string")
+        if isinstance(self.log, VllmLogWriter):
+            api_server_lines(self.log, self.c)
+        else:
+            self.log.log(f"server_args={self.c.server_args_repr()}")
+            self.log.log("Using default HuggingFace chat template with detected content format: string")
         if not await self._start_ranks():
             return 1
+        if isinstance(self.server.memory, VllmSleep) and self.tree.procs:
+            self.server.memory.engine_pid = self.tree.procs[0].pid
+        if isinstance(self.log, VllmLogWriter):
+            return await self._run_vllm(self.log)
         if self.c.node_rank > 0:
             return await self._worker_node()
         self._spawn_task(self.scheduler.run())
@@ -342,6 +371,20 @@ class SimApp:
             self.tree.kill_children()  # launch_server's `finally: kill_process_tree(..., include_parent=False)`
             return 1
         self._spawn_task(self._warmup())
+        await asyncio.Event().wait()
+        return 0
+
+    async def _run_vllm(self, log: VllmLogWriter) -> int:
+        """vLLM: the engine is ready once its script ends; the API server then prints its routes and serves."""
+        self._spawn_task(self.scheduler.run())
+        self._spawn_task(self._report_load())
+        self._spawn_task(StatsLogger(self.c, self.scheduler, log).run())
+        routes_lines(log, self.c)
+        self.server.status = Status.UP  # the engine warmed up before the API server started: no 503 phase
+        runner = await self._bind()
+        if runner is None:
+            self.tree.kill_children()
+            return 1
         await asyncio.Event().wait()
         return 0
 

@@ -10,6 +10,7 @@ returning the warning lines SGLang logs for each.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -21,7 +22,9 @@ from specdash.limits import MAX_TIME_SCALE, MAX_TP, PID, PORT, TP, int_option, n
 from specdash.sim.faults import Faults, faults_epilog, parse_faults
 
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "NGRAM", "STANDALONE")
-LOG_STYLES = ("sglang-0.5", "sglang-2026")
+LOG_STYLES = ("sglang-0.5", "sglang-2026", "vllm-0.24")
+VLLM_METHODS = {"ngram": "NGRAM", "eagle3": "EAGLE3", "eagle": "EAGLE"}
+"""`--speculative-config` methods the vLLM style simulates -> the simulator's algorithm."""
 MAX_CONTEXT = 1 << 30
 """The longest `--context-length` (a billion tokens)."""
 _DRAFT = int_option(1, 1024)
@@ -76,6 +79,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sg.add_argument("--enable-memory-saver", action="store_true", help="memory release/resume really release")
     sg.add_argument("--enable-weights-cpu-backup", action="store_true", help="weights survive a release")
     sg.add_argument("--enable-draft-weights-cpu-backup", action="store_true", help="draft weights survive it")
+    vl = parser.add_argument_group("vLLM flags (with --sim-log-style vllm-0.24)")
+    vl.add_argument("--speculative-config", default=None, help="vLLM's JSON: method ngram, eagle3 or eagle")
+    vl.add_argument("--enable-sleep-mode", action="store_true", help="/sleep and /wake_up (VLLM_SERVER_DEV_MODE=1)")
+    vl.add_argument("--max-model-len", type=int_option(1, MAX_CONTEXT), default=None, help="vLLM's context length")
     sim = parser.add_argument_group("simulator flags")
     sim.add_argument(
         "--sim-time-scale",
@@ -192,6 +199,11 @@ class SimConfig:
     """This node's rank (`--node-rank`)."""
     dist_init_addr: str | None = None
     """`HEAD:PORT` of the rendezvous (`--dist-init-addr`), required with several nodes as in SGLang."""
+    sleep_endpoints: bool = False
+    """vLLM style: `--enable-sleep-mode` with `VLLM_SERVER_DEV_MODE=1`, so `/sleep`, `/wake_up` and
+    `/is_sleeping` exist (404 otherwise, as on a real vLLM server)."""
+    sleep_mode: bool = False
+    """vLLM style: `--enable-sleep-mode` (its cumem allocator line is printed even without the endpoints)."""
 
     @property
     def ranks_per_node(self) -> int:
@@ -202,6 +214,11 @@ class SimConfig:
     def first_rank(self) -> int:
         """The global TP rank of this node's first rank."""
         return self.node_rank * self.ranks_per_node
+
+    @property
+    def vllm(self) -> bool:
+        """True for vLLM 0.24's wording and endpoints (`specdash.sim.vllm_log`)."""
+        return self.log_style.startswith("vllm")
 
     @property
     def style_2026(self) -> bool:
@@ -286,13 +303,24 @@ def resolve(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> tup
         raise UsageError("several nodes need --tp-size divisible by --nnodes and --dist-init-addr HEAD:PORT")
     algo: str | None = ns.speculative_algorithm
     steps, topk, draft = ns.speculative_num_steps, ns.speculative_eagle_topk, ns.speculative_num_draft_tokens
+    vllm = ns.sim_log_style.startswith("vllm")
+    if ns.speculative_config is not None or ns.enable_sleep_mode:
+        if not vllm:
+            raise UsageError(
+                "--speculative-config and --enable-sleep-mode are vLLM flags: add --sim-log-style vllm-0.24"
+            )
+    if vllm and ns.speculative_config is not None:
+        algo, ns.speculative_draft_model_path, steps = _vllm_spec(ns.speculative_config)
+        topk, draft = 1, steps + 1
     max_running: int | None = ns.max_running_requests
     spec_v2 = env.get("SGLANG_ENABLE_SPEC_V2", "").lower() in ("1", "true", "yes")
     disable_overlap = bool(ns.disable_overlap_schedule)
     style_2026 = ns.sim_log_style == "sglang-2026"
     if algo == "NEXTN":
         algo = "EAGLE"
-    if algo is not None and algo != "NGRAM":
+    if vllm:
+        pass  # vLLM has none of SGLang's post-processing: its speculative config is taken as given
+    elif algo is not None and algo != "NGRAM":
         given = [v is not None for v in (steps, topk, draft)]
         if any(given) and not all(given):
             raise SpecParamsError()
@@ -353,7 +381,7 @@ def resolve(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> tup
         speculative_num_draft_tokens=draft if algo else None,
         cuda_graph_max_bs=graph_bs,
         max_running_requests=max_running,
-        context_length=ns.context_length,
+        context_length=ns.context_length or ns.max_model_len,
         enable_metrics=bool(ns.enable_metrics),
         disable_overlap_schedule=disable_overlap,
         skip_server_warmup=bool(ns.skip_server_warmup),
@@ -372,10 +400,32 @@ def resolve(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> tup
         h2d_gbps=ns.sim_h2d_gbps,
         faults=faults,
         torch_compile_max_bs=ns.torch_compile_max_bs if ns.enable_torch_compile else None,
-        compile_cache_dir=env.get("TORCHINDUCTOR_CACHE_DIR") or None,
+        compile_cache_dir=(env.get("VLLM_CACHE_ROOT") if vllm else env.get("TORCHINDUCTOR_CACHE_DIR")) or None,
         unknown_flags=unknown,
         nnodes=ns.nnodes,
         node_rank=ns.node_rank,
         dist_init_addr=ns.dist_init_addr,
+        sleep_mode=bool(ns.enable_sleep_mode),
+        sleep_endpoints=bool(ns.enable_sleep_mode) and env.get("VLLM_SERVER_DEV_MODE", "") == "1",
     )
     return config, warnings
+
+
+def _vllm_spec(text: str) -> tuple[str, str | None, int]:
+    """vLLM's `--speculative-config` JSON -> (algorithm, draft model, speculative tokens)."""
+    try:
+        spec = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"--speculative-config is not JSON: {exc}") from None
+    if not isinstance(spec, dict):
+        raise UsageError("--speculative-config must be a JSON object")
+    method = str(spec.get("method", "")).lower()
+    if method not in VLLM_METHODS:
+        raise UsageError(f"--speculative-config method {method!r}: the simulator knows {', '.join(VLLM_METHODS)}")
+    model = spec.get("model")
+    if method != "ngram" and not model:
+        raise UsageError(f"--speculative-config method {method!r} needs a draft model")
+    tokens = spec.get("num_speculative_tokens")
+    if not isinstance(tokens, int) or not 1 <= tokens <= 64:
+        raise UsageError("--speculative-config needs num_speculative_tokens between 1 and 64")
+    return VLLM_METHODS[method], None if model is None else str(model), tokens

@@ -19,6 +19,9 @@ TQDM_BLOCKS = " ▏▎▍▌▋▊▉█"
 class LogWriter:
     """Writes timestamped SGLang lines: `[YYYY-mm-dd HH:MM:SS TPn] message`."""
 
+    batch_lines = True
+    """The scheduler prints SGLang's `Prefill batch` / `Decode batch` lines (vLLM's wording has none)."""
+
     def __init__(self, style_2026: bool, tp_size: int, err_fd: int = 2, out_fd: int = 1) -> None:
         self.style_2026 = style_2026
         self._tp = tp_size

@@ -26,6 +26,7 @@ from specdash.sim.args import SimConfig
 from specdash.sim.faults import crash_traceback
 from specdash.sim.logstyle import LogWriter
 from specdash.sim.startup import hang_forever, run_rank
+from specdash.sim.vllm_log import VllmLogWriter, VllmRankScript
 
 
 def _set_title(rank: int, tp_size: int) -> None:
@@ -57,8 +58,14 @@ def main(argv: list[str]) -> int:
         except OSError:
             pass  # the parent is gone: stay alive as an orphan anyway
 
-    run_rank(config, rank, t0, ready)
-    log = LogWriter(config.style_2026, config.tp_size)
+    log: LogWriter
+    if config.vllm:  # vLLM's wording: the first rank prints as the EngineCore
+        log = VllmLogWriter(config.tp_size, "EngineCore")
+        VllmRankScript(config, rank, t0, log).run()
+        ready()
+    else:
+        run_rank(config, rank, t0, ready)
+        log = LogWriter(config.style_2026, config.tp_size)
     while True:
         try:
             line = sys.stdin.readline()

@@ -154,6 +154,12 @@ class Counters:
     """Request-steps that speculated since the last flush."""
     ttft: list[float] = field(default_factory=list)
     e2e: list[float] = field(default_factory=list)
+    produced: int = 0
+    """Tokens generated so far, counted at each step (vLLM's `generation_tokens_total` grows per step)."""
+    drafts: int = 0
+    """Request-steps that speculated, never reset (vLLM's `spec_decode_num_drafts`)."""
+    accepted: int = 0
+    """Draft tokens accepted in them, never reset (vLLM's `spec_decode_num_accepted_tokens`)."""
 
 
 class Scheduler:
@@ -280,13 +286,15 @@ class Scheduler:
         line = self.log.prefill_line(
             len(new), tokens, usage, len(self.running), len(self.waiting), tokens / max(duration, 1e-6)
         )
-        self.log.log(line, 0)
+        if self.log.batch_lines:
+            self.log.log(line, 0)
         next_at += duration
         now = await self._sleep_until(loop, next_at)
         for req in new:
             if req.aborted:
                 continue
             req.advance(1, now)
+            self.counters.produced += 1
             if req.finished:
                 self._finish(req)
             else:
@@ -322,12 +330,15 @@ class Scheduler:
                 self._interval_spec_steps += 1
                 self.counters.spec_tokens += got
                 self.counters.spec_steps += 1
+                self.counters.drafts += 1
+                self.counters.accepted += max(0, got - 1)
             if req.finished:
                 self._finish(req)
             else:
                 still.append(req)
         self.running = still
         self._interval_tokens += gained
+        self.counters.produced += gained
         self._decode_steps += 1
         if self._decode_steps % self.interval == 0:
             self._log_decode(bs)
@@ -351,7 +362,8 @@ class Scheduler:
         line = self.log.decode_line(
             len(self.running), used, usage, accept, bs <= self.graph_max_bs, tput, len(self.waiting)
         )
-        self.log.log(line, 0)
+        if self.log.batch_lines:
+            self.log.log(line, 0)
         g = self.gauges
         g.num_running_reqs, g.num_queue_reqs = len(self.running), len(self.waiting)
         g.num_used_tokens, g.token_usage, g.gen_throughput = used, usage, tput

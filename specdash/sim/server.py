@@ -115,8 +115,14 @@ class SimServer:
         """Called once on the first request: SGLang installs its SIGTERM handler lazily then."""
         self._rid_counter = 0
         self.created = int(time.time())
-        self.memory = MemoryOccupation(config, preset)
-        """Memory release and resume (`specdash.sim.memory`)."""
+        self.memory: MemoryOccupation = MemoryOccupation(config, preset)
+        """Memory release and resume (`specdash.sim.memory`), or vLLM's sleep mode (`specdash.sim.vllm_api`)."""
+        if config.vllm:
+            from specdash.sim.vllm_api import VllmSleep
+            from specdash.sim.vllm_log import VllmLogWriter
+
+            assert isinstance(log, VllmLogWriter)
+            self.memory = VllmSleep(config, preset, log)
         self.receipts: dict[object, float] = {}
         """Connection protocol -> when its pending request's first bytes were read (`ReceiptStamp`)."""
 
@@ -216,7 +222,7 @@ class SimServer:
         r.add_post("/v1/chat/completions", self.openai)
         r.add_route("*", "/flush_cache", self.flush_cache)
         self.memory.routes(app)
-        if self.c.enable_metrics:
+        if self.c.enable_metrics or self.c.vllm:  # vLLM always serves /metrics
             r.add_get("/metrics", self.metrics)
         return app
 
@@ -235,6 +241,8 @@ class SimServer:
             return web.Response(status=503)
         if self.status is Status.STARTING:
             return web.Response(status=503)
+        if self.c.vllm:
+            return web.Response(status=200)  # vLLM's /health asks the engine whether it is alive (asleep too)
         tic = time.time()
         slow = self.c.faults.slow_health
         if slow is not None:
@@ -319,7 +327,7 @@ class SimServer:
             "id": name,
             "object": "model",
             "created": self.created,
-            "owned_by": "sglang",
+            "owned_by": "vllm" if self.c.vllm else "sglang",
             "root": name,
             "parent": None,
             "max_model_len": self.c.context_length or self.preset.context_len,
@@ -545,8 +553,10 @@ class SimServer:
     async def metrics(self, request: web.Request) -> web.Response:
         """Prometheus text with SGLang's metric names (`--enable-metrics`)."""
         from specdash.sim.metrics import render_metrics
+        from specdash.sim.vllm_api import render_vllm_metrics
 
-        return web.Response(text=render_metrics(self.c, self.sched), content_type="text/plain", charset="utf-8")
+        text = render_vllm_metrics(self.c, self.sched) if self.c.vllm else render_metrics(self.c, self.sched)
+        return web.Response(text=text, content_type="text/plain", charset="utf-8")
 
 
 EOS_MATCH = 163586
