@@ -287,3 +287,58 @@ def test_the_cli_switch_status_and_down_with_a_sleeping_server(
         assert json.loads(after.stdout)["sleeping"] == []
     finally:
         cli("down", "gpu", "--yes", "--grace", "5")
+
+
+def vllm_resident_modes(gpu_dir: Path) -> str:
+    """Two resident vLLM modes on the simulator's vLLM 0.24 wording: a baseline and an n-gram one."""
+    env = f'env = {{ {DIR_ENV} = "{gpu_dir}", {COUNT_ENV} = "2" }}'
+    ngram = json.dumps({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2})
+    return f"""
+[modes.v-base]
+extends = "baseline"
+engine = "vllm"
+port = {free_port()}
+resident = true
+args = ["--sim-log-style", "vllm-0.24", "--tp", "2", "--sim-time-scale", "0.005", "--sim-seed", "1"]
+{env}
+
+[modes.v-ngram]
+extends = "v-base"
+port = {free_port()}
+resident = true
+args = ["--sim-log-style", "vllm-0.24", "--tp", "2", "--sim-time-scale", "0.005", "--sim-seed", "1",
+        "--speculative-config", {json.dumps(ngram)}]
+{env}
+"""
+
+
+async def test_a_switch_between_two_resident_vllm_modes_sleeps_and_wakes_by_vllms_routes(
+    tmp_path: Path, gpu_host: tuple[Sshd, Path], ssh_options: SSHOptions, known_hosts: Path
+) -> None:
+    """The same switch on vLLM's sleep mode (`/sleep?level=1`, `/wake_up`, `/is_sleeping`), which the
+    simulator serves only with `--enable-sleep-mode` and `VLLM_SERVER_DEV_MODE=1`: specdash adds both."""
+    server, gpu_dir = gpu_host
+    known_hosts.write_text(known_hosts.read_text() + server.known_hosts_line() + "\n")
+    cfg = sim_config(tmp_path, port=free_port(), time_scale=0.005, tp=2, extra_modes=vllm_resident_modes(gpu_dir))
+    host = HostConfig(name="gpu-host", address=target(server), state_dir=f"~/.specdash-tests/{uuid.uuid4().hex}")
+    s = RemoteSession(SSHHost(target(server), ssh_options), host, cfg, store=Store(tmp_path / "results.db"))
+    async with running(s):
+        try:
+            await s.start("v-ngram")
+            await ready(s, "v-ngram")
+            first = await s.switch("v-base")
+            assert not first.resident and not first.notes, first
+            await ready(s, "v-base")
+            (ngram,) = await resident.sleepers(s)
+            assert ngram.record.mode == "v-ngram"
+            assert ngram.asleep_mib and all(v <= RELEASED_FLOOR_MIB for v in ngram.asleep_mib.values()), ngram
+            back = await s.switch("v-ngram")
+            assert back.resident and back.total == back.identical == 8, back
+            assert back.accept is not None and back.accept > 1.0  # n-gram's accept length, from vLLM's counters
+            await ready(s, "v-ngram")
+            assert s.status.pid == ngram.record.pid
+        finally:
+            for sleeper in await resident.sleepers(s):
+                await s.lifecycle.stop(sleeper.record, grace=5)
+            if s.server_live():
+                await s.stop()
