@@ -83,12 +83,13 @@ def gpu_host(make_sshd: Callable[..., Sshd], host_ram_mib: int) -> tuple[Sshd, P
 @pytest.fixture
 def make_session(
     tmp_path: Path, gpu_host: tuple[Sshd, Path], ssh_options: SSHOptions, known_hosts: Path
-) -> Callable[[str], RemoteSession]:
+) -> Callable[..., RemoteSession]:
     server, gpu_dir = gpu_host
     known_hosts.write_text(known_hosts.read_text() + server.known_hosts_line() + "\n")
 
-    def make(fault: str = "") -> RemoteSession:
-        cfg = sim_config(tmp_path, port=free_port(), time_scale=0.005, tp=2, extra_modes=resident_modes(gpu_dir, fault))
+    def make(fault: str = "", modes: Callable[[Path], str] | None = None) -> RemoteSession:
+        extra = modes(gpu_dir) if modes is not None else resident_modes(gpu_dir, fault)
+        cfg = sim_config(tmp_path, port=free_port(), time_scale=0.005, tp=2, extra_modes=extra)
         host = HostConfig(name="gpu-host", address=target(server), state_dir=f"~/.specdash-tests/{uuid.uuid4().hex}")
         return RemoteSession(SSHHost(target(server), ssh_options), host, cfg, store=Store(tmp_path / "results.db"))
 
@@ -97,7 +98,7 @@ def make_session(
 
 @pytest.fixture
 async def session(
-    make_session: Callable[[str], RemoteSession], request: pytest.FixtureRequest
+    make_session: Callable[..., RemoteSession], request: pytest.FixtureRequest
 ) -> AsyncIterator[RemoteSession]:
     fault = getattr(request, "param", "")
     s = make_session(fault)
@@ -313,15 +314,11 @@ args = ["--sim-log-style", "vllm-0.24", "--tp", "2", "--sim-time-scale", "0.005"
 
 
 async def test_a_switch_between_two_resident_vllm_modes_sleeps_and_wakes_by_vllms_routes(
-    tmp_path: Path, gpu_host: tuple[Sshd, Path], ssh_options: SSHOptions, known_hosts: Path
+    make_session: Callable[..., RemoteSession],
 ) -> None:
     """The same switch on vLLM's sleep mode (`/sleep?level=1`, `/wake_up`, `/is_sleeping`), which the
     simulator serves only with `--enable-sleep-mode` and `VLLM_SERVER_DEV_MODE=1`: specdash adds both."""
-    server, gpu_dir = gpu_host
-    known_hosts.write_text(known_hosts.read_text() + server.known_hosts_line() + "\n")
-    cfg = sim_config(tmp_path, port=free_port(), time_scale=0.005, tp=2, extra_modes=vllm_resident_modes(gpu_dir))
-    host = HostConfig(name="gpu-host", address=target(server), state_dir=f"~/.specdash-tests/{uuid.uuid4().hex}")
-    s = RemoteSession(SSHHost(target(server), ssh_options), host, cfg, store=Store(tmp_path / "results.db"))
+    s = make_session(modes=vllm_resident_modes)
     async with running(s):
         try:
             await s.start("v-ngram")
