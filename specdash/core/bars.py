@@ -18,6 +18,8 @@ _OWNER = re.compile(r"\b(?:DP|TP|PP|EP)\d+\b|\bpid=\d+")
 # A leading timestamp or bracket prefix (`[2025-04-16 14:21:49 TP0] `, `INFO 04-16 14:22:53 [x.py:1] `).
 _PREFIX = re.compile(r"^\s*(?:\([^)]{0,80}\)\s*)?(?:\[[^\]]{0,80}\]\s*)?(?:[A-Z]+\s+\d\d-\d\d \d\d:\d\d:\d\d\s*)?")
 _DIGITS = re.compile(r"\d+(?:\.\d+)?")
+# A line that is a process tag and nothing else: `(EngineCore pid=3343) ` before a bar's `\r` (vLLM, Ray).
+_TAG_ONLY = re.compile(r"^\s*\([^()]{1,80}\)\s*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,3 +55,12 @@ def bar_line(text: str) -> BarLine | None:
     prefix = _PREFIX.match(head)  # always matches (every part is optional), maybe empty
     desc = _DIGITS.sub("#", head[prefix.end() if prefix else 0 :]).strip().rstrip(":").strip()
     return BarLine(f"{owners}|{desc}", done, total)
+
+
+def tag_only(text: str) -> bool:
+    """True for a line that is only a process tag (`(EngineCore pid=3343) `).
+
+    vLLM tags each write of a child process, and a tqdm bar starts its write with `\\r`: the tag is left on a
+    line of its own and the bar, on the next, has none. A view puts the tag back in front of the bar.
+    """
+    return "(" in text and _TAG_ONLY.match(text) is not None

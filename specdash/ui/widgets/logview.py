@@ -14,6 +14,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable
+from dataclasses import replace
 from itertools import accumulate
 
 from rich.cells import cell_len
@@ -28,7 +29,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from specdash.core.bars import bar_line
+from specdash.core.bars import bar_line, tag_only
 from specdash.core.startup_events import ClassifiedLine
 from specdash.ui.messages import LogLines
 from specdash.ui.widgets.loglines import (
@@ -133,6 +134,8 @@ class LogView(ScrollView, can_focus=True):
         self._row_starts: list[int] | None = None
         """Wrapped: the first screen row of each shown line (None: to be recomputed)."""
         self._wrap_width = 0
+        self._tag: ClassifiedLine | None = None
+        """A line that is only a process tag, held to see whether a bar follows it (`_with_tags`)."""
 
     # ------------------------------------------------------------------------------------------- data
 
@@ -156,6 +159,7 @@ class LogView(ScrollView, can_focus=True):
         self.folded = 0
         self._row_starts = None
         self._cache.clear()
+        self._tag = None
         self.virtual_size = Size(0, 0)
         self.scroll_to(0, 0, animate=False, immediate=True)
         self.refresh()
@@ -165,7 +169,7 @@ class LogView(ScrollView, can_focus=True):
         before = len(self.shown)
         width, added_all, added_errors = self._width, 0, 0
         error_kinds = (Kind.WARNING, Kind.ERROR, Kind.TRACEBACK)
-        for entry in entries:
+        for entry in self._with_tags(entries):
             self._seq += 1
             line, length = view_line(self._seq, entry), len(entry.text)
             if length > MAX_LINE_CHARS:
@@ -196,6 +200,21 @@ class LogView(ScrollView, can_focus=True):
             self.scroll_end(animate=False, immediate=True, x_axis=False)
             self.call_after_refresh(self._to_end_if_following)
         self.refresh()
+
+    def _with_tags(self, entries: Iterable[ClassifiedLine]) -> Iterable[ClassifiedLine]:
+        """`entries` with a tag-only line put in front of the bar that follows it (one line, as a terminal
+        shows it), else kept as it is; a tag-only line at the end of a batch waits for the next batch."""
+        for entry in entries:
+            tag, self._tag = self._tag, None
+            if tag is not None:
+                if bar_line(entry.text) is not None:
+                    yield replace(entry, text=f"{tag.text.strip()} {entry.text}")
+                    continue
+                yield tag
+            if tag_only(entry.text):
+                self._tag = entry
+            else:
+                yield entry
 
     @on(LogLines)
     def _log_lines(self, message: LogLines) -> None:
