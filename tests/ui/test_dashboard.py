@@ -255,6 +255,7 @@ async def test_help_lists_every_binding(build: AppFactory) -> None:
     async with app.run_test(size=(120, 60)) as pilot:
         await pilot.press("question_mark")
         assert type(app.screen).__name__ == "HelpScreen"
+        await pilot.pause()  # the pushed screen laid out (a busy CPU can leave it unsized after the key alone)
         keys_widget = app.screen.query_one("#help-keys")
         shown = "\n".join(keys_widget.render_line(y).text for y in range(keys_widget.size.height))
         for _title, rows in app.help_sections():
