@@ -186,7 +186,8 @@ async def test_progress_bar_redraws_fold_into_one_updating_line(build: AppFactor
 async def test_a_vllm_bar_keeps_its_process_tag_and_no_line_is_a_bare_tag(build: AppFactory) -> None:
     """vLLM tags each write of its engine process and tqdm starts its write with a `\\r`, so the stream splits
     into a bare `(EngineCore pid=N) ` line and the bar: the view shows one line, the tag in front of the bar
-    (the real H100 log's shard bar, as the log follower splits it)."""
+    (the real H100 log's shard bar, as the log follower splits it); the tagged empty write after the bar
+    (tqdm's closing newline) is not shown."""
     from specdash.core.lines import split_lines
     from tests.support.log_batches import RawLog
 
@@ -197,6 +198,7 @@ async def test_a_vllm_bar_keeps_its_process_tag_and_no_line_is_a_bare_tag(build:
             f"{tag}\rLoading safetensors checkpoint shards: {p:3d}% Completed | {n}/4 [00:00<00:00, 17.41it/s]\n"
             for p, n in ((0, 0), (50, 2), (100, 4))
         )
+        + f"{tag}\n"  # tqdm's closing newline, tagged: an empty write
         + f"{tag}INFO 12-06 08:40:22 [default_loader.py:430] Loading weights took 0.23 seconds\n"
     )
     log = RawLog()
@@ -206,7 +208,9 @@ async def test_a_vllm_bar_keeps_its_process_tag_and_no_line_is_a_bare_tag(build:
         session.emit(log.batch(lines[:4]))  # a batch that ends on a bare tag: it waits for what follows
         session.emit(log.batch(lines[4:]))
         await pilot.pause()
-        shown = [line.text for line in app.screen.query_one(LogView).shown]
+        view = app.screen.query_one(LogView)
+        shown = [line.text for line in view.shown]
+        assert view.folded == 3  # two redraws and the empty write
     assert shown == [
         f"{tag}INFO 12-06 08:40:21 [default_loader.py:291] Loading weights",
         f"{tag}Loading safetensors checkpoint shards: 100% Completed | 4/4 [00:00<00:00, 17.41it/s]",

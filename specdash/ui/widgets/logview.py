@@ -203,14 +203,15 @@ class LogView(ScrollView, can_focus=True):
 
     def _with_tags(self, entries: Iterable[ClassifiedLine]) -> Iterable[ClassifiedLine]:
         """`entries` with a tag-only line put in front of the bar that follows it (one line, as a terminal
-        shows it), else kept as it is; a tag-only line at the end of a batch waits for the next batch."""
+        shows it). A tag-only line before anything else is an empty write (tqdm's closing newline): it says
+        nothing and is counted with the bar redraws. One at the end of a batch waits for the next batch."""
         for entry in entries:
             tag, self._tag = self._tag, None
             if tag is not None:
                 if bar_line(entry.text) is not None:
                     yield replace(entry, text=f"{tag.text.strip()} {entry.text}")
                     continue
-                yield tag
+                self.folded += 1
             if tag_only(entry.text):
                 self._tag = entry
             else:
