@@ -101,6 +101,11 @@ class SessionClient(asyncssh.SSHClient):
     def __init__(self, policy: HostKeyPolicy) -> None:
         self.policy = policy
         self.lost: Exception | None = None
+        self.reached = False
+        """The TCP connection was made (asyncssh calls `connection_made` then, before any SSH byte)."""
+
+    def connection_made(self, conn: asyncssh.SSHClientConnection) -> None:
+        self.reached = True
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         return self.policy.check(host, addr, port, key)
@@ -244,7 +249,16 @@ class Connector:
                 **login,
             )
         except (OSError, asyncssh.Error) as exc:
-            raise self._connect_error(exc, label, where, host, policy, self._keys_offered(resolved)) from exc
+            error = self._connect_error(exc, label, where, host, policy, self._keys_offered(resolved))
+            if error.kind is SSHErrorKind.TIMEOUT and client.reached:
+                # Something took the TCP connection and never finished an SSH handshake: not a host that is
+                # down, but another service on that port (or a tarpit).
+                error = SSHError(
+                    SSHErrorKind.TIMEOUT,
+                    f"timed out after {self.options.connect_timeout:g} s: {where} took the connection but never "
+                    "finished an SSH handshake (is it an SSH server? another service on that port answers so)",
+                )
+            raise error from exc
         return conn, client
 
     def _connect_error(
