@@ -34,6 +34,7 @@ from dataclasses import replace
 from typing import Any
 
 from specdash.config import HostConfig, ModeConfig, SlurmConfig
+from specdash.core.eta import estimate
 from specdash.core.events import Notice, ServerStatus, SessionEvent
 from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import ClassifiedLine, Crashed, StartupEvent
@@ -414,6 +415,8 @@ class SlurmWatch(ServerWatch):
         if record.server_host:
             self._head_known.set()
         self._ranks: dict[int, StartupTracker] = {}
+        self._rank_since: dict[int, float] = {}
+        """When each rank entered the phase its tracker is in (the slowest rank's phase clock, for the ETA)."""
         self._rank_errors: list[str] = []
         self._stuck_told = False
         self._last_rank: int | None = None
@@ -447,7 +450,11 @@ class SlurmWatch(ServerWatch):
                         tracker = self._ranks.get(rank)
                         if tracker is None:
                             tracker = self._ranks[rank] = StartupTracker(self.record.engine, started_at=now)
+                            self._rank_since[rank] = now
+                        before = tracker.phase
                         tracker.feed_line(text, now)
+                        if tracker.phase is not before:
+                            self._rank_since[rank] = now
             self._pending_lines.extend(shown)
             self._pending_chars += sum(len(item.text) for item in shown)
             self._handle(events)
@@ -542,9 +549,37 @@ class SlurmWatch(ServerWatch):
             rank, phase, progress = slowest
             order = self._order
             if phase in order and status.phase in order and order.index(phase) < order.index(status.phase):
+                # The server is as far as its slowest rank: rank 0 may be capturing while rank 1 still loads its
+                # weights, and the collective that follows waits for it. That rank's phase, bar and clock.
+                since = self._rank_since.get(rank, self.record.started_at)
+                extra["phase"] = phase
                 extra["progress"] = progress
+                extra["phase_started_at"] = since
                 extra["note"] = f"slowest: rank {rank} {phase.value}" + (f"; {status.note}" if status.note else "")
+                extra.update(self._eta(phase, since, progress))
         return replace(status, **extra)  # type: ignore[arg-type]  # the fields named above
+
+    def _eta(self, phase: Phase, since: float, progress: Progress | None) -> dict[str, object]:
+        """The ETA fields for the server in `phase` since `since` (the slowest rank's), as `ServerWatch` counts."""
+        order = self._order
+        finished = {
+            s.phase: s.duration
+            for s in self.timeline.spans
+            if s.duration is not None and s.phase in order and order.index(s.phase) < order.index(phase)
+        }
+        eta = estimate(
+            self.history,
+            finished,
+            phase,
+            max(0.0, self.clock() - since),
+            progress.fraction if progress and progress.total else None,
+            order,
+        )
+        return {
+            "eta_remaining": eta.remaining if eta else None,
+            "eta_samples": eta.samples if eta else len(self.history),
+            "eta_spread": eta.spread if eta else None,
+        }
 
     def _slowest(self) -> tuple[int, Phase, Progress | None] | None:
         order = self._order

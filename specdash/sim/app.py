@@ -34,6 +34,7 @@ from specdash.sim.gpus import pid_alive, write_load
 from specdash.sim.logstyle import LogWriter
 from specdash.sim.model import BASELINE, BASELINE_MAX_RUNNING, SPEC_COSTS, ThroughputModel
 from specdash.sim.presets import Preset, choose_preset
+from specdash.sim.rendezvous import Rendezvous
 from specdash.sim.scheduler import Scheduler, SimRequest
 from specdash.sim.server import ReceiptStamp, SimServer, Status
 from specdash.sim.spec_space import DraftShape, step_cost
@@ -131,6 +132,8 @@ class SimApp:
         self._request_log = open(config.request_log, "a", buffering=1) if config.request_log else None
         self.server = SimServer(config, self.preset, self.scheduler, self.log)
         self.uvicorn_started = False
+        self._rendezvous: Rendezvous | None = None
+        """The head node's store for the ranks of several nodes (None on one node)."""
         self._listener: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -222,6 +225,24 @@ class SimApp:
         self._on_sigquit()
 
     # ---- startup -------------------------------------------------------------------------------
+
+    async def _serve_rendezvous(self) -> bool:
+        """The head node of several serves the store the ranks meet at (`sim.rendezvous`), as torch's TCPStore
+        on `--dist-init-addr`; a port it cannot take fails the start with TCPStore's words."""
+        if self.c.nnodes <= 1 or self.c.node_rank != 0 or not self.c.dist_init_addr:
+            return True
+        host, _, port = self.c.dist_init_addr.rpartition(":")
+        self._rendezvous = Rendezvous(self.c.tp_size)
+        try:
+            await self._rendezvous.start(host.strip("[]"), int(port))
+        except OSError as exc:
+            self.log.log(
+                "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+                f"address. port: {port}, useIPv6: 0, code: -{exc.errno or 98}, name: EADDRINUSE, message: "
+                "address already in use"
+            )
+            return False
+        return True
 
     async def _start_ranks(self) -> bool:
         payload = json.dumps(self.c.to_json())
@@ -331,6 +352,8 @@ class SimApp:
             self._spawn_task(self._exit_with(self.c.exit_with))
         self.log.log(f"server_args={self.c.server_args_repr()}")
         self.log.log("Using default HuggingFace chat template with detected content format: string")
+        if not await self._serve_rendezvous():
+            return 1
         if not await self._start_ranks():
             return 1
         if self.c.node_rank > 0:

@@ -41,12 +41,16 @@ HANG_MODE = """
 [modes.hang]
 extends = "baseline"
 args = ["--sim-fault", "hang-at=weights"]
+
+[modes.slow]
+extends = "baseline"
+args = ["--sim-fault", "slow-node=1x100"]
 """
 
 
 def slurm_config(tmp: Path, *, port: int) -> Config:
     """The simulator modes of `remote_sim.sim_config` for a two-node job (TP 2 over 2 nodes: one rank each),
-    and a mode that hangs while loading its weights."""
+    a mode that hangs while loading its weights, and one whose second node loads its weights 100 times slower."""
     return sim_config(tmp, port=port, time_scale=0.02, extra_modes=HANG_MODE)
 
 
@@ -123,6 +127,32 @@ async def test_a_two_node_job_starts_serves_a_sweep_and_stops_by_scancel(
     await s.stop()
     assert s.status.phase is Phase.STOPPED
     assert cluster.job_state(job) in ("CANCELLED", "COMPLETED"), cluster.job_state(job)
+
+
+async def test_the_slowest_rank_drives_the_phase_bar_and_eta(session: tuple[RemoteSession, Recorder]) -> None:
+    """Rank 1 (node n2) loads its weights 100 times slower; rank 0 finishes its shards and waits for it at the
+    KV cache's collective. The server is where rank 1 is: loading weights, without rank 0's finished bar."""
+    s, seen = session
+    await s.start("slow")
+    behind = await eventually(
+        lambda: s.status,
+        until=lambda st: "slowest: rank 1 loading weights" in st.note,
+        timeout=90,
+        what="rank 1 behind rank 0",
+    )
+    assert behind.phase is Phase.LOADING_WEIGHTS, behind  # rank 0's own lines say "allocating KV cache"
+    assert behind.progress is None, behind  # rank 1 draws no bar; rank 0's 64/64 is not the server's
+    assert behind.ranks == (2, 2)
+    assert behind.phase_started_at is not None and (behind.started_at or 0.0) <= behind.phase_started_at
+    text = await eventually(
+        lambda: log_text(seen), until=lambda t: "TP0] Load weight end" in t, timeout=30, what="rank 0 loaded"
+    )
+    assert "TP1] Load weight end" not in text, text[-1500:]  # rank 1 still loads
+    ready = await s.wait_status(SETTLED, timeout=150)
+    assert ready.phase is Phase.READY and ready.ranks == (2, 2), (ready, log_text(seen)[-1500:])
+    # Rank 0 printed nothing of the KV cache's pool until rank 1 had loaded (the collective held it).
+    text = log_text(seen)
+    assert text.index("TP1] Load weight end") < text.index("TP0] KV Cache is allocated"), text[-2500:]
 
 
 async def test_queued_behind_another_job_then_running(
