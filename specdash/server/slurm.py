@@ -479,10 +479,12 @@ class SlurmWatch(ServerWatch):
                 continue
             self.job = job
             if job is not None and job.queued:
-                self.state.note = job.queue_text()
+                self.state.note = job.queue_text(self.lifecycle.slurm.account)
                 if "will not start" in self.state.note and not self._stuck_told:
                     self._stuck_told = True
-                    self.emit(Notice(f"{self.record.mode}: job {job.job_id} {self.state.note}", "warning", bell=True))
+                    where = self.lifecycle.config.name
+                    text = f"{self.record.mode}: job {job.job_id} on {where} {self.state.note}"
+                    self.emit(Notice(text, "warning", bell=True))
                 self._publish()
             elif job is not None and job.live:
                 if not self._running.is_set():

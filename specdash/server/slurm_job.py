@@ -95,14 +95,36 @@ class JobState:
         """Waiting for its allocation (no process of it runs yet)."""
         return self.state in QUEUED_STATES
 
-    def queue_text(self) -> str:
-        """`queued: Resources (2nd of 3 in gpu)` for the status line."""
+    def queue_text(self, account: str = "") -> str:
+        """`queued: Resources (2nd of 3 in gpu)` for the status line; a reason that never resolves says so, and
+        one about the account names `account` (the one the job asked for)."""
         where = ""
         if self.position is not None:
             where = f" ({_ordinal(self.position)} of {self.pending_of} pending in {self.partition or 'its partition'})"
         why = self.reason if self.reason and self.reason != "None" else "waiting"
-        stuck = STUCK_REASONS.get(why)
+        stuck = stuck_reason(why)
+        if stuck and _about_account(why):
+            named = f"the account {account!r}" if account else "the job's account (none given)"
+            stuck = f"{named} is not known to Slurm or not allowed in partition {self.partition or '?'}"
         return f"queued: {why}{where}" + (f"; it will not start: {stuck}" if stuck else "")
+
+
+def _about_account(reason: str) -> bool:
+    low = reason.lower()
+    return reason == "InvalidAccount" or ("account" in low and ("not known" in low or "can't use" in low))
+
+
+def stuck_reason(reason: str) -> str | None:
+    """What a pending reason that does not resolve by waiting means, in words; None for one that may resolve.
+
+    Besides Slurm's reason codes (STUCK_REASONS), slurmctld's own sentence for a partition whose `AllowAccounts`
+    does not take the job's account (`Job's account not known, so it can't use this partition (gpu allows lab)`):
+    Slurm 22.05 accepts such a job at `sbatch` and leaves it pending for good."""
+    if reason in STUCK_REASONS:
+        return STUCK_REASONS[reason]
+    if _about_account(reason):
+        return "its account is not allowed in the partition"
+    return None
 
 
 def _ordinal(n: int) -> str:

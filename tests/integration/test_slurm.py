@@ -4,7 +4,8 @@ the simulator run as a two-node SGLang engine by `srun --label`, one step per no
 Covered: queued then running (with Slurm's reason and position), a two-node startup to ready and a sweep on it,
 stop by `scancel` confirmed by the job's end, attach after a new connection, a rank dying, a node's slurmd
 killed mid-startup (NODE_FAIL), a job cancelled by someone else, the time limit, a job pending past what its
-partition allows, a partition that does not exist (sbatch refuses), and a job id that is not ours.
+partition allows, a partition that does not exist (sbatch refuses), an account the partition does not take
+(pends for good, said), and a job id that is not ours.
 """
 
 from __future__ import annotations
@@ -277,6 +278,31 @@ async def test_a_partition_that_does_not_exist_is_refused_by_sbatch_naming_it(
             await s.start("baseline")
         assert s.status.phase is Phase.STOPPED
     assert not cluster.run("squeue", "-h").stdout.strip()
+
+
+async def test_an_account_the_partition_does_not_take_pends_and_is_said_naming_it(
+    sshd: Sshd, ssh_options: SSHOptions, login: HostConfig, cfg: Config, cluster: SlurmCluster
+) -> None:
+    """Slurm 22.05 without slurmdbd (this cluster: `accounting_storage/none`) does not refuse an unknown account
+    at sbatch, even for a partition with `AllowAccounts=`: sbatch answers with a job id and the job pends for good
+    with slurmctld's reason `Job's account not known, so it can't use this partition (lab allows lab)` (every
+    account pends there: none is known without the accounting database). So specdash cannot say "nothing was
+    submitted"; it says the job will not start, naming the account and the host, and its stop cancels it."""
+    assert login.slurm is not None
+    wrong = replace(login, slurm=replace(login.slurm, partition=cluster.account_partition, account="nosuch"))
+    seen = Recorder()
+    async with running(RemoteSession(SSHHost(target(sshd), ssh_options), wrong, cfg), seen) as s:
+        await s.start("baseline")
+        note = await eventually(
+            lambda: s.status.queued, until=lambda q: "will not start" in q, timeout=30, what="stuck reason"
+        )
+        assert "the account 'nosuch' is not known to Slurm or not allowed in partition lab" in note, note
+        told = [e.text for e in seen.events if isinstance(e, Notice) and e.severity == "warning"]
+        assert any("on login" in t and "'nosuch'" in t for t in told), told
+        job = s.status.job_id
+        assert cluster.job_state(job) == "PENDING"
+        await s.stop()
+    assert cluster.job_state(job) == "CANCELLED"
 
 
 async def test_adopting_a_job_that_is_not_ours_is_refused_and_nothing_is_signalled(

@@ -186,6 +186,12 @@ def test_queue_position_and_text() -> None:
     assert job.queue_text() == "queued: Priority (2nd of 3 pending in gpu)"
     stuck = JobState("1", "PENDING", "PartitionTimeLimit", partition="gpu")
     assert "will not start: the job asks for more time than the partition allows" in stuck.queue_text()
+    why = "Job's account not known, so it can't use this partition (lab allows lab)"  # slurmctld 22.05's words
+    account = JobState("1", "PENDING", why, partition="lab")
+    assert account.queue_text("x").endswith(
+        "will not start: the account 'x' is not known to Slurm or not allowed in partition lab"
+    )
+    assert "the job's account (none given)" in JobState("1", "PENDING", "InvalidAccount").queue_text()
 
 
 def test_labels_heads_and_times() -> None:
