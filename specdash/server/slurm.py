@@ -16,7 +16,9 @@ job as it drives a process; `SlurmWatch` is `ServerWatch` with the job's state i
 - crash: the job ending without a stop from specdash, with Slurm's state and reason and srun's lines about the
   ranks that died (`slurm_job.end_reason`);
 - stop: `scancel` (Slurm sends SIGTERM, then SIGKILL after its KillWait), confirmed by the job leaving the live
-  states; only a job recorded by specdash (launched or adopted) is ever cancelled;
+  states; only a job recorded by specdash (launched or adopted) is ever cancelled. Then what each node's GPUs
+  held once the engine had exited, where nvidia-smi answers there: the rank script's own last look
+  (`slurm_job.GPU_AFTER`; no step can run on the nodes after the job's end), a GPU still holding memory a warning;
 - port: the head node's HTTP port, forwarded through the login node (`RunRecord.server_host`).
 """
 
@@ -54,9 +56,11 @@ from specdash.server.slurm_job import (
     SQUEUE_FORMAT,
     JobState,
     end_reason,
+    engine_argv,
     head_mark,
     is_job_id,
     job_script,
+    parse_gpu_after,
     parse_scontrol,
     parse_squeue,
     queue_position,
@@ -242,7 +246,7 @@ class SlurmLifecycle(Lifecycle):
             "engine": mode.engine,
             "port": mode.port,
             "nodes": self.slurm.nodes,
-            "command": redact_argv(shlex.split(next(ln for ln in rank.splitlines() if ln.startswith("  exec ")))[1:]),
+            "command": redact_argv(engine_argv(rank)),
         }
         status, said, stderr = await self._script(
             _SUBMIT, self.slurm.output_dir, self.config.state_dir, run_id, script, rank, "{}", *self._env
@@ -348,8 +352,24 @@ class SlurmLifecycle(Lifecycle):
         else:
             report.survivors.append(f"job {record.job_id} still {job.state if job else '?'} after scancel")
         report.was_running = True
+        with contextlib.suppress(SSHError):
+            report.gpu_after = await self.gpu_after(record)
         report.seconds = time.monotonic() - began
         return report
+
+    async def gpu_after(self, record: RunRecord) -> list[tuple[str, int, int]]:
+        """What each node's GPUs held once the job's engine had exited (node, GPU, MiB): the rank scripts' last
+        look (`slurm_job.GPU_AFTER`), where nvidia-smi answers on the node; empty where it does not."""
+        run = shlex.quote(record.id) if record.id.replace("-", "").isalnum() else ""
+        if not run:
+            return []
+        command = (
+            f"d={shell_path(self.slurm.output_dir)}/{run}; "
+            'for f in "$d"/gpu-after.*; do [ -f "$f" ] || continue; n=${f##*/gpu-after.}; '
+            'head -c 4096 "$f" | sed "s/^/$n\t/"; done'
+        )
+        result = await self.host.run(command, timeout=30.0)
+        return parse_gpu_after(result.stdout)
 
     async def adopt_job(self, job_id: str, mode: str, engine: str, port: int) -> RunRecord:
         """Record a job someone started by hand as ours (after checking it is the SSH user's and live)."""

@@ -294,12 +294,60 @@ def rank_command(mode: ModeConfig, host: HostConfig, nnodes: int, port: int) -> 
             "# One engine rank per node: srun --label runs this once on every node of the job.",
             'rank="${SLURM_NODEID:?not run by srun}"',
             'if [ "$rank" = 0 ]; then',
-            f"  exec {base} {head} {own} {multi}".rstrip(),
+            f"  engine=({base} {head} {own} {multi})".replace(" )", ")"),
+            "else",
+            f"  engine=({base} {head} {own} {multi} {worker})".replace("  )", ")").replace(" )", ")"),
             "fi",
-            f"exec {base} {head} {own} {multi} {worker}".rstrip(),
+            "# Not exec: this shell stays to look at the GPUs once the engine has gone. Slurm's SIGTERM reaches the",
+            "# engine itself (every process of the step); here it only waits for the engine.",
+            "trap 'stopping=1' TERM",
+            '"${engine[@]}"',
+            "code=$?",
+            GPU_AFTER,
+            '# The engine\'s own end for srun ("task 1: Killed"): a signal is raised again, an exit status returned.',
+            'if [ "$code" -gt 128 ] && [ "$code" -lt 160 ]; then trap - TERM; kill -s "$((code - 128))" $$; fi',
+            'exit "$code"',
             "",
         ]
     )
+
+
+GPU_HELD_MIB = 1024
+"""A GPU using more than this after the engine exited still holds memory (an idle GPU reports a few MiB)."""
+
+GPU_AFTER = r"""# Where nvidia-smi answers on this node: what its GPUs hold now that the engine has exited, into the run
+# directory (specdash reads it after a stop). Up to 3 s for the memory to come back, well within KillWait.
+if command -v nvidia-smi >/dev/null 2>&1; then
+  ids=${CUDA_VISIBLE_DEVICES:-}
+  case "$ids" in *[!0-9,]*) ids=;; esac
+  out="${SLURM_SUBMIT_DIR:-.}/gpu-after.${SLURMD_NODENAME:-$(hostname -s)}"
+  for _ in 1 2 3 4 5 6; do
+    used=$(timeout 10 nvidia-smi ${ids:+--id="$ids"} --query-gpu=index,memory.used --format=csv,noheader,nounits \
+      2>/dev/null) || break
+    printf '%s\n' "$used" > "$out.new" && mv -f "$out.new" "$out"
+    printf '%s\n' "$used" | awk -F', *' -v held=GPU_HELD_MIB '$2 + 0 > held {h = 1} END {exit h}' && break
+    sleep 0.5
+  done
+fi""".replace("GPU_HELD_MIB", str(GPU_HELD_MIB))
+"""The rank script's last look at its node's GPUs (the job's own: after its end no step can run there)."""
+
+
+def engine_argv(rank_script: str) -> list[str]:
+    """The head rank's command line in a `rank_command` script (shell words, `$HEAD_ADDR` unexpanded)."""
+    line = next(ln.strip() for ln in rank_script.splitlines() if ln.startswith("  engine=("))
+    return shlex.split(line.removeprefix("engine=(").removesuffix(")"))
+
+
+def parse_gpu_after(text: str) -> list[tuple[str, int, int]]:
+    """`NODE<TAB>INDEX, MIB` lines (the rank scripts' `gpu-after.NODE` files) as (node, GPU, MiB used);
+    lines of another shape are left out (nothing in them is acted on)."""
+    out = []
+    for line in text.splitlines():
+        node, _, reading = line.partition("\t")
+        index, _, mib = reading.partition(",")
+        if _NAME.fullmatch(node) and node and index.strip().isdigit() and mib.strip().isdigit():
+            out.append((node, int(index.strip()), int(mib.strip())))
+    return out
 
 
 def job_script(mode: ModeConfig, host: HostConfig, env: Mapping[str, str], job_name: str) -> str:

@@ -89,11 +89,15 @@ def request_record(req: SimRequest) -> dict[str, Any]:
 class ProcessTree:
     """The TP children, killed the way SGLang's `kill_process_tree` does (SIGKILL, children first)."""
 
-    def __init__(self) -> None:
+    def __init__(self, spare: bool = False) -> None:
         self.procs: list[asyncio.subprocess.Process] = []
+        self.spare = spare
+        """`--sim-fault orphan-ranks`: the kill misses the children."""
 
     def kill_children(self) -> None:
         """SIGKILL every child still alive."""
+        if self.spare:
+            return
         for proc in self.procs:
             if proc.returncode is None:
                 try:
@@ -116,7 +120,7 @@ class SimApp:
         self.warnings = warnings
         self.log = LogWriter(config.style_2026, config.tp_size)
         self.preset: Preset = choose_preset(config.model_path, config.tp_size)
-        self.tree = ProcessTree()
+        self.tree = ProcessTree(spare=config.faults.orphan_ranks)
         self.scheduler = Scheduler(
             build_model(config),
             self.log,

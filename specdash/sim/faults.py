@@ -12,6 +12,9 @@
 - `warmup-fail`: the warmup request: `Initialization failed. warmup error: ...[502]`, exit status -9.
 - `slow-health[=S]`: every /health and /health_generate answers after S seconds (default 25); at 20 s or
   more, SGLang's `Health check failed...` line and 503.
+- `orphan-ranks`: the TP ranks outlive their launcher and its process group: they leave it (setsid), ignore
+  SIGTERM, and the launcher's kill of its tree misses them, so they keep their GPU memory after a stop (what
+  engines have left behind after a Slurm kill).
 - `slow-node=N[xF]`: the ranks of node N (`--node-rank`) load their weights F times slower (default 10; a
   slow filesystem on one node of a multi-node server); the other nodes wait for them at the next collective
   (`specdash.sim.rendezvous`), as real ranks do.
@@ -47,6 +50,7 @@ FAULT_HELP: tuple[tuple[str, str], ...] = (
     ("port-in-use", "uvicorn's bind fails after the whole load ([Errno 98]), exit 1"),
     ("warmup-fail", "the warmup request fails with a 502, exit status -9"),
     ("slow-health[=S]", "every health probe answers after S seconds (default 25; from 20 s: 503)"),
+    ("orphan-ranks", "the TP ranks outlive their launcher and a kill of its process group, holding their GPUs"),
     ("slow-node=N[xF]", "node rank N loads its weights F times slower (default 10); the other nodes wait for it"),
     ("spec-diverge=N", "greedy output differs from the target's at token N (a lossy verify step)"),
     ("sleep-500", "/release_memory_occupation answers 500 and releases nothing"),
@@ -87,6 +91,8 @@ class Faults:
     """Fail the warmup request with a 502."""
     slow_health: float | None = None
     """Seconds every health probe takes."""
+    orphan_ranks: bool = False
+    """The ranks leave the launcher's process group, ignore SIGTERM and are spared by its kill."""
     slow_node: int | None = None
     """This node rank's weight loading is `slow_factor` times slower."""
     slow_factor: float = 10.0
@@ -107,7 +113,15 @@ class Faults:
     """The resume succeeds, with corrupted weights."""
 
 
-_FLAG_FAULTS = ("sleep-500", "sleep-holds-memory", "wake-404", "wake-500", "wake-hangs", "wake-corrupts")
+_FLAG_FAULTS = (
+    "orphan-ranks",
+    "sleep-500",
+    "sleep-holds-memory",
+    "wake-404",
+    "wake-500",
+    "wake-hangs",
+    "wake-corrupts",
+)
 
 
 def parse_faults(specs: list[str]) -> Faults:

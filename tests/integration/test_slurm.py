@@ -14,6 +14,7 @@ import contextlib
 import os
 import shlex
 import signal
+import sysconfig
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
@@ -30,13 +31,14 @@ from specdash.phases import SETTLED, Phase
 from specdash.remote.events import Connected, Lost
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession, running
+from specdash.sim.gpus import COUNT_ENV, DIR_ENV
 from tests.integration.conftest import target, trust
 from tests.support.eventually import eventually
 from tests.support.ports import free_port
 from tests.support.recorder import Recorder
-from tests.support.remote_sim import sim_config
+from tests.support.remote_sim import SRC, remote_python, sim_config
 from tests.support.slurm import SlurmCluster
-from tests.support.sshd import Sshd
+from tests.support.sshd import Sshd, make_dir
 
 HANG_MODE = """
 [modes.hang]
@@ -154,6 +156,63 @@ async def test_the_slowest_rank_drives_the_phase_bar_and_eta(session: tuple[Remo
     # Rank 0 printed nothing of the KV cache's pool until rank 1 had loaded (the collective held it).
     text = log_text(seen)
     assert text.index("TP1] Load weight end") < text.index("TP0] KV Cache is allocated"), text[-2500:]
+
+
+def gpu_nodes(port: int) -> tuple[dict[str, str], str, Path]:
+    """The simulator's `nvidia-smi` on the nodes' PATH and a launcher for the simulator, both keeping each node's
+    pretend GPUs in a directory of its own (`$SLURMD_NODENAME`): the two nodes are one machine here. Returns the
+    environment for the login node (its jobs inherit it), the modes that use the launcher, and the GPUs' dir."""
+    base = make_dir("specdash-gpus-")
+    base.chmod(0o777)
+    bin_dir = make_dir("specdash-bin-")
+    pythonpath = f"{SRC}:{sysconfig.get_paths()['purelib']}"
+    own = f'export {DIR_ENV}="{base}/${{SLURMD_NODENAME:-none}}" {COUNT_ENV}=2 PYTHONPATH="{pythonpath}"'
+    for name, module in (("nvidia-smi", "specdash.sim.gpus"), ("sim-on-node", "specdash sim")):
+        (bin_dir / name).write_text(f'#!/bin/sh\n{own}\nexec "{remote_python()}" -m {module} "$@"\n')
+        (bin_dir / name).chmod(0o755)
+    modes = f"""
+[modes.gpus]
+extends = "baseline"
+launcher = ["{bin_dir}/sim-on-node"]
+
+[modes.gpus-orphan]
+extends = "gpus"
+args = ["--sim-fault", "orphan-ranks"]
+"""
+    return {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin"}, modes, base
+
+
+@pytest.mark.parametrize("mode", ["gpus", "gpus-orphan"])
+async def test_after_scancel_each_nodes_gpu_memory_is_reported_released_or_held(
+    sshd: Sshd, ssh_options: SSHOptions, login: HostConfig, tmp_path: Path, port: int, cluster: SlurmCluster, mode: str
+) -> None:
+    """The rank script looks at its node's GPUs once the engine has exited (nvidia-smi answers there: the
+    simulator's); the stop says released, or names each GPU still held by ranks that outlived the job."""
+    env, modes, gpus = gpu_nodes(port)
+    cfg = sim_config(tmp_path, port=port, time_scale=0.02, extra_modes=modes)
+    host = replace(login, env={**login.env, **env})
+    seen = Recorder()
+    try:
+        async with running(RemoteSession(SSHHost(target(sshd), ssh_options), host, cfg), seen) as s:
+            await s.start(mode)
+            assert (await s.wait_status(SETTLED, timeout=120)).phase is Phase.READY, log_text(seen)[-1500:]
+            job = s.status.job_id
+            await s.stop()
+    finally:
+        # The ranks this test's job left behind, by the PIDs in their GPU files (their titles hide the job's
+        # environment from `reap_strays`).
+        for pid in {int(f.stem.rsplit("-", 1)[1]) for f in gpus.glob("*/gpu*-*.json")}:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert cluster.job_state(job) == "CANCELLED"
+    said = [e for e in seen.events if isinstance(e, Notice) and e.text.startswith("stopped run")]
+    assert len(said) == 1, said
+    if mode == "gpus":
+        assert "GPU memory released on n1, n2: at most 1 MiB used a GPU after the stop" in said[0].text, said
+        assert said[0].severity == "information"
+    else:  # rank 0 (GPU0 of n1) and rank 1 (GPU1 of n2) live on, out of the job's process groups
+        assert "GPU0 on n1 still holds" in said[0].text and "GPU1 on n2 still holds" in said[0].text, said
+        assert "GPU1 on n1" not in said[0].text and said[0].severity == "warning"
 
 
 async def test_queued_behind_another_job_then_running(
