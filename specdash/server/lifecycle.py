@@ -26,6 +26,7 @@ from specdash.redact import redact_argv
 from specdash.remote.host import Host, RunResult
 from specdash.safetext import escape_controls
 from specdash.server.launch import launch_argv, launch_env
+from specdash.server.slurm_job import GPU_HELD_MIB
 
 
 class ServerAlreadyRunning(SpecdashError):
@@ -148,8 +149,20 @@ class StopReport:
     """Who still listens, if the port is not free."""
     gpu_memory_mib: list[tuple[int, int]] = field(default_factory=list)
     """(GPU index, MiB used) after the stop, on hosts with nvidia-smi."""
+    gpu_after: list[tuple[str, int, int]] = field(default_factory=list)
+    """(node, GPU index, MiB used) on each node of a Slurm job once its engine had exited, where nvidia-smi
+    answers there (the job's own last look)."""
     seconds: float = 0.0
     """How long the stop took."""
+
+    @property
+    def gpu_held(self) -> list[str]:
+        """The GPUs of `gpu_after` that still held memory, in words."""
+        return [
+            f"GPU{index} on {escape_controls(node)} still holds {mib / 1024:.1f} GiB after the job ended"
+            for node, index, mib in self.gpu_after
+            if mib > GPU_HELD_MIB
+        ]
 
     def summary(self) -> str:
         """One or two lines for the terminal."""
@@ -164,6 +177,12 @@ class StopReport:
             parts.append("still alive: " + "; ".join(self.survivors))
         if not self.port_free:
             parts.append(f"port still in use: {self.port_listener}")
+        if self.gpu_held:
+            parts.append("; ".join(self.gpu_held) + " (a process of the engine may live on: nvidia-smi there)")
+        elif self.gpu_after:
+            nodes = sorted({node for node, _, _ in self.gpu_after})
+            most = max(mib for _, _, mib in self.gpu_after)
+            parts.append(f"GPU memory released on {', '.join(nodes)}: at most {most} MiB used a GPU after the stop")
         if self.gpu_memory_mib:
             parts.append("GPU memory in use: " + ", ".join(f"GPU{i} {m} MiB" for i, m in self.gpu_memory_mib))
         return "\n".join(parts)

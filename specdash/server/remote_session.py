@@ -295,7 +295,12 @@ class RemoteSession:
         if self._watch is not None:
             self._watch.mark_stopping()
         report = await self.lifecycle.stop(record, grace)
-        self._emit(Notice(report.summary(), "warning" if report.survivors or not report.port_free else "information"))
+        self._emit(
+            Notice(
+                report.summary(),
+                "warning" if report.survivors or report.gpu_held or not report.port_free else "information",
+            )
+        )
         if self._watch_task is not None:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self._watch_task), 5.0)

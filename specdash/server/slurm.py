@@ -16,7 +16,9 @@ job as it drives a process; `SlurmWatch` is `ServerWatch` with the job's state i
 - crash: the job ending without a stop from specdash, with Slurm's state and reason and srun's lines about the
   ranks that died (`slurm_job.end_reason`);
 - stop: `scancel` (Slurm sends SIGTERM, then SIGKILL after its KillWait), confirmed by the job leaving the live
-  states; only a job recorded by specdash (launched or adopted) is ever cancelled;
+  states; only a job recorded by specdash (launched or adopted) is ever cancelled. Then what each node's GPUs
+  held once the engine had exited, where nvidia-smi answers there: the rank script's own last look
+  (`slurm_job.GPU_AFTER`; no step can run on the nodes after the job's end), a GPU still holding memory a warning;
 - port: the head node's HTTP port, forwarded through the login node (`RunRecord.server_host`).
 """
 
@@ -34,6 +36,7 @@ from dataclasses import replace
 from typing import Any
 
 from specdash.config import HostConfig, ModeConfig, SlurmConfig
+from specdash.core.eta import estimate
 from specdash.core.events import Notice, ServerStatus, SessionEvent
 from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import ClassifiedLine, Crashed, StartupEvent
@@ -53,9 +56,11 @@ from specdash.server.slurm_job import (
     SQUEUE_FORMAT,
     JobState,
     end_reason,
+    engine_argv,
     head_mark,
     is_job_id,
     job_script,
+    parse_gpu_after,
     parse_scontrol,
     parse_squeue,
     queue_position,
@@ -241,7 +246,7 @@ class SlurmLifecycle(Lifecycle):
             "engine": mode.engine,
             "port": mode.port,
             "nodes": self.slurm.nodes,
-            "command": redact_argv(shlex.split(next(ln for ln in rank.splitlines() if ln.startswith("  exec ")))[1:]),
+            "command": redact_argv(engine_argv(rank)),
         }
         status, said, stderr = await self._script(
             _SUBMIT, self.slurm.output_dir, self.config.state_dir, run_id, script, rank, "{}", *self._env
@@ -347,8 +352,24 @@ class SlurmLifecycle(Lifecycle):
         else:
             report.survivors.append(f"job {record.job_id} still {job.state if job else '?'} after scancel")
         report.was_running = True
+        with contextlib.suppress(SSHError):
+            report.gpu_after = await self.gpu_after(record)
         report.seconds = time.monotonic() - began
         return report
+
+    async def gpu_after(self, record: RunRecord) -> list[tuple[str, int, int]]:
+        """What each node's GPUs held once the job's engine had exited (node, GPU, MiB): the rank scripts' last
+        look (`slurm_job.GPU_AFTER`), where nvidia-smi answers on the node; empty where it does not."""
+        run = shlex.quote(record.id) if record.id.replace("-", "").isalnum() else ""
+        if not run:
+            return []
+        command = (
+            f"d={shell_path(self.slurm.output_dir)}/{run}; "
+            'for f in "$d"/gpu-after.*; do [ -f "$f" ] || continue; n=${f##*/gpu-after.}; '
+            'head -c 4096 "$f" | sed "s/^/$n\t/"; done'
+        )
+        result = await self.host.run(command, timeout=30.0)
+        return parse_gpu_after(result.stdout)
 
     async def adopt_job(self, job_id: str, mode: str, engine: str, port: int) -> RunRecord:
         """Record a job someone started by hand as ours (after checking it is the SSH user's and live)."""
@@ -414,6 +435,8 @@ class SlurmWatch(ServerWatch):
         if record.server_host:
             self._head_known.set()
         self._ranks: dict[int, StartupTracker] = {}
+        self._rank_since: dict[int, float] = {}
+        """When each rank entered the phase its tracker is in (the slowest rank's phase clock, for the ETA)."""
         self._rank_errors: list[str] = []
         self._stuck_told = False
         self._last_rank: int | None = None
@@ -447,7 +470,11 @@ class SlurmWatch(ServerWatch):
                         tracker = self._ranks.get(rank)
                         if tracker is None:
                             tracker = self._ranks[rank] = StartupTracker(self.record.engine, started_at=now)
+                            self._rank_since[rank] = now
+                        before = tracker.phase
                         tracker.feed_line(text, now)
+                        if tracker.phase is not before:
+                            self._rank_since[rank] = now
             self._pending_lines.extend(shown)
             self._pending_chars += sum(len(item.text) for item in shown)
             self._handle(events)
@@ -472,10 +499,12 @@ class SlurmWatch(ServerWatch):
                 continue
             self.job = job
             if job is not None and job.queued:
-                self.state.note = job.queue_text()
+                self.state.note = job.queue_text(self.lifecycle.slurm.account)
                 if "will not start" in self.state.note and not self._stuck_told:
                     self._stuck_told = True
-                    self.emit(Notice(f"{self.record.mode}: job {job.job_id} {self.state.note}", "warning", bell=True))
+                    where = self.lifecycle.config.name
+                    text = f"{self.record.mode}: job {job.job_id} on {where} {self.state.note}"
+                    self.emit(Notice(text, "warning", bell=True))
                 self._publish()
             elif job is not None and job.live:
                 if not self._running.is_set():
@@ -542,9 +571,37 @@ class SlurmWatch(ServerWatch):
             rank, phase, progress = slowest
             order = self._order
             if phase in order and status.phase in order and order.index(phase) < order.index(status.phase):
+                # The server is as far as its slowest rank: rank 0 may be capturing while rank 1 still loads its
+                # weights, and the collective that follows waits for it. That rank's phase, bar and clock.
+                since = self._rank_since.get(rank, self.record.started_at)
+                extra["phase"] = phase
                 extra["progress"] = progress
+                extra["phase_started_at"] = since
                 extra["note"] = f"slowest: rank {rank} {phase.value}" + (f"; {status.note}" if status.note else "")
+                extra.update(self._eta(phase, since, progress))
         return replace(status, **extra)  # type: ignore[arg-type]  # the fields named above
+
+    def _eta(self, phase: Phase, since: float, progress: Progress | None) -> dict[str, object]:
+        """The ETA fields for the server in `phase` since `since` (the slowest rank's), as `ServerWatch` counts."""
+        order = self._order
+        finished = {
+            s.phase: s.duration
+            for s in self.timeline.spans
+            if s.duration is not None and s.phase in order and order.index(s.phase) < order.index(phase)
+        }
+        eta = estimate(
+            self.history,
+            finished,
+            phase,
+            max(0.0, self.clock() - since),
+            progress.fraction if progress and progress.total else None,
+            order,
+        )
+        return {
+            "eta_remaining": eta.remaining if eta else None,
+            "eta_samples": eta.samples if eta else len(self.history),
+            "eta_spread": eta.spread if eta else None,
+        }
 
     def _slowest(self) -> tuple[int, Phase, Progress | None] | None:
         order = self._order

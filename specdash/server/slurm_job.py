@@ -95,14 +95,36 @@ class JobState:
         """Waiting for its allocation (no process of it runs yet)."""
         return self.state in QUEUED_STATES
 
-    def queue_text(self) -> str:
-        """`queued: Resources (2nd of 3 in gpu)` for the status line."""
+    def queue_text(self, account: str = "") -> str:
+        """`queued: Resources (2nd of 3 in gpu)` for the status line; a reason that never resolves says so, and
+        one about the account names `account` (the one the job asked for)."""
         where = ""
         if self.position is not None:
             where = f" ({_ordinal(self.position)} of {self.pending_of} pending in {self.partition or 'its partition'})"
         why = self.reason if self.reason and self.reason != "None" else "waiting"
-        stuck = STUCK_REASONS.get(why)
+        stuck = stuck_reason(why)
+        if stuck and _about_account(why):
+            named = f"the account {account!r}" if account else "the job's account (none given)"
+            stuck = f"{named} is not known to Slurm or not allowed in partition {self.partition or '?'}"
         return f"queued: {why}{where}" + (f"; it will not start: {stuck}" if stuck else "")
+
+
+def _about_account(reason: str) -> bool:
+    low = reason.lower()
+    return reason == "InvalidAccount" or ("account" in low and ("not known" in low or "can't use" in low))
+
+
+def stuck_reason(reason: str) -> str | None:
+    """What a pending reason that does not resolve by waiting means, in words; None for one that may resolve.
+
+    Besides Slurm's reason codes (STUCK_REASONS), slurmctld's own sentence for a partition whose `AllowAccounts`
+    does not take the job's account (`Job's account not known, so it can't use this partition (gpu allows lab)`):
+    Slurm 22.05 accepts such a job at `sbatch` and leaves it pending for good."""
+    if reason in STUCK_REASONS:
+        return STUCK_REASONS[reason]
+    if _about_account(reason):
+        return "its account is not allowed in the partition"
+    return None
 
 
 def _ordinal(n: int) -> str:
@@ -272,12 +294,60 @@ def rank_command(mode: ModeConfig, host: HostConfig, nnodes: int, port: int) -> 
             "# One engine rank per node: srun --label runs this once on every node of the job.",
             'rank="${SLURM_NODEID:?not run by srun}"',
             'if [ "$rank" = 0 ]; then',
-            f"  exec {base} {head} {own} {multi}".rstrip(),
+            f"  engine=({base} {head} {own} {multi})".replace(" )", ")"),
+            "else",
+            f"  engine=({base} {head} {own} {multi} {worker})".replace("  )", ")").replace(" )", ")"),
             "fi",
-            f"exec {base} {head} {own} {multi} {worker}".rstrip(),
+            "# Not exec: this shell stays to look at the GPUs once the engine has gone. Slurm's SIGTERM reaches the",
+            "# engine itself (every process of the step); here it only waits for the engine.",
+            "trap 'stopping=1' TERM",
+            '"${engine[@]}"',
+            "code=$?",
+            GPU_AFTER,
+            '# The engine\'s own end for srun ("task 1: Killed"): a signal is raised again, an exit status returned.',
+            'if [ "$code" -gt 128 ] && [ "$code" -lt 160 ]; then trap - TERM; kill -s "$((code - 128))" $$; fi',
+            'exit "$code"',
             "",
         ]
     )
+
+
+GPU_HELD_MIB = 1024
+"""A GPU using more than this after the engine exited still holds memory (an idle GPU reports a few MiB)."""
+
+GPU_AFTER = r"""# Where nvidia-smi answers on this node: what its GPUs hold now that the engine has exited, into the run
+# directory (specdash reads it after a stop). Up to 3 s for the memory to come back, well within KillWait.
+if command -v nvidia-smi >/dev/null 2>&1; then
+  ids=${CUDA_VISIBLE_DEVICES:-}
+  case "$ids" in *[!0-9,]*) ids=;; esac
+  out="${SLURM_SUBMIT_DIR:-.}/gpu-after.${SLURMD_NODENAME:-$(hostname -s)}"
+  for _ in 1 2 3 4 5 6; do
+    used=$(timeout 10 nvidia-smi ${ids:+--id="$ids"} --query-gpu=index,memory.used --format=csv,noheader,nounits \
+      2>/dev/null) || break
+    printf '%s\n' "$used" > "$out.new" && mv -f "$out.new" "$out"
+    printf '%s\n' "$used" | awk -F', *' -v held=GPU_HELD_MIB '$2 + 0 > held {h = 1} END {exit h}' && break
+    sleep 0.5
+  done
+fi""".replace("GPU_HELD_MIB", str(GPU_HELD_MIB))
+"""The rank script's last look at its node's GPUs (the job's own: after its end no step can run there)."""
+
+
+def engine_argv(rank_script: str) -> list[str]:
+    """The head rank's command line in a `rank_command` script (shell words, `$HEAD_ADDR` unexpanded)."""
+    line = next(ln.strip() for ln in rank_script.splitlines() if ln.startswith("  engine=("))
+    return shlex.split(line.removeprefix("engine=(").removesuffix(")"))
+
+
+def parse_gpu_after(text: str) -> list[tuple[str, int, int]]:
+    """`NODE<TAB>INDEX, MIB` lines (the rank scripts' `gpu-after.NODE` files) as (node, GPU, MiB used);
+    lines of another shape are left out (nothing in them is acted on)."""
+    out = []
+    for line in text.splitlines():
+        node, _, reading = line.partition("\t")
+        index, _, mib = reading.partition(",")
+        if _NAME.fullmatch(node) and node and index.strip().isdigit() and mib.strip().isdigit():
+            out.append((node, int(index.strip()), int(mib.strip())))
+    return out
 
 
 def job_script(mode: ModeConfig, host: HostConfig, env: Mapping[str, str], job_name: str) -> str:

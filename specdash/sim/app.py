@@ -34,6 +34,7 @@ from specdash.sim.gpus import pid_alive, write_load
 from specdash.sim.logstyle import LogWriter
 from specdash.sim.model import BASELINE, BASELINE_MAX_RUNNING, SPEC_COSTS, ThroughputModel
 from specdash.sim.presets import Preset, choose_preset
+from specdash.sim.rendezvous import Rendezvous
 from specdash.sim.scheduler import Scheduler, SimRequest
 from specdash.sim.server import ReceiptStamp, SimServer, Status
 from specdash.sim.spec_space import DraftShape, step_cost
@@ -90,11 +91,15 @@ def request_record(req: SimRequest) -> dict[str, Any]:
 class ProcessTree:
     """The TP children, killed the way SGLang's `kill_process_tree` does (SIGKILL, children first)."""
 
-    def __init__(self) -> None:
+    def __init__(self, spare: bool = False) -> None:
         self.procs: list[asyncio.subprocess.Process] = []
+        self.spare = spare
+        """`--sim-fault orphan-ranks`: the kill misses the children."""
 
     def kill_children(self) -> None:
         """SIGKILL every child still alive."""
+        if self.spare:
+            return
         for proc in self.procs:
             if proc.returncode is None:
                 try:
@@ -119,7 +124,7 @@ class SimApp:
             VllmLogWriter(config.tp_size) if config.vllm else LogWriter(config.style_2026, config.tp_size)
         )
         self.preset: Preset = choose_preset(config.model_path, config.tp_size)
-        self.tree = ProcessTree()
+        self.tree = ProcessTree(spare=config.faults.orphan_ranks)
         self.scheduler = Scheduler(
             build_model(config),
             self.log,
@@ -135,6 +140,8 @@ class SimApp:
         self._request_log = open(config.request_log, "a", buffering=1) if config.request_log else None
         self.server = SimServer(config, self.preset, self.scheduler, self.log)
         self.uvicorn_started = False
+        self._rendezvous: Rendezvous | None = None
+        """The head node's store for the ranks of several nodes (None on one node)."""
         self._listener: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -238,6 +245,24 @@ class SimApp:
         self._on_sigquit()
 
     # ---- startup -------------------------------------------------------------------------------
+
+    async def _serve_rendezvous(self) -> bool:
+        """The head node of several serves the store the ranks meet at (`sim.rendezvous`), as torch's TCPStore
+        on `--dist-init-addr`; a port it cannot take fails the start with TCPStore's words."""
+        if self.c.nnodes <= 1 or self.c.node_rank != 0 or not self.c.dist_init_addr:
+            return True
+        host, _, port = self.c.dist_init_addr.rpartition(":")
+        self._rendezvous = Rendezvous(self.c.tp_size)
+        try:
+            await self._rendezvous.start(host.strip("[]"), int(port))
+        except OSError as exc:
+            self.log.log(
+                "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+                f"address. port: {port}, useIPv6: 0, code: -{exc.errno or 98}, name: EADDRINUSE, message: "
+                "address already in use"
+            )
+            return False
+        return True
 
     async def _start_ranks(self) -> bool:
         payload = json.dumps(self.c.to_json())
@@ -356,6 +381,8 @@ class SimApp:
         else:
             self.log.log(f"server_args={self.c.server_args_repr()}")
             self.log.log("Using default HuggingFace chat template with detected content format: string")
+        if not await self._serve_rendezvous():
+            return 1
         if not await self._start_ranks():
             return 1
         if isinstance(self.server.memory, VllmSleep) and self.tree.procs:

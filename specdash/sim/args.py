@@ -279,6 +279,11 @@ class SimConfig:
         return "ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in fields) + ")"
 
 
+def _host_port(addr: str) -> bool:
+    host, _, port = addr.rpartition(":")
+    return bool(host) and port.isdigit() and 0 < int(port) < 65536
+
+
 def resolve(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> tuple[SimConfig, list[str]]:
     """Apply SGLang's argument post-processing; return the config and the warning lines to log.
 
@@ -301,6 +306,10 @@ def resolve(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> tup
         raise UsageError(f"--node-rank {ns.node_rank} is not one of the {ns.nnodes} node(s) of --nnodes")
     if ns.nnodes > 1 and (ns.tp_size % ns.nnodes or not ns.dist_init_addr):
         raise UsageError("several nodes need --tp-size divisible by --nnodes and --dist-init-addr HEAD:PORT")
+    if faults.slow_node is not None and faults.slow_node >= ns.nnodes:
+        raise UsageError(f"--sim-fault slow-node={faults.slow_node}: not one of the {ns.nnodes} node(s) of --nnodes")
+    if ns.nnodes > 1 and not _host_port(ns.dist_init_addr):
+        raise UsageError(f"--dist-init-addr {ns.dist_init_addr!r}: expected HEAD:PORT")
     algo: str | None = ns.speculative_algorithm
     steps, topk, draft = ns.speculative_num_steps, ns.speculative_eagle_topk, ns.speculative_num_draft_tokens
     vllm = ns.sim_log_style.startswith("vllm")

@@ -12,6 +12,12 @@
 - `warmup-fail`: the warmup request: `Initialization failed. warmup error: ...[502]`, exit status -9.
 - `slow-health[=S]`: every /health and /health_generate answers after S seconds (default 25); at 20 s or
   more, SGLang's `Health check failed...` line and 503.
+- `orphan-ranks`: the TP ranks outlive their launcher and its process group: they leave it (setsid), ignore
+  SIGTERM, and the launcher's kill of its tree misses them, so they keep their GPU memory after a stop (what
+  engines have left behind after a Slurm kill).
+- `slow-node=N[xF]`: the ranks of node N (`--node-rank`) load their weights F times slower (default 10; a
+  slow filesystem on one node of a multi-node server); the other nodes wait for them at the next collective
+  (`specdash.sim.rendezvous`), as real ranks do.
 
 - `sleep-500`, `sleep-holds-memory`, `wake-404`, `wake-500`, `wake-hangs`, `wake-corrupts`: the memory
   release and resume (`specdash.sim.memory`) fail in each way a real engine has been seen to.
@@ -44,6 +50,8 @@ FAULT_HELP: tuple[tuple[str, str], ...] = (
     ("port-in-use", "uvicorn's bind fails after the whole load ([Errno 98]), exit 1"),
     ("warmup-fail", "the warmup request fails with a 502, exit status -9"),
     ("slow-health[=S]", "every health probe answers after S seconds (default 25; from 20 s: 503)"),
+    ("orphan-ranks", "the TP ranks outlive their launcher and a kill of its process group, holding their GPUs"),
+    ("slow-node=N[xF]", "node rank N loads its weights F times slower (default 10); the other nodes wait for it"),
     ("spec-diverge=N", "greedy output differs from the target's at token N (a lossy verify step)"),
     ("sleep-500", "/release_memory_occupation answers 500 and releases nothing"),
     ("sleep-holds-memory", "/release_memory_occupation answers 200 but the GPUs keep their memory"),
@@ -83,6 +91,12 @@ class Faults:
     """Fail the warmup request with a 502."""
     slow_health: float | None = None
     """Seconds every health probe takes."""
+    orphan_ranks: bool = False
+    """The ranks leave the launcher's process group, ignore SIGTERM and are spared by its kill."""
+    slow_node: int | None = None
+    """This node rank's weight loading is `slow_factor` times slower."""
+    slow_factor: float = 10.0
+    """How much slower the slow node loads."""
     spec_diverge: int | None = None
     """Speculative modes only: greedy output differs from the target's at this token (a lossy verify bug)."""
     sleep_500: bool = False
@@ -99,7 +113,15 @@ class Faults:
     """The resume succeeds, with corrupted weights."""
 
 
-_FLAG_FAULTS = ("sleep-500", "sleep-holds-memory", "wake-404", "wake-500", "wake-hangs", "wake-corrupts")
+_FLAG_FAULTS = (
+    "orphan-ranks",
+    "sleep-500",
+    "sleep-holds-memory",
+    "wake-404",
+    "wake-500",
+    "wake-hangs",
+    "wake-corrupts",
+)
 
 
 def parse_faults(specs: list[str]) -> Faults:
@@ -130,6 +152,11 @@ def parse_faults(specs: list[str]) -> Faults:
                 kw[name.replace("-", "_")] = True
             elif name == "slow-health":
                 kw["slow_health"] = float(value) if value else 25.0
+            elif name == "slow-node":
+                node, _, factor = value.partition("x")
+                kw["slow_node"], kw["slow_factor"] = int(node), float(factor) if factor else 10.0
+                if kw["slow_node"] < 0 or not kw["slow_factor"] >= 1.0:  # type: ignore[operator]
+                    raise ValueError(spec)
             else:
                 raise ValueError(spec)
         except ValueError:

@@ -44,6 +44,9 @@ def main(argv: list[str]) -> int:
     _set_title(rank, config.tp_size)
     # Ctrl-C in a terminal reaches the whole group; the parent decides what happens, as with SGLang.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if config.faults.orphan_ranks:  # out of the launcher's process group, deaf to SIGTERM: left behind by a stop
+        os.setsid()
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     # A start barrier, like the rendezvous of torch.distributed: ranks spawn (and import) at different
     # speeds, so the shared schedule starts only once every rank is up. The parent answers `go T0`.
     os.write(1, b"started\n")
@@ -72,6 +75,13 @@ def main(argv: list[str]) -> int:
         except (OSError, ValueError):
             line = ""
         if not line:
+            if config.faults.orphan_ranks:
+                # Only the GPU memory is left behind: no pipe of the job (its output, slurmstepd's) is held open,
+                # so the job itself ends.
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, 1)
+                os.dup2(devnull, 2)
+                os.closerange(3, 1024)
             hang_forever()  # parent gone (EOF): an orphan keeps running, exactly the field problem
         if line.strip() == "crash":
             body = crash_traceback(config.spec_v2)

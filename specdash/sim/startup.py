@@ -36,6 +36,7 @@ from specdash.sim.gpus import TOTAL_MIB, GpuState, gpu_index, pid_alive, state_d
 from specdash.sim.logstyle import LogWriter, capture_bar, shard_bar
 from specdash.sim.model import BASELINE_MAX_RUNNING
 from specdash.sim.presets import Preset, capture_batch_sizes, choose_preset
+from specdash.sim.rendezvous import meet
 
 MIN_PHASE = 0.04
 """Shortest real duration of a phase, whatever the time scale (keeps rank lines ordered, see RankScript)."""
@@ -193,6 +194,12 @@ class RankScript:
         self.clock.until(self.t + offset)
         self.log.log(message, self.rank)
 
+    def meet(self, name: str) -> None:
+        """A collective across the nodes (`sim.rendezvous`): wait for the slowest rank, then go on from now."""
+        c = self.c
+        meet(c.dist_init_addr, name, c.nnodes)
+        self.t = max(self.t, time.time() - self.clock.t0)
+
     def hang_check(self, phase: str) -> None:
         """Stop here for `hang-at=phase`."""
         if self.c.faults.hang_at == phase:
@@ -205,6 +212,7 @@ class RankScript:
         self.advance(self.jit(p.pre_s))
         self.say("Init torch distributed begin.")
         self.hang_check("dist-init")
+        self.meet("dist-init")
         dist = self.jit(p.dist_s)
         self.advance(dist)
         self.clock.until(self.t)
@@ -257,6 +265,8 @@ class RankScript:
         self.say(f"Load weight begin. avail mem={self.avail:.2f} GB")
         self.hang_check(phase)
         start = self.t
+        if phase == "weights" and self.c.faults.slow_node == self.c.node_rank:
+            seconds *= self.c.faults.slow_factor
         real = self.advance(seconds)
         # Rank 0 draws the bar and its memory grows shard by shard (reading safetensors keeps the GPU mostly
         # idle); the other ranks report at the phase's end, so that they write nothing into the bar's line.
@@ -281,6 +291,7 @@ class RankScript:
         """`KV Cache is allocated ...` and `Memory pool end ...`."""
         if first:
             self.say("Using KV cache dtype: torch.bfloat16", all_ranks=False, after_bar=True)
+            self.meet("kv-profile")  # the free memory is all-reduced across the ranks before the pool is sized
         if phase:
             self.hang_check(phase)
         self.advance(seconds)

@@ -4,7 +4,8 @@ the simulator run as a two-node SGLang engine by `srun --label`, one step per no
 Covered: queued then running (with Slurm's reason and position), a two-node startup to ready and a sweep on it,
 stop by `scancel` confirmed by the job's end, attach after a new connection, a rank dying, a node's slurmd
 killed mid-startup (NODE_FAIL), a job cancelled by someone else, the time limit, a job pending past what its
-partition allows, a partition that does not exist (sbatch refuses), and a job id that is not ours.
+partition allows, a partition that does not exist (sbatch refuses), an account the partition does not take
+(pends for good, said), and a job id that is not ours.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import contextlib
 import os
 import shlex
 import signal
+import sysconfig
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
@@ -29,24 +31,29 @@ from specdash.phases import SETTLED, Phase
 from specdash.remote.events import Connected, Lost
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession, running
+from specdash.sim.gpus import COUNT_ENV, DIR_ENV
 from tests.integration.conftest import target, trust
 from tests.support.eventually import eventually
 from tests.support.ports import free_port
 from tests.support.recorder import Recorder
-from tests.support.remote_sim import sim_config
+from tests.support.remote_sim import SRC, remote_python, sim_config
 from tests.support.slurm import SlurmCluster
-from tests.support.sshd import Sshd
+from tests.support.sshd import Sshd, make_dir
 
 HANG_MODE = """
 [modes.hang]
 extends = "baseline"
 args = ["--sim-fault", "hang-at=weights"]
+
+[modes.slow]
+extends = "baseline"
+args = ["--sim-fault", "slow-node=1x100"]
 """
 
 
 def slurm_config(tmp: Path, *, port: int) -> Config:
     """The simulator modes of `remote_sim.sim_config` for a two-node job (TP 2 over 2 nodes: one rank each),
-    and a mode that hangs while loading its weights."""
+    a mode that hangs while loading its weights, and one whose second node loads its weights 100 times slower."""
     return sim_config(tmp, port=port, time_scale=0.02, extra_modes=HANG_MODE)
 
 
@@ -123,6 +130,89 @@ async def test_a_two_node_job_starts_serves_a_sweep_and_stops_by_scancel(
     await s.stop()
     assert s.status.phase is Phase.STOPPED
     assert cluster.job_state(job) in ("CANCELLED", "COMPLETED"), cluster.job_state(job)
+
+
+async def test_the_slowest_rank_drives_the_phase_bar_and_eta(session: tuple[RemoteSession, Recorder]) -> None:
+    """Rank 1 (node n2) loads its weights 100 times slower; rank 0 finishes its shards and waits for it at the
+    KV cache's collective. The server is where rank 1 is: loading weights, without rank 0's finished bar."""
+    s, seen = session
+    await s.start("slow")
+    behind = await eventually(
+        lambda: s.status,
+        until=lambda st: "slowest: rank 1 loading weights" in st.note,
+        timeout=90,
+        what="rank 1 behind rank 0",
+    )
+    assert behind.phase is Phase.LOADING_WEIGHTS, behind  # rank 0's own lines say "allocating KV cache"
+    assert behind.progress is None, behind  # rank 1 draws no bar; rank 0's 64/64 is not the server's
+    assert behind.ranks == (2, 2)
+    assert behind.phase_started_at is not None and (behind.started_at or 0.0) <= behind.phase_started_at
+    text = await eventually(
+        lambda: log_text(seen), until=lambda t: "TP0] Load weight end" in t, timeout=30, what="rank 0 loaded"
+    )
+    assert "TP1] Load weight end" not in text, text[-1500:]  # rank 1 still loads
+    ready = await s.wait_status(SETTLED, timeout=150)
+    assert ready.phase is Phase.READY and ready.ranks == (2, 2), (ready, log_text(seen)[-1500:])
+    # Rank 0 printed nothing of the KV cache's pool until rank 1 had loaded (the collective held it).
+    text = log_text(seen)
+    assert text.index("TP1] Load weight end") < text.index("TP0] KV Cache is allocated"), text[-2500:]
+
+
+def gpu_nodes(port: int) -> tuple[dict[str, str], str, Path]:
+    """The simulator's `nvidia-smi` on the nodes' PATH and a launcher for the simulator, both keeping each node's
+    pretend GPUs in a directory of its own (`$SLURMD_NODENAME`): the two nodes are one machine here. Returns the
+    environment for the login node (its jobs inherit it), the modes that use the launcher, and the GPUs' dir."""
+    base = make_dir("specdash-gpus-")
+    base.chmod(0o777)
+    bin_dir = make_dir("specdash-bin-")
+    pythonpath = f"{SRC}:{sysconfig.get_paths()['purelib']}"
+    own = f'export {DIR_ENV}="{base}/${{SLURMD_NODENAME:-none}}" {COUNT_ENV}=2 PYTHONPATH="{pythonpath}"'
+    for name, module in (("nvidia-smi", "specdash.sim.gpus"), ("sim-on-node", "specdash sim")):
+        (bin_dir / name).write_text(f'#!/bin/sh\n{own}\nexec "{remote_python()}" -m {module} "$@"\n')
+        (bin_dir / name).chmod(0o755)
+    modes = f"""
+[modes.gpus]
+extends = "baseline"
+launcher = ["{bin_dir}/sim-on-node"]
+
+[modes.gpus-orphan]
+extends = "gpus"
+args = ["--sim-fault", "orphan-ranks"]
+"""
+    return {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin"}, modes, base
+
+
+@pytest.mark.parametrize("mode", ["gpus", "gpus-orphan"])
+async def test_after_scancel_each_nodes_gpu_memory_is_reported_released_or_held(
+    sshd: Sshd, ssh_options: SSHOptions, login: HostConfig, tmp_path: Path, port: int, cluster: SlurmCluster, mode: str
+) -> None:
+    """The rank script looks at its node's GPUs once the engine has exited (nvidia-smi answers there: the
+    simulator's); the stop says released, or names each GPU still held by ranks that outlived the job."""
+    env, modes, gpus = gpu_nodes(port)
+    cfg = sim_config(tmp_path, port=port, time_scale=0.02, extra_modes=modes)
+    host = replace(login, env={**login.env, **env})
+    seen = Recorder()
+    try:
+        async with running(RemoteSession(SSHHost(target(sshd), ssh_options), host, cfg), seen) as s:
+            await s.start(mode)
+            assert (await s.wait_status(SETTLED, timeout=120)).phase is Phase.READY, log_text(seen)[-1500:]
+            job = s.status.job_id
+            await s.stop()
+    finally:
+        # The ranks this test's job left behind, by the PIDs in their GPU files (their titles hide the job's
+        # environment from `reap_strays`).
+        for pid in {int(f.stem.rsplit("-", 1)[1]) for f in gpus.glob("*/gpu*-*.json")}:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert cluster.job_state(job) == "CANCELLED"
+    said = [e for e in seen.events if isinstance(e, Notice) and e.text.startswith("stopped run")]
+    assert len(said) == 1, said
+    if mode == "gpus":
+        assert "GPU memory released on n1, n2: at most 1 MiB used a GPU after the stop" in said[0].text, said
+        assert said[0].severity == "information"
+    else:  # rank 0 (GPU0 of n1) and rank 1 (GPU1 of n2) live on, out of the job's process groups
+        assert "GPU0 on n1 still holds" in said[0].text and "GPU1 on n2 still holds" in said[0].text, said
+        assert "GPU1 on n1" not in said[0].text and said[0].severity == "warning"
 
 
 async def test_queued_behind_another_job_then_running(
@@ -247,6 +337,31 @@ async def test_a_partition_that_does_not_exist_is_refused_by_sbatch_naming_it(
             await s.start("baseline")
         assert s.status.phase is Phase.STOPPED
     assert not cluster.run("squeue", "-h").stdout.strip()
+
+
+async def test_an_account_the_partition_does_not_take_pends_and_is_said_naming_it(
+    sshd: Sshd, ssh_options: SSHOptions, login: HostConfig, cfg: Config, cluster: SlurmCluster
+) -> None:
+    """Slurm 22.05 without slurmdbd (this cluster: `accounting_storage/none`) does not refuse an unknown account
+    at sbatch, even for a partition with `AllowAccounts=`: sbatch answers with a job id and the job pends for good
+    with slurmctld's reason `Job's account not known, so it can't use this partition (lab allows lab)` (every
+    account pends there: none is known without the accounting database). So specdash cannot say "nothing was
+    submitted"; it says the job will not start, naming the account and the host, and its stop cancels it."""
+    assert login.slurm is not None
+    wrong = replace(login, slurm=replace(login.slurm, partition=cluster.account_partition, account="nosuch"))
+    seen = Recorder()
+    async with running(RemoteSession(SSHHost(target(sshd), ssh_options), wrong, cfg), seen) as s:
+        await s.start("baseline")
+        note = await eventually(
+            lambda: s.status.queued, until=lambda q: "will not start" in q, timeout=30, what="stuck reason"
+        )
+        assert "the account 'nosuch' is not known to Slurm or not allowed in partition lab" in note, note
+        told = [e.text for e in seen.events if isinstance(e, Notice) and e.severity == "warning"]
+        assert any("on login" in t and "'nosuch'" in t for t in told), told
+        job = s.status.job_id
+        assert cluster.job_state(job) == "PENDING"
+        await s.stop()
+    assert cluster.job_state(job) == "CANCELLED"
 
 
 async def test_adopting_a_job_that_is_not_ours_is_refused_and_nothing_is_signalled(

@@ -43,6 +43,9 @@ class SlurmCluster:
 
     dir: Path = field(default_factory=lambda: make_dir("specdash-slurm-"))
     partition: str = "gpu"
+    account_partition: str = "lab"
+    """A partition that takes only jobs of `account` (`AllowAccounts=`)."""
+    account: str = "lab"
     max_time_min: int = 60
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
@@ -104,6 +107,9 @@ class SlurmCluster:
                     *nodes,
                     f"PartitionName={self.partition} Nodes={','.join(NODES)} Default=YES "
                     f"MaxTime={self.max_time_min} State=UP",
+                    # Accounts are checked against a partition's AllowAccounts at submit, with or without slurmdbd.
+                    f"PartitionName={self.account_partition} Nodes={','.join(NODES)} Default=NO "
+                    f"AllowAccounts={self.account} MaxTime={self.max_time_min} State=UP",
                     "",
                 ]
             )
@@ -180,7 +186,8 @@ class SlurmCluster:
 
     def cancel_all(self, timeout: float = 60.0) -> None:
         """Cancel every job of this cluster (all are the tests') and wait for the queue to empty."""
-        self.run("scancel", "--partition", self.partition)
+        for partition in (self.partition, self.account_partition):
+            self.run("scancel", "--partition", partition)
         self._wait(lambda: not self.run("squeue", "-h").stdout.strip(), timeout, "an empty queue")
 
     def reap_strays(self) -> list[int]:

@@ -88,7 +88,16 @@ def test_config_round_trips_through_json() -> None:
 def test_fault_parsing() -> None:
     f = parse_faults(["crash-at-batch=16", "hang-at=draft-graph", "slow-health", "warmup-fail", "port-in-use"])
     assert f == Faults(crash_at_batch=16, hang_at="draft-graph", slow_health=25.0, warmup_fail=True, port_in_use=True)
-    for bad in ("crash-at-batch=x", "hang-at=nowhere", "explode", "oom-at-capture=1"):
+    assert parse_faults(["slow-node=1x100"]) == Faults(slow_node=1, slow_factor=100.0)
+    assert parse_faults(["slow-node=2"]) == Faults(slow_node=2, slow_factor=10.0)
+    for bad in (
+        "crash-at-batch=x",
+        "hang-at=nowhere",
+        "explode",
+        "oom-at-capture=1",
+        "slow-node=-1",
+        "slow-node=1x0.5",
+    ):
         with pytest.raises(UsageError):
             parse_faults([bad])
 

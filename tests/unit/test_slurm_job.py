@@ -19,6 +19,7 @@ from specdash.server.slurm_job import (
     head_mark,
     job_script,
     parse_elapsed,
+    parse_gpu_after,
     parse_scontrol,
     parse_squeue,
     queue_position,
@@ -59,8 +60,8 @@ def test_the_job_script_asks_for_what_the_config_says_and_starts_one_srun_step_p
 
 
 def rank_argv(command: str, rank: int, head: str = "10.0.0.1") -> list[str]:
-    """What bash runs for `rank` (exec replaced by printing the argv)."""
-    text = command.replace("exec ", "printf '%s\\n' ").replace("\nfi\n", "\n  exit 0\nfi\n")
+    """What bash runs for `rank` (the engine's argv printed instead of run)."""
+    text = command.replace('\n"${engine[@]}"\n', "\nprintf '%s\\n' \"${engine[@]}\"; exit 0\n")
     out = subprocess.run(
         ["bash", "-c", text], env={"SLURM_NODEID": str(rank), "HEAD_ADDR": head}, capture_output=True, text=True
     )
@@ -186,6 +187,12 @@ def test_queue_position_and_text() -> None:
     assert job.queue_text() == "queued: Priority (2nd of 3 pending in gpu)"
     stuck = JobState("1", "PENDING", "PartitionTimeLimit", partition="gpu")
     assert "will not start: the job asks for more time than the partition allows" in stuck.queue_text()
+    why = "Job's account not known, so it can't use this partition (lab allows lab)"  # slurmctld 22.05's words
+    account = JobState("1", "PENDING", why, partition="lab")
+    assert account.queue_text("x").endswith(
+        "will not start: the account 'x' is not known to Slurm or not allowed in partition lab"
+    )
+    assert "the job's account (none given)" in JobState("1", "PENDING", "InvalidAccount").queue_text()
 
 
 def test_labels_heads_and_times() -> None:
@@ -230,3 +237,8 @@ def test_bad_slurm_config_names_file_table_and_key(tmp_path: Path, text: str, me
     with pytest.raises(UsageError) as err:
         load(tmp_path, text)
     assert str(tmp_path / "c.toml") in err.value.message and message in err.value.message
+
+
+def test_gpu_after_lines_of_another_shape_are_left_out() -> None:
+    text = "n1\t0, 1\nn2\t1, 81920\nn2\t[N/A], 3\n\x1b[2Jx\t0, 5\nn3 0, 7\n"
+    assert parse_gpu_after(text) == [("n1", 0, 1), ("n2", 1, 81920)]
