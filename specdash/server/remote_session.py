@@ -37,6 +37,7 @@ from specdash.core.events import (
 from specdash.core.greedy import GreedyCheck, compare_outputs
 from specdash.core.levels import DEFAULT_LEVELS
 from specdash.core.resident import SwitchOutcome
+from specdash.core.spec_export import policy_markdown
 from specdash.core.status_text import RECORD_KINDS, sweep_plan
 from specdash.core.timeline import Timeline
 from specdash.core.tune import tune_refusal
@@ -948,7 +949,8 @@ class RemoteSession:
             result = compute_crossover(base, spec)
             crossover = result.concurrency if result.kind is CrossoverKind.CROSSES else None
         curves = {m: tuple(sorted(c.items())) for m, c in judged.items()}
-        self._emit(BenchUpdate(tuple(self._rows.values()), curves, crossover, self._crossover_text(), running))
+        policy = policy_markdown(judged, self.config.modes)
+        self._emit(BenchUpdate(tuple(self._rows.values()), curves, crossover, self._crossover_text(), running, policy))
 
     # -- plumbing ---------------------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from specdash.config import ModeConfig
 from specdash.core.events import (
     BenchTick,
     BenchUpdate,
@@ -14,6 +15,7 @@ from specdash.core.events import (
     ModesChanged,
     ServerStatus,
 )
+from specdash.core.spec_export import policy_markdown
 from specdash.core.verdict import verdict
 from specdash.errors import SpecdashError
 from specdash.phases import CrashInfo, Phase, Progress
@@ -145,12 +147,22 @@ ROWS = (
         warning="client and server disagree by 14 %",
     ),
 )
+EAGLE3_ARGS = ("--speculative-algorithm", "EAGLE3", *("--speculative-num-steps", "3", "--speculative-eagle-topk", "1"))
+EAGLE3_MODE = ModeConfig(
+    "eagle3",
+    "sglang",
+    "meta-llama/Llama-3.1-8B-Instruct",
+    args=(*EAGLE3_ARGS, *("--speculative-num-draft-tokens", "4")),
+)
+"""The demo's eagle3 mode as configured (the policy's flags are its own)."""
+_CURVES = {"baseline": ((1, 152.0), (5, 690.0), (20, 2210.0)), "eagle3": ((1, 371.0), (5, 1402.0), (20, 1905.0))}
 BENCH = BenchUpdate(
     rows=ROWS,
-    curves={"baseline": ((1, 152.0), (5, 690.0), (20, 2210.0)), "eagle3": ((1, 371.0), (5, 1402.0), (20, 1905.0))},
+    curves=_CURVES,
     crossover=12.5,
     crossover_text="eagle3 wins up to C=12.5; baseline above",
     running=True,
+    policy=policy_markdown({m: dict(p) for m, p in _CURVES.items()}, {"eagle3": EAGLE3_MODE}),
 )
 TICKS = tuple(
     BenchTick("eagle3", c, t / 4, level * (1 - 0.6 * 0.9**t), min(64, t), 64)

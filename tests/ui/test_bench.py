@@ -411,4 +411,35 @@ async def test_y_copies_the_sweep_as_markdown(build: AppFactory) -> None:
         assert text.startswith("### specdash sweep on root@gpu-box\n\n**eagle3 wins up to C=12.5; baseline above**")
         assert "| C | baseline tok/s | eagle3 tok/s | eagle3 speedup |" in text
         assert "| 1 | 152 | 371 | 2.44× |" in text and "| 20 | 2,210 | 1,905 | 0.86× |" in text
-        assert any("Copied the sweep as Markdown" in n.message for n in app._notifications)
+        assert any("Copied the sweep and its policy" in n.message for n in app._notifications)
+
+
+async def test_y_copies_what_the_verdict_means_in_the_engines_flags(build: AppFactory) -> None:
+    """After an A/B, `y` also copies the policy: which mode at which load, and the eagle3 mode's own launch
+    flags in each form the engine takes (fixed; dynamic: SGLang's adaptive tiers); the notice says so."""
+    app, _ = build(sc.ready_with_bench())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause()
+        text = app.clipboard
+        assert text.index("### specdash sweep on root@gpu-box") < text.index("#### The policy: eagle3 or baseline")
+        assert "- C = 1..16 running requests: **eagle3**" in text
+        assert "- C = 17 and above running requests: **baseline**" in text
+        flags = "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+        assert f"```sh\n--speculative-algorithm EAGLE3 {flags}\n```" in text
+        assert '"17": {"candidate_steps": [0]}' in text and "--speculative-adaptive-config adaptive.json" in text
+        notices = [n.message for n in app._notifications]
+        assert any("Copied the sweep and its policy in the engine's flags" in n for n in notices), notices
+
+
+async def test_y_after_a_single_mode_sweep_says_there_is_no_policy(build: AppFactory) -> None:
+    update = BenchUpdate(rows=sc.ROWS[:3], curves={"baseline": sc.BENCH.curves["baseline"]}, running=False)
+    app, _ = build([*sc.ready_with_bench()[:4], update])
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause()
+        assert "#### The policy" not in app.clipboard and "| 20 | 2,210 |" in app.clipboard
+        notices = [n.message for n in app._notifications]
+        assert any("no policy: it needs two modes measured, an A/B" in n for n in notices), notices

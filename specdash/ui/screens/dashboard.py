@@ -613,14 +613,20 @@ class DashboardScreen(Screen[None]):
         self._run("greedy check", lambda: self.session.check_greedy(reference))
 
     def action_copy_summary(self) -> None:
-        """`y`: the sweep as Markdown to the clipboard (Textual writes OSC 52, which terminals honour over
-        SSH too), ready to paste into a pull request."""
+        """`y`: the sweep as Markdown and, after an A/B, what its verdict means in the engine's own launch
+        flags (the policy: which mode at which load, `core.spec_export`), to the clipboard (Textual writes
+        OSC 52, which terminals honour over SSH too), ready to paste into a pull request."""
         update = self._bench
         if update is None:
             return
         text = sweep_markdown(self._label, update.rows, update.curves, update.crossover_text)
+        if update.policy:
+            text += "\n" + update.policy
+            what = "the sweep and its policy in the engine's flags as Markdown"
+        else:
+            what = "the sweep as Markdown (no policy: it needs two modes measured, an A/B)"
         self.app.copy_to_clipboard(text)
-        self.notify(f"Copied the sweep as Markdown ({text.count(chr(10))} lines): paste it into a PR.", timeout=5)
+        self.notify(f"Copied {what}, {text.count(chr(10))} lines: paste it into a PR.", timeout=5)
 
     def action_chart_view(self) -> None:
         panel = self.query_one(BenchPanel)

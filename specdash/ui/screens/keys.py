@@ -49,7 +49,8 @@ BENCH_BINDINGS = [
         "copy_summary",
         "Copy",
         "copy-summary",
-        "Copy the sweep as Markdown (verdict, one row per C, speedups) to the clipboard, over SSH too (OSC 52)",
+        "Copy the sweep as Markdown (verdict, one row per C, speedups) and, after an A/B, its policy in the "
+        "engine's launch flags, to the clipboard, over SSH too (OSC 52)",
         show=False,
     ),
     _b(
