@@ -59,7 +59,8 @@ async def test_ab_marks_modes_and_confirms_when_a_server_is_live(build: AppFacto
         # The live mode (eagle3) goes first and is measured as it runs; the dialog says exactly that.
         assert str(app.screen.query_one("#question", Label).render()) == (
             "A/B eagle3 vs baseline on root@gpu-box: measures eagle3 as it runs (pid 1234, no restart), "
-            "then restarts into baseline."
+            "then restarts into baseline.\n\nExpected: no estimate: restart time unknown: no start of baseline "
+            "recorded + 14 levels of unknown length (request-count levels: set a duration to know)."
         )
         assert session.calls == []
         await pilot.press("y")

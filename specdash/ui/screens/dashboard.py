@@ -19,6 +19,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, OptionList, Tab, Tabs
 
+from specdash.core.eta import countdown_text
 from specdash.core.events import BenchUpdate, ServerStatus
 from specdash.core.levels import DEFAULT_LEVELS
 from specdash.core.status_text import is_live, server_name, stop_question, sweep_question
@@ -128,6 +129,8 @@ class DashboardScreen(Screen[None]):
         self._levels: tuple[int, ...] = DEFAULT_LEVELS
         self._bench: BenchUpdate | None = None
         self._greedy_running = False
+        self._countdown: tuple[float | None, float] | None = None
+        """The running sweep's expected seconds (None: unknown) and when it began (counted down on the table)."""
         self.quit_stops_server = False
         """Quitting stops the server too (the demo): the quit question says so instead of `specdash down`."""
         self.touring = False
@@ -167,6 +170,7 @@ class DashboardScreen(Screen[None]):
         now = self._clock()
         self.query_one(ServerPanel).now = now
         self.query_one(StatusHeader).now = now
+        self._show_countdown()
 
     # ----------------------------------------------------------------------------------- layout, pages
 
@@ -304,6 +308,9 @@ class DashboardScreen(Screen[None]):
     @on(BenchUpdated)
     def _bench_updated(self, message: BenchUpdated) -> None:
         self._bench = message.update
+        if not message.update.running and self._countdown is not None:
+            self._countdown = None  # the sweep ended: no time left to count
+            self.query_one(BenchPanel).show_countdown("")
         self.query_one(BenchPanel).show_update(message.update)
         self._follow_tour()
         self.refresh_bindings()
@@ -567,22 +574,36 @@ class DashboardScreen(Screen[None]):
         self._ask_levels(f"A/B {' vs '.join(modes)}: concurrency levels", modes, warn, reference)
 
     def _ask_levels(self, title: str, modes: list[str], warning: str | None, reference: str | None = None) -> None:
+        def expect(levels: tuple[int, ...]) -> str:
+            return self.session.sweep_estimate(modes, levels).text()
+
         def chosen(levels: tuple[int, ...] | None) -> None:
             if not levels:
                 return
             self._levels = levels
+            estimate = self.session.sweep_estimate(modes, levels)
 
             def go() -> None:
                 self.query_one(BenchPanel).new_sweep()
                 self.show_page("bench")
+                self._countdown = (estimate.seconds, self._clock())
+                self._show_countdown()
                 self._run_action("sweep", lambda: self.session.sweep(modes, levels, reference=reference), "sweep")
 
             if warning:
-                self._confirm(warning, "Run A/B", go)
+                self._confirm(f"{warning}\n\nExpected: {estimate.text()}.", "Run A/B", go)
             else:
                 go()
 
-        self.app.push_screen(LevelsScreen(title, self._levels), chosen)
+        self.app.push_screen(LevelsScreen(title, self._levels, expect), chosen)
+
+    def _show_countdown(self) -> None:
+        """The running sweep's expected time left on the table's title, counted down each second; it says
+        `overdue by ...` once the estimate has run out, never a negative time."""
+        if self._countdown is None:
+            return
+        expected, since = self._countdown
+        self.query_one(BenchPanel).show_countdown(countdown_text(expected, self._clock() - since))
 
     def action_cancel_sweep(self) -> None:
         if self._refused("cancel_sweep"):

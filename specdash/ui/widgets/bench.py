@@ -356,6 +356,11 @@ class BenchPanel(Horizontal):
         notes.update(notes_text(update.rows))
         notes.display = bool(notes_text(update.rows))
 
+    def show_countdown(self, text: str) -> None:
+        """The running sweep's expected time left (`core.eta.countdown_text`) on the table's title; "" when
+        none runs."""
+        self.query_one(BenchTable).border_title = f"Sweep · {text}" if text else "Sweep"
+
     def show_greedy(self, update: GreedyUpdate) -> None:
         """The greedy check's state under the verdict; a difference is a finding (warning colour)."""
         self.has_data = True
