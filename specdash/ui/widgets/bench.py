@@ -291,6 +291,8 @@ class BenchPanel(Horizontal):
         self._table_state = ""
         self.live_chart = LiveChart(interval=chart_interval, id="live-chart")
         """The live chart (made here: the app posts throughput ticks to it from the start)."""
+        self.inflight: dict[tuple[str, int], int] = {}
+        """(mode, C) -> the requests in flight at the level's last tick (a crash card says how many ran)."""
 
     def compose(self) -> ComposeResult:
         yield Label("No sweep yet.  b: sweep the live mode   space: mark modes, a: A/B", id="bench-hint")
@@ -299,6 +301,7 @@ class BenchPanel(Horizontal):
             # The charts' message in one line, where the terminal is too short to read them (`app.tcss`).
             yield Label("", id="bench-strip", markup=False)
             with BenchLines(id="bench-lines") as lines:
+                yield Label("", id="bench-crash", markup=False)
                 yield Label("", id="bench-verdict", markup=False)
                 yield Label("", id="bench-greedy", markup=False)
                 yield Label("", id="bench-accept", markup=False)
@@ -356,6 +359,12 @@ class BenchPanel(Horizontal):
         notes.update(notes_text(update.rows))
         notes.display = bool(notes_text(update.rows))
 
+    def show_crash_card(self, text: str) -> None:
+        """The crash card first under the table (`core.status_text.crash_card`), or none."""
+        card = self.query_one("#bench-crash", Label)
+        card.update(text)
+        card.display = bool(text)
+
     def show_countdown(self, text: str) -> None:
         """The running sweep's expected time left (`core.eta.countdown_text`) on the table's title; "" when
         none runs."""
@@ -375,6 +384,7 @@ class BenchPanel(Horizontal):
         # The live chart has drawn the point (the message bubbled up from it).
         message.stop()
         self.has_data = True
+        self.inflight[(message.tick.mode, message.tick.concurrency)] = message.tick.inflight
         if not self.charts_shown:  # no live chart on a short terminal: the running level's figure on the table
             tick = message.tick
             total = f"/{tick.total}" if tick.total else ""
@@ -386,5 +396,7 @@ class BenchPanel(Horizontal):
         return self.query_one(CurvesChart).cycle_view()
 
     def new_sweep(self) -> None:
-        """Clear the live chart when the user starts a sweep."""
+        """Clear the live chart (and the last crash card) when the user starts a sweep."""
         self.query_one(LiveChart).clear()
+        self.inflight.clear()
+        self.show_crash_card("")
