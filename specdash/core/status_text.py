@@ -317,12 +317,13 @@ def crash_card(
     load = f", {running} requests running" if running is not None else ""
     lines = [f"✗ CRASH at C={concurrency} ({mode}{load}): {reason}"]
     tail = [line for line in excerpt if line.strip() and line.strip() != reason.strip()][-CRASH_CARD_LINES:]
-    lines += [f"  │ {line}" for line in tail]
     levels = ",".join(map(str, rerun))
+    # The way out second: on a short terminal the lines under the table show 4 rows before they scroll.
     if server_back:
         lines.append(
             f"  R: rerun {mode} at C={levels} (the crash's level and its neighbours) · c: the crash in the log"
         )
     else:
         lines.append(f"  s starts {mode} again, then R reruns C={levels} · c: the crash in the log")
+    lines += [f"  │ {line}" for line in tail]
     return "\n".join(lines)
