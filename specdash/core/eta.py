@@ -115,3 +115,83 @@ def estimate(
     ]
     spread = statistics.stdev(remainders) if len(remainders) >= 2 else None
     return Estimate(remaining, spent + remaining, len(recent), spread)
+
+
+def duration_text(seconds: float) -> str:
+    """`40 s`, `3 min 40 s`, `1 h 05 min`: a duration as people say it, to the second under an hour."""
+    s = round(max(0.0, seconds))
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    if s >= 60:
+        return f"{s // 60} min {s % 60} s" if s % 60 else f"{s // 60} min"
+    return f"{s} s"
+
+
+@dataclass(frozen=True)
+class Restart:
+    """A (re)start a sweep makes, with what the host's history says it takes."""
+
+    mode: str
+    history: tuple[float, ...]
+    """Seconds to ready of the mode's recorded starts on this host (any order); empty: never recorded."""
+
+    @property
+    def seconds(self) -> float | None:
+        """The median of the last `HISTORY` starts, None without any."""
+        return statistics.median(self.history[:HISTORY]) if self.history else None
+
+    def text(self) -> str:
+        if self.seconds is None:
+            return f"restart time unknown: no start of {self.mode} recorded"
+        n = len(self.history[:HISTORY])
+        return f"{self.mode} restart ~{duration_text(self.seconds)} from {n} start{'s' if n != 1 else ''}"
+
+
+@dataclass(frozen=True)
+class SweepEstimate:
+    """How long a sweep, an A/B or a rerun of levels should take, before it starts (`sweep_estimate`)."""
+
+    restarts: tuple[Restart, ...]
+    """The starts it makes (none when it measures the live server as it runs)."""
+    levels: int
+    """Levels to measure, over every mode."""
+    level_s: float | None
+    """Seconds per level (a level of fixed duration: warmup aside); None for request-count levels."""
+
+    @property
+    def seconds(self) -> float | None:
+        """The whole expected time; None when a part of it is unknown (never invented)."""
+        parts = [r.seconds for r in self.restarts]
+        if self.level_s is None or any(p is None for p in parts):
+            return None
+        return sum(p for p in parts if p is not None) + self.levels * self.level_s
+
+    def text(self) -> str:
+        """`about 3 min 40 s: eagle3 restart ~31 s from 5 starts + 6 levels x 9 s`, or what is unknown."""
+        plural = "s" if self.levels != 1 else ""
+        levels = (
+            f"{self.levels} level{plural} x {duration_text(self.level_s)}"
+            if self.level_s is not None
+            else f"{self.levels} level{plural} of unknown length (request-count levels: set a duration to know)"
+        )
+        what = " + ".join([*(r.text() for r in self.restarts), levels])
+        total = self.seconds
+        return f"about {duration_text(total)}: {what}" if total is not None else f"no estimate: {what}"
+
+
+def sweep_estimate(
+    restarts: Sequence[tuple[str, Sequence[float]]], levels: int, level_s: float | None
+) -> SweepEstimate:
+    """The estimate from each (re)start's mode and its recorded starts to ready, the levels and their length."""
+    return SweepEstimate(tuple(Restart(mode, tuple(h)) for mode, h in restarts), levels, level_s)
+
+
+def countdown_text(expected_s: float | None, elapsed_s: float) -> str:
+    """`about 2 min 10 s left`, `overdue by 12 s` once the estimate has run out, or the time spent when there
+    is no estimate (`running 1 min 5 s, no estimate`)."""
+    if expected_s is None:
+        return f"running {duration_text(elapsed_s)}, no estimate"
+    left = expected_s - elapsed_s
+    if left < 0:
+        return f"overdue by {duration_text(-left)}"
+    return f"about {duration_text(left)} left"

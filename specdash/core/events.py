@@ -189,6 +189,9 @@ class BenchUpdate:
     """A sentence about the crossover (`EAGLE-3 wins up to C=3.2; baseline above`)."""
     running: bool = False
     """True while the sweep still runs."""
+    policy: str = ""
+    """The verdict in the engine's own launch flags, as Markdown (`core.spec_export.policy_markdown`): which
+    mode to run at which load, with the fixed and dynamic forms; "" until two modes have finished levels."""
 
 
 @dataclass(frozen=True)

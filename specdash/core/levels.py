@@ -13,6 +13,7 @@ de-duplicated. Anything else is a `UsageError` naming the item.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from specdash.errors import UsageError
 
@@ -82,3 +83,11 @@ def validate_levels(levels: tuple[int, ...]) -> tuple[int, ...]:
 def _check(value: int, item: str) -> None:
     if not 1 <= value <= MAX_LEVEL:
         raise UsageError(f"concurrency levels must be between 1 and {MAX_LEVEL}, got {value} in {item!r}")
+
+
+def around(levels: Sequence[int], level: int) -> tuple[int, ...]:
+    """`level` and its neighbours in `levels` (the one below, the one above, where there are): the levels
+    to rerun around a crash."""
+    ordered = sorted(set(levels) | {level})
+    i = ordered.index(level)
+    return tuple(ordered[max(0, i - 1) : i + 2])

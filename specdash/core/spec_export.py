@@ -47,8 +47,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from specdash.config import ModeConfig
-from specdash.core.tune import BASELINE, Policy
-from specdash.engines.spec_settings import SGLANG_DRAFT_FLAGS, SpecSetting, sglang_flags, strip_flags
+from specdash.core.tune import BASELINE, Policy, build_policy, point
+from specdash.engines.spec_settings import SGLANG_DRAFT_FLAGS, SpecSetting, setting_of, sglang_flags, strip_flags
 
 VLLM_SCHEDULE_VERSION = (0, 32)
 """First vLLM version we know accepts `num_speculative_tokens_per_batch_size`."""
@@ -326,3 +326,52 @@ def mode_toml(name: str, base: ModeConfig, export: Export) -> str:
 def shell_line(args: Sequence[str]) -> str:
     """`args` quoted for a shell."""
     return shlex.join(args)
+
+
+def simulated(mode: ModeConfig) -> bool:
+    """Whether `mode` runs the simulator (its exports are the simulator's flags)."""
+    return len(mode.launcher) >= 2 and mode.launcher[-1] == "sim"
+
+
+def sweep_policy(reference: Mapping[int, float], measured: Mapping[int, float], label: str) -> Policy:
+    """What an A/B's curves say to run at which load, as a tune's `Policy` (`core.tune.build_policy`): the
+    reference (plain decoding) is its BASELINE, the speculative mode the one candidate `label`; each level
+    one run, so its spread is the noise floor."""
+    pts = {
+        BASELINE: {c: point([v]) for c, v in reference.items() if v > 0},
+        label: {c: point([v]) for c, v in measured.items() if v > 0},
+    }
+    return build_policy(pts)
+
+
+def policy_markdown(curves: Mapping[str, Mapping[int, float]], modes: Mapping[str, ModeConfig]) -> str:
+    """The verdict of an A/B in the engine's own launch flags, as Markdown for a pull request: which mode to
+    run at which load (`sweep_policy`), then each form `exports` gives for the speculative mode (fixed, and
+    the dynamic one where the engine has it). "" with fewer than two measured modes or an unknown mode.
+
+    The reference is the first of `curves` (as in `core.verdict`), the speculative mode the second.
+    """
+    names = [m for m, c in curves.items() if c]
+    if len(names) < 2 or names[1] not in modes:
+        return ""
+    ref, name = names[:2]
+    if not any(curves[ref].get(c, 0) > 0 and v > 0 for c, v in curves[name].items()):
+        return ""  # no level both measured: nothing to compare
+    spec = modes[name]
+    setting = setting_of(spec.engine, spec.args, vllm_speculative_config(spec.args))
+    policy = sweep_policy(curves[ref], curves[name], name)
+    lines = [f"#### The policy: {name} or {ref} by load, in {spec.engine}'s flags", ""]
+    for r in policy.ranges:
+        top = f"{r.low}..{r.high}" if r.high is not None else f"{r.low} and above"
+        who = ref if r.choice == BASELINE else name
+        lines.append(f"- C = {top} running requests: **{who}**")
+    if policy.fixed is None:
+        lines += ["", f"Speculation never pays over the measured levels: run {ref} as it is."]
+        return "\n".join(lines) + "\n"
+    if setting is None:
+        lines += ["", f"{name}'s arguments name no draft setting specdash can read: no flags to export."]
+        return "\n".join(lines) + "\n"
+    for export in exports(spec, policy, {name: setting}, simulated(spec)):
+        lines += ["", f"{export.kind} ({export.needs}){': ' + export.note if export.note else ''}:", ""]
+        lines += ["```sh", shell_line(export.args), "```"]
+    return "\n".join(lines) + "\n"

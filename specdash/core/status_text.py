@@ -296,3 +296,34 @@ def sweep_question(status: ServerStatus, modes: Sequence[str], host: str) -> str
         else:
             said.append(f"starts {step.mode}")
     return f"A/B {' vs '.join(modes)} on {host}: " + ", then ".join(said) + "."
+
+
+CRASH_CARD_LINES = 3
+"""The last log lines a crash card shows (the whole excerpt is a `c` away, in the log)."""
+
+
+def crash_card(
+    mode: str,
+    concurrency: int,
+    reason: str,
+    excerpt: Sequence[str],
+    running: int | None,
+    rerun: Sequence[int],
+    server_back: bool,
+) -> str:
+    """The crash tied to the load that caused it: the mode and level, the requests running when it died (when
+    the sweep saw them), the exception and the last log lines before it, and the key that reruns the levels
+    around it (once a server is back: `s` starts one)."""
+    load = f", {running} requests running" if running is not None else ""
+    lines = [f"✗ CRASH at C={concurrency} ({mode}{load}): {reason}"]
+    tail = [line for line in excerpt if line.strip() and line.strip() != reason.strip()][-CRASH_CARD_LINES:]
+    levels = ",".join(map(str, rerun))
+    # The way out second: on a short terminal the lines under the table show 4 rows before they scroll.
+    if server_back:
+        lines.append(
+            f"  R: rerun {mode} at C={levels} (the crash's level and its neighbours) · c: the crash in the log"
+        )
+    else:
+        lines.append(f"  s starts {mode} again, then R reruns C={levels} · c: the crash in the log")
+    lines += [f"  │ {line}" for line in tail]
+    return "\n".join(lines)

@@ -153,3 +153,28 @@ def strip_flags(args: tuple[str, ...], flags: tuple[str, ...]) -> tuple[str, ...
             continue
         out.append(arg)
     return tuple(out)
+
+
+def setting_of(engine: str, args: tuple[str, ...], vllm_spec: dict[str, object] | None = None) -> SpecSetting | None:
+    """The speculative setting a mode's arguments launch (None: they launch no speculation).
+
+    SGLang: the three draft flags (`--flag value` or `--flag=value`); vLLM: `num_speculative_tokens` and
+    `prompt_lookup_max` of its `--speculative-config` JSON, parsed by the caller (`vllm_spec`).
+    """
+    if engine == "vllm":
+        spec = vllm_spec or {}
+        k, lookup = spec.get("num_speculative_tokens"), spec.get("prompt_lookup_max")
+        if not isinstance(k, int):
+            return None
+        return SpecSetting(k=k, lookup_max=lookup if isinstance(lookup, int) else None)
+    values: dict[str, int] = {}
+    for i, arg in enumerate(args):
+        name, _, value = arg.partition("=")
+        if name in SGLANG_DRAFT_FLAGS:
+            text = value if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
+            if text.isdigit():
+                values[name] = int(text)
+    steps, topk, draft = (values.get(flag) for flag in SGLANG_DRAFT_FLAGS)
+    if steps is None or topk is None or draft is None:
+        return None
+    return SpecSetting(steps, topk, draft)

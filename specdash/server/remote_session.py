@@ -22,7 +22,7 @@ from specdash.bench.sweep import LevelResult, Sweep, SweepConfig, SweepResult
 from specdash.config import Config, HostConfig, ModeConfig
 from specdash.core.advisor import Report as AdviceReport
 from specdash.core.compare import CrossoverKind, compute_crossover
-from specdash.core.eta import estimate
+from specdash.core.eta import SweepEstimate, estimate, sweep_estimate
 from specdash.core.events import (
     BenchTick,
     BenchUpdate,
@@ -37,6 +37,7 @@ from specdash.core.events import (
 from specdash.core.greedy import GreedyCheck, compare_outputs
 from specdash.core.levels import DEFAULT_LEVELS
 from specdash.core.resident import SwitchOutcome
+from specdash.core.spec_export import policy_markdown
 from specdash.core.status_text import RECORD_KINDS, sweep_plan
 from specdash.core.timeline import Timeline
 from specdash.core.tune import tune_refusal
@@ -473,6 +474,21 @@ class RemoteSession:
             return
         self._resident[mode] = state or "resident"
         self._emit(self._modes_event())
+
+    def sweep_estimate(self, modes: Sequence[str], levels: Sequence[int]) -> SweepEstimate:
+        """See `Session.sweep_estimate`: each start's recorded starts to ready, the sweep's level duration
+        (None for request-count levels, whose length is not known before they run)."""
+        starts = [step.mode for step in sweep_plan(self._status, modes) if step.action != "measure"]
+        return sweep_estimate(
+            [(mode, self._ready_s(mode)) for mode in starts], len(levels) * len(modes), self.sweep_defaults.duration_s
+        )
+
+    def _ready_s(self, mode: str) -> tuple[float, ...]:
+        """Seconds to ready of `mode`'s recorded launches on this host, newest first."""
+        if self.store is None:
+            return ()
+        records = self.store.startups(host=self.label, mode=mode, limit=10, kind=RECORD_KINDS[Origin.LAUNCHED])
+        return tuple(float(r.total_s) for r in records if r.outcome == "ready" and r.total_s)
 
     def _restart_s(self, mode: str) -> float | None:
         """The last start to ready of `mode` on this host, from the store."""
@@ -953,7 +969,8 @@ class RemoteSession:
             result = compute_crossover(base, spec)
             crossover = result.concurrency if result.kind is CrossoverKind.CROSSES else None
         curves = {m: tuple(sorted(c.items())) for m, c in judged.items()}
-        self._emit(BenchUpdate(tuple(self._rows.values()), curves, crossover, self._crossover_text(), running))
+        policy = policy_markdown(judged, self.config.modes)
+        self._emit(BenchUpdate(tuple(self._rows.values()), curves, crossover, self._crossover_text(), running, policy))
 
     # -- plumbing ---------------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from specdash.bench.sweep import SweepResult
+from specdash.core.eta import SweepEstimate
 from specdash.core.events import SessionEvent
 from specdash.remote.events import ConnectionEvent
 from specdash.server.adopt import Adoptable
@@ -85,6 +86,11 @@ class Session(Protocol):
     async def check_greedy(self, reference: str) -> None:
         """The greedy spot check: the live mode's outputs at temperature 0 for N prompts, compared with
         `reference`'s stored outputs for the same prompts; reported as `GreedyUpdate` events."""
+        ...
+
+    def sweep_estimate(self, modes: Sequence[str], levels: Sequence[int]) -> SweepEstimate:
+        """How long a sweep of `modes` over `levels` should take from the state now (`core.eta`): the starts
+        it makes (`core.status_text.sweep_plan`) from the host's startup history, and the levels' length."""
         ...
 
     def tune_running(self) -> bool:

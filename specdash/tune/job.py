@@ -24,7 +24,7 @@ from specdash.bench.sweep import SweepConfig
 from specdash.config import Config, ModeConfig, load
 from specdash.core import tune as core
 from specdash.core.events import Notice, SessionEvent, TuneEntry, TunePhase, TuneProgress
-from specdash.core.spec_export import Export, exports, mode_toml
+from specdash.core.spec_export import Export, exports, mode_toml, simulated
 from specdash.engines.registry import names
 from specdash.errors import SpecdashError, UsageError
 from specdash.phases import Phase
@@ -81,11 +81,6 @@ class TuneOutcome:
     def unsafe(self) -> bool:
         """The verification crashed the tuned mode."""
         return bool(self.out.get("verify", {}).get("unsafe"))
-
-
-def simulated(mode: ModeConfig) -> bool:
-    """Whether `mode` runs the simulator (its exports are the simulator's flags)."""
-    return len(mode.launcher) >= 2 and mode.launcher[-1] == "sim"
 
 
 class TuneJob:

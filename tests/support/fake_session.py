@@ -9,7 +9,9 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from specdash.bench.sweep import SweepResult
+from specdash.core.eta import SweepEstimate, sweep_estimate
 from specdash.core.events import ModeInfo, ModesChanged, ServerStatus, SessionEvent, TuneEntry
+from specdash.core.status_text import sweep_plan
 from specdash.core.tune import tune_refusal
 from specdash.errors import SpecdashError
 from specdash.phases import Phase
@@ -51,6 +53,12 @@ class FakeSession:
         self.finish_tune = asyncio.Event()
         self.tune_name = ""
         """The entry `tune()` runs (what `refusal` names)."""
+        self.status = ServerStatus(Phase.STOPPED)
+        """The last status emitted."""
+        self.ready_s: dict[str, tuple[float, ...]] = {}
+        """Each mode's recorded starts to ready (what `sweep_estimate` reads as the store's history)."""
+        self.level_s: float | None = None
+        """The sweep's level duration (None: request-count levels)."""
 
     @property
     def label(self) -> str:
@@ -69,6 +77,7 @@ class FakeSession:
 
     def _dispatch(self, listener: Listener, event: Event) -> None:
         if isinstance(event, ServerStatus):
+            self.status = event
             self.live = event.phase not in (Phase.STOPPED, Phase.CRASHED, Phase.EXITED)
         listener(event)
 
@@ -119,6 +128,10 @@ class FakeSession:
 
     async def check_greedy(self, reference: str) -> None:
         await self._record("check_greedy", reference)
+
+    def sweep_estimate(self, modes: Sequence[str], levels: Sequence[int]) -> SweepEstimate:
+        starts = [step.mode for step in sweep_plan(self.status, modes) if step.action != "measure"]
+        return sweep_estimate([(m, self.ready_s.get(m, ())) for m in starts], len(levels) * len(modes), self.level_s)
 
     def tune_running(self) -> bool:
         return self.tuning.is_set()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from specdash.config import ModeConfig
 from specdash.core.events import (
     BenchTick,
     BenchUpdate,
@@ -14,6 +15,7 @@ from specdash.core.events import (
     ModesChanged,
     ServerStatus,
 )
+from specdash.core.spec_export import policy_markdown
 from specdash.core.verdict import verdict
 from specdash.errors import SpecdashError
 from specdash.phases import CrashInfo, Phase, Progress
@@ -145,12 +147,22 @@ ROWS = (
         warning="client and server disagree by 14 %",
     ),
 )
+EAGLE3_ARGS = ("--speculative-algorithm", "EAGLE3", *("--speculative-num-steps", "3", "--speculative-eagle-topk", "1"))
+EAGLE3_MODE = ModeConfig(
+    "eagle3",
+    "sglang",
+    "meta-llama/Llama-3.1-8B-Instruct",
+    args=(*EAGLE3_ARGS, *("--speculative-num-draft-tokens", "4")),
+)
+"""The demo's eagle3 mode as configured (the policy's flags are its own)."""
+_CURVES = {"baseline": ((1, 152.0), (5, 690.0), (20, 2210.0)), "eagle3": ((1, 371.0), (5, 1402.0), (20, 1905.0))}
 BENCH = BenchUpdate(
     rows=ROWS,
-    curves={"baseline": ((1, 152.0), (5, 690.0), (20, 2210.0)), "eagle3": ((1, 371.0), (5, 1402.0), (20, 1905.0))},
+    curves=_CURVES,
     crossover=12.5,
     crossover_text="eagle3 wins up to C=12.5; baseline above",
     running=True,
+    policy=policy_markdown({m: dict(p) for m, p in _CURVES.items()}, {"eagle3": EAGLE3_MODE}),
 )
 TICKS = tuple(
     BenchTick("eagle3", c, t / 4, level * (1 - 0.6 * 0.9**t), min(64, t), 64)
@@ -253,3 +265,39 @@ def ready_with_many_notes() -> list[Event]:
     """A finished A/B whose levels carry more warnings than the sweep page has rows for (at 80x24)."""
     bench = replace(BENCH, rows=NOTES_ROWS, running=False)
     return [RUNNING_EAGLE3, Connected(HOST, 1), READY, STARTUP_LOG, READY_LOG, bench, *TICKS]
+
+
+MANY_LEVELS = (1, 2, 4, 6, 8, 10, 12, 16, 20, 24, 32, 48)
+"""An A/B over 12 levels: more than any table at 80x24 has rows for."""
+
+
+def _base_tok_s(c: int) -> float:
+    return float(150.0 * c**0.85)
+
+
+def _eagle_tok_s(c: int) -> float:
+    return float(370.0 * c**0.57)
+
+
+def many_levels_ab(running: int) -> BenchUpdate:
+    """The A/B over `MANY_LEVELS` with baseline finished and eagle3 running its level number `running` (0-based),
+    the levels before it done, those after it pending; the reference (baseline) first in the curves."""
+    base = tuple(
+        LevelRow("baseline", c, "done", _base_tok_s(c), ok=64, server_tok_s=_base_tok_s(c)) for c in MANY_LEVELS
+    )
+    eagle = tuple(
+        LevelRow(
+            "eagle3",
+            c,
+            "done" if i < running else "running" if i == running else "pending",
+            _eagle_tok_s(c) if i <= running else None,
+            ok=64 if i < running else 0,
+            accept_length=3.2 - 0.05 * i if i <= running else None,
+        )
+        for i, c in enumerate(MANY_LEVELS)
+    )
+    curves = {
+        "baseline": tuple((r.concurrency, r.tok_s) for r in base if r.tok_s is not None),
+        "eagle3": tuple((r.concurrency, r.tok_s) for r in eagle if r.status == "done" and r.tok_s is not None),
+    }
+    return BenchUpdate(rows=base + eagle, curves=curves, running=True)

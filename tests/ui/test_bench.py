@@ -59,7 +59,8 @@ async def test_ab_marks_modes_and_confirms_when_a_server_is_live(build: AppFacto
         # The live mode (eagle3) goes first and is measured as it runs; the dialog says exactly that.
         assert str(app.screen.query_one("#question", Label).render()) == (
             "A/B eagle3 vs baseline on root@gpu-box: measures eagle3 as it runs (pid 1234, no restart), "
-            "then restarts into baseline."
+            "then restarts into baseline.\n\nExpected: no estimate: restart time unknown: no start of baseline "
+            "recorded + 14 levels of unknown length (request-count levels: set a duration to know)."
         )
         assert session.calls == []
         await pilot.press("y")
@@ -381,7 +382,8 @@ async def test_a_short_terminal_gets_the_crossover_strip_and_every_level_instead
     build: AppFactory, size: tuple[int, int]
 ) -> None:
     """Under 34 rows a chart had 2 plot rows (legend over the points, 200 tok/s on the 0 line): the strip says
-    what it would (speedup per level, the crossover C), the table shows every level, and `p` says why it
+    what it would (speedup per level, the crossover C), the table shows every level (one row per C, the modes
+    side by side), and `p` says why it
     does nothing. From 34 rows the charts are back."""
     app, _ = build(sc.ready_with_bench())
     async with app.run_test(size=size) as pilot:
@@ -393,7 +395,7 @@ async def test_a_short_terminal_gets_the_crossover_strip_and_every_level_instead
             assert not strip.display and screen.query_one(CurvesChart).content_size.height >= 10
             return
         assert str(strip.render()) == "eagle3/baseline  C=1 2.44×  C=5 2.03×  C=20 0.86×  · crossover C≈12.5"
-        assert table.row_count == 6 and table.scrollable_content_region.height >= 7  # header + every level
+        assert table.row_count == 3 and table.scrollable_content_region.height >= 4  # header + one row per C
         await pilot.press("p")
         await settle_screen(pilot)
         assert any("The charts need 34 rows" in n.message for n in app._notifications)
@@ -410,4 +412,35 @@ async def test_y_copies_the_sweep_as_markdown(build: AppFactory) -> None:
         assert text.startswith("### specdash sweep on root@gpu-box\n\n**eagle3 wins up to C=12.5; baseline above**")
         assert "| C | baseline tok/s | eagle3 tok/s | eagle3 speedup |" in text
         assert "| 1 | 152 | 371 | 2.44× |" in text and "| 20 | 2,210 | 1,905 | 0.86× |" in text
-        assert any("Copied the sweep as Markdown" in n.message for n in app._notifications)
+        assert any("Copied the sweep and its policy" in n.message for n in app._notifications)
+
+
+async def test_y_copies_what_the_verdict_means_in_the_engines_flags(build: AppFactory) -> None:
+    """After an A/B, `y` also copies the policy: which mode at which load, and the eagle3 mode's own launch
+    flags in each form the engine takes (fixed; dynamic: SGLang's adaptive tiers); the notice says so."""
+    app, _ = build(sc.ready_with_bench())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause()
+        text = app.clipboard
+        assert text.index("### specdash sweep on root@gpu-box") < text.index("#### The policy: eagle3 or baseline")
+        assert "- C = 1..16 running requests: **eagle3**" in text
+        assert "- C = 17 and above running requests: **baseline**" in text
+        flags = "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+        assert f"```sh\n--speculative-algorithm EAGLE3 {flags}\n```" in text
+        assert '"17": {"candidate_steps": [0]}' in text and "--speculative-adaptive-config adaptive.json" in text
+        notices = [n.message for n in app._notifications]
+        assert any("Copied the sweep and its policy in the engine's flags" in n for n in notices), notices
+
+
+async def test_y_after_a_single_mode_sweep_says_there_is_no_policy(build: AppFactory) -> None:
+    update = BenchUpdate(rows=sc.ROWS[:3], curves={"baseline": sc.BENCH.curves["baseline"]}, running=False)
+    app, _ = build([*sc.ready_with_bench()[:4], update])
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause()
+        assert "#### The policy" not in app.clipboard and "| 20 | 2,210 |" in app.clipboard
+        notices = [n.message for n in app._notifications]
+        assert any("no policy: it needs two modes measured, an A/B" in n for n in notices), notices

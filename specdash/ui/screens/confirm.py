@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from textual import on
@@ -63,20 +64,36 @@ class ConfirmScreen(ModalScreen[bool]):
 
 
 class LevelsScreen(ModalScreen[tuple[int, ...] | None]):
-    """Asks for the concurrency levels of a sweep; enter runs it, escape gives up."""
+    """Asks for the concurrency levels of a sweep, saying how long they should take (`expect`, redone as the
+    levels are edited); enter runs it, escape gives up."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="levels-cancel", tooltip="Do not run a sweep")]
 
-    def __init__(self, title: str, levels: tuple[int, ...]) -> None:
+    def __init__(
+        self, title: str, levels: tuple[int, ...], expect: Callable[[tuple[int, ...]], str] | None = None
+    ) -> None:
         super().__init__()
         self._title = title
         self._levels = levels
+        self._expect = expect
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label(self._title, id="question", markup=False)
             yield Input(format_levels(self._levels), placeholder="1,2,5,10 or 1-64x2", id="levels")
+            yield Label(self._expected(self._levels), id="levels-eta", markup=False)
             yield Label("enter: run · esc: cancel", id="levels-error", markup=False)
+
+    def _expected(self, levels: tuple[int, ...]) -> str:
+        return f"Expected: {self._expect(levels)}" if self._expect is not None else ""
+
+    @on(Input.Changed, "#levels")
+    def _changed(self, event: Input.Changed) -> None:
+        try:
+            levels = parse_levels(event.value)
+        except UsageError:
+            return  # said on enter; the last valid estimate stays
+        self.query_one("#levels-eta", Label).update(self._expected(levels))
 
     @on(Input.Submitted, "#levels")
     def _submitted(self, event: Input.Submitted) -> None:

@@ -19,12 +19,13 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, OptionList, Tab, Tabs
 
-from specdash.core.events import BenchUpdate, ServerStatus
-from specdash.core.levels import DEFAULT_LEVELS
-from specdash.core.status_text import is_live, server_name, stop_question, sweep_question
+from specdash.core.eta import countdown_text
+from specdash.core.events import BenchUpdate, LevelRow, ServerStatus
+from specdash.core.levels import DEFAULT_LEVELS, around
+from specdash.core.status_text import crash_card, is_live, server_name, stop_question, sweep_question
 from specdash.core.sweep_summary import sweep_markdown
 from specdash.errors import SpecdashError
-from specdash.phases import Phase
+from specdash.phases import CrashInfo, Phase
 from specdash.remote.events import Connected
 from specdash.server.adopt import Adoptable
 from specdash.server.lifecycle import PortBusy
@@ -57,7 +58,7 @@ RunAction = Callable[[str, Action, str], None]
 """Runs an action in a worker (name, action, group `action` or `sweep`): the app's, so a failure becomes a
 notification and the dashboard never reaches into the app."""
 
-_NEEDS_HOST = {"start", "stop", "restart", "switch", "sweep", "ab", "cancel_sweep", "greedy"}
+_NEEDS_HOST = {"start", "stop", "restart", "switch", "sweep", "ab", "cancel_sweep", "greedy", "rerun_crash"}
 """Actions that talk to the host, so wait for a connection."""
 
 PAGED_BELOW = (100, 34)
@@ -128,6 +129,10 @@ class DashboardScreen(Screen[None]):
         self._levels: tuple[int, ...] = DEFAULT_LEVELS
         self._bench: BenchUpdate | None = None
         self._greedy_running = False
+        self._crash: CrashInfo | None = None
+        """The server's last crash (kept once it is back, for the crash card)."""
+        self._countdown: tuple[float | None, float] | None = None
+        """The running sweep's expected seconds (None: unknown) and when it began (counted down on the table)."""
         self.quit_stops_server = False
         """Quitting stops the server too (the demo): the quit question says so instead of `specdash down`."""
         self.touring = False
@@ -167,6 +172,7 @@ class DashboardScreen(Screen[None]):
         now = self._clock()
         self.query_one(ServerPanel).now = now
         self.query_one(StatusHeader).now = now
+        self._show_countdown()
 
     # ----------------------------------------------------------------------------------- layout, pages
 
@@ -263,6 +269,9 @@ class DashboardScreen(Screen[None]):
     @on(StatusChanged)
     def _status_changed(self, message: StatusChanged) -> None:
         self._status = message.status
+        if message.status.crash is not None:
+            self._crash = message.status.crash
+        self._show_crash_card()
         self.query_one(ServerPanel).status = message.status
         self.query_one(StatusHeader).status = message.status
         self.query_one(ModeList).status = message.status
@@ -304,7 +313,11 @@ class DashboardScreen(Screen[None]):
     @on(BenchUpdated)
     def _bench_updated(self, message: BenchUpdated) -> None:
         self._bench = message.update
+        if not message.update.running and self._countdown is not None:
+            self._countdown = None  # the sweep ended: no time left to count
+            self.query_one(BenchPanel).show_countdown("")
         self.query_one(BenchPanel).show_update(message.update)
+        self._show_crash_card()
         self._follow_tour()
         self.refresh_bindings()
 
@@ -359,6 +372,8 @@ class DashboardScreen(Screen[None]):
                 return self.query_one(BenchPanel).has_data
             case "copy_summary":
                 return self._bench is not None and bool(self._bench.curves)
+            case "rerun_crash":
+                return self._crashed_level() is not None and self._status.phase is Phase.READY and not sweeping
             case "search_next" | "search_previous":
                 return bool(self.query_one(LogPanel).view.needle)
             case "page":
@@ -393,6 +408,13 @@ class DashboardScreen(Screen[None]):
                 return f"An A/B needs two marked modes (space marks the highlighted one; {len(modes.marked)} marked)."
             case "cancel_sweep":
                 return "No sweep is running."
+            case "rerun_crash":
+                if (row := self._crashed_level()) is None:
+                    return "No sweep level crashed the server."
+                if session.sweep_running():
+                    return sweeping
+                c = row.concurrency
+                return f"The server is not ready: s starts {row.mode}, then R reruns the levels around C={c}."
             case "greedy":
                 return "The greedy check needs a ready server and no sweep running."
             case "chart_view" | "copy_summary":
@@ -566,23 +588,80 @@ class DashboardScreen(Screen[None]):
         warn = sweep_question(self._status, modes, self._label)
         self._ask_levels(f"A/B {' vs '.join(modes)}: concurrency levels", modes, warn, reference)
 
-    def _ask_levels(self, title: str, modes: list[str], warning: str | None, reference: str | None = None) -> None:
+    def _ask_levels(
+        self,
+        title: str,
+        modes: list[str],
+        warning: str | None,
+        reference: str | None = None,
+        levels: tuple[int, ...] | None = None,
+    ) -> None:
+        def expect(levels: tuple[int, ...]) -> str:
+            return self.session.sweep_estimate(modes, levels).text()
+
+        offered = levels
+
         def chosen(levels: tuple[int, ...] | None) -> None:
             if not levels:
                 return
-            self._levels = levels
+            if offered is None:  # a rerun's levels are not the next sweep's default
+                self._levels = levels
+            estimate = self.session.sweep_estimate(modes, levels)
 
             def go() -> None:
                 self.query_one(BenchPanel).new_sweep()
                 self.show_page("bench")
+                self._countdown = (estimate.seconds, self._clock())
+                self._show_countdown()
                 self._run_action("sweep", lambda: self.session.sweep(modes, levels, reference=reference), "sweep")
 
             if warning:
-                self._confirm(warning, "Run A/B", go)
+                self._confirm(f"{warning}\n\nExpected: {estimate.text()}.", "Run A/B", go)
             else:
                 go()
 
-        self.app.push_screen(LevelsScreen(title, self._levels), chosen)
+        self.app.push_screen(LevelsScreen(title, offered or self._levels, expect), chosen)
+
+    def _crashed_level(self) -> LevelRow | None:
+        """The level the last sweep crashed the server at, if it did."""
+        rows = self._bench.rows if self._bench is not None else ()
+        return next((row for row in rows if row.crash), None)
+
+    def _rerun_levels(self, row: LevelRow) -> tuple[int, ...]:
+        rows = self._bench.rows if self._bench is not None else ()
+        return around([r.concurrency for r in rows if r.mode == row.mode], row.concurrency)
+
+    def _show_crash_card(self) -> None:
+        """The crash tied to its level under the sweep table (`core.status_text.crash_card`)."""
+        row = self._crashed_level()
+        if row is None:
+            self.query_one(BenchPanel).show_crash_card("")
+            return
+        excerpt = self._crash.excerpt if self._crash is not None else ()
+        running = self.query_one(BenchPanel).inflight.get((row.mode, row.concurrency))
+        back = self._status.phase is Phase.READY
+        card = crash_card(row.mode, row.concurrency, row.crash, excerpt, running, self._rerun_levels(row), back)
+        self.query_one(BenchPanel).show_crash_card(card)
+
+    def action_rerun_crash(self) -> None:
+        row = self._crashed_level()
+        if row is None or self._refused("sweep"):
+            return
+        modes = [row.mode]
+        self._ask_levels(
+            f"Rerun {row.mode} around its crash at C={row.concurrency}: concurrency levels",
+            modes,
+            sweep_question(self._status, modes, self._label),
+            levels=self._rerun_levels(row),
+        )
+
+    def _show_countdown(self) -> None:
+        """The running sweep's expected time left on the table's title, counted down each second; it says
+        `overdue by ...` once the estimate has run out, never a negative time."""
+        if self._countdown is None:
+            return
+        expected, since = self._countdown
+        self.query_one(BenchPanel).show_countdown(countdown_text(expected, self._clock() - since))
 
     def action_cancel_sweep(self) -> None:
         if self._refused("cancel_sweep"):
@@ -613,14 +692,20 @@ class DashboardScreen(Screen[None]):
         self._run("greedy check", lambda: self.session.check_greedy(reference))
 
     def action_copy_summary(self) -> None:
-        """`y`: the sweep as Markdown to the clipboard (Textual writes OSC 52, which terminals honour over
-        SSH too), ready to paste into a pull request."""
+        """`y`: the sweep as Markdown and, after an A/B, what its verdict means in the engine's own launch
+        flags (the policy: which mode at which load, `core.spec_export`), to the clipboard (Textual writes
+        OSC 52, which terminals honour over SSH too), ready to paste into a pull request."""
         update = self._bench
         if update is None:
             return
         text = sweep_markdown(self._label, update.rows, update.curves, update.crossover_text)
+        if update.policy:
+            text += "\n" + update.policy
+            what = "the sweep and its policy in the engine's flags as Markdown"
+        else:
+            what = "the sweep as Markdown (no policy: it needs two modes measured, an A/B)"
         self.app.copy_to_clipboard(text)
-        self.notify(f"Copied the sweep as Markdown ({text.count(chr(10))} lines): paste it into a PR.", timeout=5)
+        self.notify(f"Copied {what}, {text.count(chr(10))} lines: paste it into a PR.", timeout=5)
 
     def action_chart_view(self) -> None:
         panel = self.query_one(BenchPanel)

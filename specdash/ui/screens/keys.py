@@ -43,13 +43,21 @@ BENCH_BINDINGS = [
     _b("b", "sweep", "Sweep", "sweep", "Run a concurrency sweep on the live mode (levels editable)"),
     _b("a", "ab", "A/B", "ab", "Sweep every marked mode in turn (restarts the server between them)"),
     _b("escape", "cancel_sweep", "Cancel sweep", "cancel-sweep", "Stop the running sweep; finished levels are kept"),
+    _b(
+        "R",
+        "rerun_crash",
+        "Rerun crash",
+        "rerun-crash",
+        "Rerun the level a sweep crashed at and its neighbours (once the server is back; levels editable)",
+    ),
     _b("p", "chart_view", "Chart", "chart-view", "Switch the curves chart: tok/s by C, speedup, Pareto"),
     _b(
         "y",
         "copy_summary",
         "Copy",
         "copy-summary",
-        "Copy the sweep as Markdown (verdict, one row per C, speedups) to the clipboard, over SSH too (OSC 52)",
+        "Copy the sweep as Markdown (verdict, one row per C, speedups) and, after an A/B, its policy in the "
+        "engine's launch flags, to the clipboard, over SSH too (OSC 52)",
         show=False,
     ),
     _b(

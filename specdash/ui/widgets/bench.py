@@ -1,5 +1,6 @@
-"""The bench area: the level table (client and server figures side by side, speedup against the first mode),
-the lines under it (verdict, greedy check, acceptance, warnings: wrapped, in a block of capped height that
+"""The bench area: the level table (client and server figures side by side, speedup against the first mode;
+where the crossover strip stands for the charts, one row per concurrency with the modes side by side), the
+lines under it (verdict, greedy check, acceptance, warnings: wrapped, in a block of capped height that
 scrolls, with a hint when some are out of view), and the two charts."""
 
 from __future__ import annotations
@@ -54,6 +55,65 @@ def row_cells(row: LevelRow, reference: Mapping[int, float] | None = None) -> tu
     )
 
 
+LEVEL_CELL = {"pending": "·", "warmup": "…", "paused": "‖"}
+"""A mode's tok/s cell in the by-level table while its level has no figure yet."""
+
+
+def level_columns(modes: list[str], slo: bool = False) -> tuple[str, ...]:
+    """The by-level table's headers: C, each mode's tok/s (the reference first), then each other mode's
+    speedup over the reference and its acceptance length (named by mode when there are more than two); with
+    an SLO, one column with each mode's attainment (`✓100% / ✗62%`, in the order of the tok/s columns)."""
+    others = modes[1:]
+    speed = ["×"] if len(others) == 1 else [f"× {m}" for m in others]
+    accept = ["accept"] if len(others) == 1 else [f"accept {m}" for m in others]
+    return ("", "C", *(f"{m} tok/s" for m in modes), *speed, *accept, *(["SLO " + "/".join(modes)] if slo else []))
+
+
+def level_glyph(rows: list[LevelRow]) -> str:
+    """One level's state over its modes: running (or warming up, paused) if one is, ✗ if one failed, ✓ when
+    all are done, else pending."""
+    for row in rows:
+        if row.status in ("warmup", "running", "paused"):
+            return STATUS_GLYPH[row.status]
+    if any(row.status == "failed" for row in rows):
+        return STATUS_GLYPH["failed"]
+    done = rows and all(row.status == "done" for row in rows)
+    return STATUS_GLYPH["done"] if done else STATUS_GLYPH["pending"]
+
+
+def level_cells(
+    c: int, modes: list[str], by_mode: Mapping[tuple[str, int], LevelRow], slo: bool = False
+) -> tuple[str, ...]:
+    """One concurrency level with the modes side by side: each mode's tok/s (· pending, ✗ failed), each other
+    mode's speedup over the reference (the first; finished levels only) and its acceptance length."""
+    here = [row for m in modes if (row := by_mode.get((m, c))) is not None]
+
+    def tok_s(row: LevelRow | None) -> str:
+        if row is None:
+            return ""
+        if row.status == "failed":
+            return "✗ crashed" if row.crash else "✗ failed"
+        if row.tok_s is None:
+            return LEVEL_CELL.get(row.status, "…")
+        return rate(row.tok_s)
+
+    ref = by_mode.get((modes[0], c))
+    speed: list[str] = []
+    accept: list[str] = []
+    for mode in modes[1:]:
+        row = by_mode.get((mode, c))
+        ratio = ""
+        if row is not None and ref is not None and row.status == ref.status == "done" and row.tok_s and ref.tok_s:
+            ratio = f"{row.tok_s / ref.tok_s:.2f}×"
+        speed.append(ratio)
+        accept.append("-" if row is None or row.accept_length is None else f"{row.accept_length:.2f}")
+    cells = (level_glyph(here), str(c), *(tok_s(by_mode.get((m, c))) for m in modes), *speed, *accept)
+    if not slo:
+        return cells
+    marks = [slo_cells(row)[0] if (row := by_mode.get((m, c))) is not None else "" for m in modes]
+    return (*cells, " / ".join(mark or "-" for mark in marks))
+
+
 def slo_cells(row: LevelRow) -> tuple[str, str]:
     """`✓ 96%` (meets the SLO; share of requests within every limit) and the token goodput, or blanks."""
     if row.slo is None or row.status not in ("done", "failed"):
@@ -97,16 +157,27 @@ def notes_text(rows: tuple[LevelRow, ...]) -> str:
 
 
 class BenchTable(DataTable[str]):
-    """Levels of the current sweep, in order."""
+    """Levels of the current sweep, in order: one row per (mode, C), or, `by_level`, one row per C with the
+    modes side by side (where the crossover strip stands for the charts: `BenchPanel` sets it)."""
 
-    _slo_columns = False
-    """Whether the SLO columns are shown (the rows have SLO figures)."""
+    _columns: tuple[str, ...] = COLUMNS
+    """The headers shown now (they change with the layout, the modes and the SLO)."""
+    by_level = False
+    """One row per concurrency with the modes side by side (a sweep of two modes or more)."""
+    _shown: tuple[tuple[LevelRow, ...], Mapping[str, tuple[tuple[int, float], ...]] | None] = ((), None)
+    """What the table shows, to redraw it in the other layout."""
 
     def on_mount(self) -> None:
         self.border_title = "Sweep"
         self.cursor_type = "row"
         self.zebra_stripes = True
         self.add_columns(*COLUMNS)
+
+    def set_by_level(self, by_level: bool) -> None:
+        """Switch the layout (the terminal got shorter or taller); redraws what is shown."""
+        if by_level != self.by_level:
+            self.by_level = by_level
+            self.show_rows(*self._shown)
 
     def on_show(self) -> None:
         # Rows that came while the sweep page was hidden moved the cursor without scrolling (a hidden table
@@ -116,22 +187,55 @@ class BenchTable(DataTable[str]):
     def show_rows(
         self, rows: tuple[LevelRow, ...], curves: Mapping[str, tuple[tuple[int, float], ...]] | None = None
     ) -> None:
-        """Replace every row (a sweep has tens of levels at most, so redrawing all is cheap)."""
+        """Replace every row (a sweep has tens of levels at most, so redrawing all is cheap), then bring the
+        running level into view."""
+        self._shown = (rows, curves)
+        modes = list(dict.fromkeys([*(curves or {}), *(row.mode for row in rows)]))
+        # The reference is the first of the curves (the session puts the mode the A/B chose first) once two
+        # modes have finished levels; until then the modes in the order measured.
+        if len(curves or {}) < 2:
+            modes = list(dict.fromkeys(row.mode for row in rows))
+        if self.by_level and len(modes) >= 2:
+            running = self._show_levels(rows, modes)
+        else:
+            running = self._show_modes(rows, modes if len(curves or {}) >= 2 else [])
+        if running is not None:
+            self.move_cursor(row=running, animate=False)
+            # Rows just added have no height until the next refresh: scroll once they do.
+            self.call_after_refresh(self.move_cursor, row=running, animate=False)
+
+    def _set_columns(self, columns: tuple[str, ...]) -> None:
+        self.clear(columns=columns != self._columns)
+        if columns != self._columns:
+            self._columns = columns
+            self.add_columns(*columns)
+
+    def _show_modes(self, rows: tuple[LevelRow, ...], modes: list[str]) -> int | None:
         slo = any(row.slo is not None for row in rows)
-        self.clear(columns=slo != self._slo_columns)
-        if slo != self._slo_columns:
-            # Two columns more only when the sweep has an SLO: the table stays readable at 80 columns.
-            self._slo_columns = slo
-            self.add_columns(*COLUMNS, *(SLO_COLUMNS if slo else ()))
-        modes = list(curves or {})
-        reference = dict((curves or {})[modes[0]]) if len(modes) >= 2 else None
+        # Two columns more only when the sweep has an SLO: the table stays readable at 80 columns.
+        self._set_columns((*COLUMNS, *(SLO_COLUMNS if slo else ())))
+        by_mode = {(row.mode, row.concurrency): row.tok_s for row in rows if row.status == "done"}
         for row in rows:
-            ref = reference if modes and row.mode != modes[0] else None
+            ref = None
+            if modes and row.mode != modes[0]:
+                ref = {c: v for (m, c), v in by_mode.items() if m == modes[0] and v is not None}
             cells = row_cells(row, ref) + (slo_cells(row) if slo else ())
             self.add_row(*cells, key=f"{row.mode}@{row.concurrency}")
         running = [i for i, row in enumerate(rows) if row.status in ("warmup", "running", "paused")]
-        if running:
-            self.move_cursor(row=running[-1], animate=False)
+        return running[-1] if running else None
+
+    def _show_levels(self, rows: tuple[LevelRow, ...], modes: list[str]) -> int | None:
+        slo = any(row.slo is not None for row in rows)
+        self._set_columns(level_columns(modes, slo))
+        by_mode = {(row.mode, row.concurrency): row for row in rows}
+        levels = sorted({row.concurrency for row in rows})
+        running = None
+        for i, c in enumerate(levels):
+            cells = level_cells(c, modes, by_mode, slo)
+            if cells[0] in (STATUS_GLYPH[s] for s in ("warmup", "running", "paused")):
+                running = i
+            self.add_row(*cells, key=str(c))
+        return running
 
 
 class BenchLines(VerticalScroll):
@@ -187,6 +291,8 @@ class BenchPanel(Horizontal):
         self._table_state = ""
         self.live_chart = LiveChart(interval=chart_interval, id="live-chart")
         """The live chart (made here: the app posts throughput ticks to it from the start)."""
+        self.inflight: dict[tuple[str, int], int] = {}
+        """(mode, C) -> the requests in flight at the level's last tick (a crash card says how many ran)."""
 
     def compose(self) -> ComposeResult:
         yield Label("No sweep yet.  b: sweep the live mode   space: mark modes, a: A/B", id="bench-hint")
@@ -195,6 +301,7 @@ class BenchPanel(Horizontal):
             # The charts' message in one line, where the terminal is too short to read them (`app.tcss`).
             yield Label("", id="bench-strip", markup=False)
             with BenchLines(id="bench-lines") as lines:
+                yield Label("", id="bench-crash", markup=False)
                 yield Label("", id="bench-verdict", markup=False)
                 yield Label("", id="bench-greedy", markup=False)
                 yield Label("", id="bench-accept", markup=False)
@@ -210,6 +317,7 @@ class BenchPanel(Horizontal):
     def on_resize(self) -> None:
         # Stacked (a sweep page), the lines under the table get what the table, the hint and the charts'
         # minimum leave: 4 rows at 80x24, 10 at 80x30 (the rest scrolls). Side by side, the CSS cap applies.
+        self.query_one(BenchTable).set_by_level(not self.charts_shown)
         lines = self.query_one(BenchLines)
         if self.styles.layout is not None and self.styles.layout.name == "vertical":
             charts = CHARTS_MIN_ROWS if self.charts_shown else 1  # else the one-line strip stands for them
@@ -228,7 +336,9 @@ class BenchPanel(Horizontal):
         self.has_data = True
         curves = {mode: dict(points) for mode, points in update.curves.items()}
         self.query_one("#bench-strip", Label).update(speedup_strip(curves, update.crossover))
-        self.query_one(BenchTable).show_rows(update.rows, update.curves)
+        table = self.query_one(BenchTable)
+        table.by_level = not self.charts_shown
+        table.show_rows(update.rows, update.curves)
         self.query_one(CurvesChart).set_curves(update.curves, update.crossover, update.rows)
         verdict = self.query_one("#bench-verdict", Label)
         verdict.update(f"▶ {update.crossover_text}" if update.crossover_text else "")
@@ -249,6 +359,17 @@ class BenchPanel(Horizontal):
         notes.update(notes_text(update.rows))
         notes.display = bool(notes_text(update.rows))
 
+    def show_crash_card(self, text: str) -> None:
+        """The crash card first under the table (`core.status_text.crash_card`), or none."""
+        card = self.query_one("#bench-crash", Label)
+        card.update(text)
+        card.display = bool(text)
+
+    def show_countdown(self, text: str) -> None:
+        """The running sweep's expected time left (`core.eta.countdown_text`) on the table's title; "" when
+        none runs."""
+        self.query_one(BenchTable).border_title = f"Sweep · {text}" if text else "Sweep"
+
     def show_greedy(self, update: GreedyUpdate) -> None:
         """The greedy check's state under the verdict; a difference is a finding (warning colour)."""
         self.has_data = True
@@ -263,6 +384,7 @@ class BenchPanel(Horizontal):
         # The live chart has drawn the point (the message bubbled up from it).
         message.stop()
         self.has_data = True
+        self.inflight[(message.tick.mode, message.tick.concurrency)] = message.tick.inflight
         if not self.charts_shown:  # no live chart on a short terminal: the running level's figure on the table
             tick = message.tick
             total = f"/{tick.total}" if tick.total else ""
@@ -274,5 +396,7 @@ class BenchPanel(Horizontal):
         return self.query_one(CurvesChart).cycle_view()
 
     def new_sweep(self) -> None:
-        """Clear the live chart when the user starts a sweep."""
+        """Clear the live chart (and the last crash card) when the user starts a sweep."""
         self.query_one(LiveChart).clear()
+        self.inflight.clear()
+        self.show_crash_card("")
