@@ -82,37 +82,41 @@ async def test_hostile_hosts_fail_their_own_rows_and_never_stall_the_good_one(
     sessions = [RemoteSession(SSHHost(hc.address, opts), hc, cfg) for hc, opts in hosts]
     app = FleetApp(sessions, tick=1.0)
     async with app.run_test(size=(100, 30)) as pilot:
-        assert isinstance(app.screen, FleetScreen)
-        await eventually(lambda: app.hosts[0].row.link, until=lambda v: v == "connected", timeout=15, what="good")
-        assert held, "the tarpit holds a connection open"
-        # The good host serves while the tarpit is still in its handshake.
-        await sessions[0].start("baseline")
-        await eventually(lambda: row_text(app, 0), until=lambda t: "| ready |" in t, timeout=60, what="good ready")
-        await eventually(
-            lambda: (row_text(app, 2), row_text(app, 3)),
-            until=lambda rows: all("failed" in t for t in rows),
-            timeout=30,
-            what="the babbler and the re-keyed host failed",
-        )
-        babble = app.hosts[2].row.alert
-        changed_key = app.hosts[3].row.alert
-        assert "\x1b" not in babble and "\x07" not in babble and "\x00" not in babble, babble
-        assert "host key" in changed_key.lower(), changed_key
-        # The keyboard answers with the tarpit still open: enter opens the good host's dashboard, back again.
-        app.fleet.query_one(DataTable).move_cursor(row=0)
-        await pilot.press("enter")
-        await pilot.pause()
-        assert isinstance(app.screen, DashboardScreen) and app.screen.session is sessions[0]
-        await pilot.press("backspace")
-        await pilot.pause()
-        assert isinstance(app.screen, FleetScreen)
-        # The tarpit ends as a failure of its own row once its connect timeout runs out.
-        await eventually(lambda: row_text(app, 1), until=lambda t: "failed" in t, timeout=60, what="tarpit")
-        assert "| ready |" in row_text(app, 0)
-        # Not "no answer": both took the connection and never spoke SSH.
-        for alert in (app.hosts[1].row.alert, babble):
-            assert "took the connection but never finished an SSH handshake" in alert, alert
-        for screen_text in (row_text(app, i) for i in range(4)):
-            assert "\x1b" not in screen_text
-        await sessions[0].stop()
-        await pilot.press("q")
+        try:
+            assert isinstance(app.screen, FleetScreen)
+            await eventually(lambda: app.hosts[0].row.link, until=lambda v: v == "connected", timeout=15, what="good")
+            assert held, "the tarpit holds a connection open"
+            # The good host serves while the tarpit is still in its handshake.
+            await sessions[0].start("baseline")
+            await eventually(lambda: row_text(app, 0), until=lambda t: "| ready |" in t, timeout=60, what="good ready")
+            await eventually(
+                lambda: (row_text(app, 2), row_text(app, 3)),
+                until=lambda rows: all("failed" in t for t in rows),
+                timeout=30,
+                what="the babbler and the re-keyed host failed",
+            )
+            babble = app.hosts[2].row.alert
+            changed_key = app.hosts[3].row.alert
+            assert "\x1b" not in babble and "\x07" not in babble and "\x00" not in babble, babble
+            assert "host key" in changed_key.lower(), changed_key
+            # The keyboard answers with the tarpit still open: enter opens the good host's dashboard, back again.
+            app.fleet.query_one(DataTable).move_cursor(row=0)
+            await pilot.press("enter")
+            await pilot.pause()
+            assert isinstance(app.screen, DashboardScreen) and app.screen.session is sessions[0]
+            await pilot.press("backspace")
+            await pilot.pause()
+            assert isinstance(app.screen, FleetScreen)
+            # The tarpit ends as a failure of its own row once its connect timeout runs out.
+            await eventually(lambda: row_text(app, 1), until=lambda t: "failed" in t, timeout=60, what="tarpit")
+            assert "| ready |" in row_text(app, 0)
+            # Not "no answer": both took the connection and never spoke SSH.
+            for alert in (app.hosts[1].row.alert, babble):
+                assert "took the connection but never finished an SSH handshake" in alert, alert
+            for screen_text in (row_text(app, i) for i in range(4)):
+                assert "\x1b" not in screen_text
+            await sessions[0].stop()
+            await pilot.press("q")
+        finally:
+            if sessions[0].server_live():
+                await sessions[0].stop()
