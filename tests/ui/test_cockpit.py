@@ -354,7 +354,7 @@ async def test_the_server_panel_keeps_its_height_while_its_clock_ticks(
 async def test_help_quit_and_the_running_modes_state_stay_in_view(build: AppFactory, size: tuple[int, int]) -> None:
     """With a server running (the most keys apply) the footer still shows `? Help` and `q Quit`, and the mode
     list shows the running mode's state whole (it was cut to "● rea…" at 80 columns and lost at 100)."""
-    from textual.widgets._footer import FooterKey
+    from textual.widgets._footer import FooterKey, FooterLabel
 
     from specdash.ui.widgets.modes import ModeList
 
@@ -366,6 +366,11 @@ async def test_help_quit_and_the_running_modes_state_stay_in_view(build: AppFact
         for action in ("help", "quit"):
             region = keys[action].region
             assert region.area > 0 and region.right <= size[0], (action, region)
+        # A key group's label ("jk Move") and the key after it keep a cell between them ("Movez Zoom" at 80).
+        cells = [key.region for key in app.screen.query(FooterKey) if key.region.area]
+        for label in app.screen.query(FooterLabel):
+            after = [r.x for r in cells if r.x >= label.region.right and r.y == label.region.y]
+            assert not after or min(after) > label.region.right, (str(label.render()), label.region, after)
         modes = app.screen.query_one(ModeList)
         prompt = str(modes.get_option_at_index(1).prompt)
         end = prompt.index("● ready") + len("● ready")

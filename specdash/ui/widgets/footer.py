@@ -27,6 +27,8 @@ class PinnedFooter(Footer):
         background: $footer-background;
     }
     PinnedFooter > .footer-pinned > FooterKey.-command-palette { dock: none; }
+    /* Textual's compact footer drops the margin after a key group's label ("jk Movez Zoom"): keep one cell. */
+    PinnedFooter.-compact FooterLabel { margin: 0 1 0 0; }
     """
 
     def compose(self) -> ComposeResult:
