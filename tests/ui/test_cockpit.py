@@ -366,6 +366,11 @@ async def test_help_quit_and_the_running_modes_state_stay_in_view(build: AppFact
         for action in ("help", "quit"):
             region = keys[action].region
             assert region.area > 0 and region.right <= size[0], (action, region)
+        # No key of the row runs under the pinned ones ("v? Help" at 80): it is shown whole or not at all.
+        edge = app.screen.query_one(".footer-pinned").region.x
+        row = [k for k in app.screen.query(FooterKey) if not k.ancestors_with_self[1].has_class("footer-pinned")]
+        row = [k for k in row if k.region.area]
+        assert all(k.region.right <= edge for k in row), [(k.action, k.region) for k in row if k.region.right > edge]
         # A key group's label ("jk Move") and the key after it keep a cell between them ("Movez Zoom" at 80).
         cells = [key.region for key in app.screen.query(FooterKey) if key.region.area]
         for label in app.screen.query(FooterLabel):

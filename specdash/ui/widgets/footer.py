@@ -2,11 +2,13 @@
 
 Textual's `Footer` lays every key out in one row and cuts what does not fit; the app's own keys come last,
 so with a server running (more keys apply) `? Help` and `q Quit` were the first to go. Here they are taken
-out of the row and docked right with the palette key, where a long row cannot push them off.
+out of the row and docked right with the palette key, where a long row cannot push them off. A key of the row
+that would run under them is hidden whole, never cut ("v? Help" at 80 columns).
 """
 
 from __future__ import annotations
 
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Footer
@@ -41,3 +43,26 @@ class PinnedFooter(Footer):
         if pinned:
             # A class, not an id: Footer recomposes on every bindings change, and two recomposes may overlap.
             yield Horizontal(*pinned, classes="footer-pinned")
+
+    async def recompose(self) -> None:
+        await super().recompose()
+        self.call_after_refresh(self._hide_covered)
+
+    def on_resize(self, _event: events.Resize) -> None:
+        for child in self.children:
+            child.display = True
+        self.call_after_refresh(self._hide_covered)
+
+    def _hide_covered(self) -> None:
+        """Hide the row's keys (and groups) that reach under the pinned keys, from the first one on."""
+        pinned = self.query_children(".footer-pinned")
+        if not pinned:
+            return
+        edge = pinned.first().region.x
+        covered = False
+        for child in self.children:
+            if child.has_class("footer-pinned"):
+                continue
+            covered = covered or child.region.right > edge
+            if covered and child.display:
+                child.display = False
