@@ -3,7 +3,7 @@
 The dashboard is driven through `make_app` by the UI tests' scenario scripts (tests/support/scenarios.py: a server
 ready after an A/B sweep, on a fixed clock), so every run draws the same picture. Each SVG is converted to PNG
 with rsvg-convert (librsvg2-bin), after turning the SVG's non-breaking spaces into spaces (librsvg would
-otherwise draw them wider than the terminal's cells).
+otherwise draw them wider than the terminal's cells) and asking it to keep every space (xml:space).
 
     .venv/bin/python benchmarks/screenshots.py          # writes docs/images/*.png
 
@@ -51,7 +51,8 @@ async def shoot(size: tuple[int, int], keys: list[str]) -> str:
 def to_png(svg: str, png: Path) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         plain = Path(tmp) / "shot.svg"
-        plain.write_text(svg.replace("&#160;", " "), encoding="utf-8")
+        # xml:space="preserve": without it librsvg collapses the spaces that separate a key from its label.
+        plain.write_text(svg.replace("&#160;", " ").replace("<svg ", '<svg xml:space="preserve" ', 1), encoding="utf-8")
         subprocess.run(["rsvg-convert", str(plain), "-o", str(png)], check=True)
     return png
 
