@@ -10,7 +10,9 @@ partition allows, a partition that does not exist (sbatch refuses), an account t
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import os
 import shlex
 import signal
@@ -19,6 +21,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,6 +35,8 @@ from specdash.remote.events import Connected, Lost
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession, running
 from specdash.sim.gpus import COUNT_ENV, DIR_ENV
+from specdash.tune.job import TuneJob, TuneOptions
+from specdash.tune.plan import build_plan
 from tests.integration.conftest import target, trust
 from tests.support.eventually import eventually
 from tests.support.ports import free_port
@@ -425,3 +430,58 @@ async def test_a_damaged_job_record_is_reported_and_nothing_is_submitted(
         with pytest.raises(SpecdashError, match=r"job record \? on login is damaged .*nothing was submitted"):
             await s.start("baseline")
     assert not cluster.run("squeue", "-h").stdout.strip()
+
+
+async def test_a_tune_on_a_slurm_host_restarts_each_setting_as_a_new_job_with_its_queue_wait_apart(
+    sshd: Sshd, ssh_options: SSHOptions, login: HostConfig, cfg: Config, cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """Baseline and one EAGLE-3 setting, two small levels, one pass, on a one-node job each. The first job waits
+    behind a job holding both nodes: its queue wait is journalled and reported apart from its seconds to ready."""
+    assert login.slurm is not None
+    one = replace(login, slurm=replace(login.slurm, nodes=1))
+    plan = build_plan(
+        cfg, host="login", mode="eagle3", baseline="baseline", space="steps=1 topk=1 draft=2", levels=(1, 2),
+        repeats=1, name="slurm-tune",
+    )  # fmt: skip
+    options = TuneOptions(requests_per_level=4, output_len=16, journal_dir=tmp_path / "j", verify=False)
+    blocker = cluster.run(
+        "sbatch", "--parsable", "--output=/dev/null", "--nodes=2", "--exclusive", "--wrap", "sleep 300"
+    ).stdout.strip()
+    seen = Recorder()
+    async with running(RemoteSession(SSHHost(target(sshd), ssh_options), one, cfg), seen) as s:
+        try:
+            await eventually(
+                lambda: cluster.job_state(blocker), until=lambda st: st == "RUNNING", timeout=30, what="blocker"
+            )
+            tune = asyncio.create_task(TuneJob(s, plan, options).run())
+            await eventually(
+                lambda: s.status.queued, until=lambda q: q.startswith("queued: Resources"), timeout=60, what="queued"
+            )
+            first = s.status.job_id
+            assert cluster.job_state(first) == "PENDING"
+            cluster.run("scancel", blocker)
+            outcome = await asyncio.wait_for(tune, 300)
+        finally:
+            cluster.run("scancel", blocker)
+            if s.server_live():
+                with contextlib.suppress(SpecdashError):
+                    await s.stop()
+    out = outcome.out
+    assert out["aborted"] is None, out["aborted"]
+    assert set(out["measured"]) == {"baseline", "s1-k1-d2"}, out["measured"]
+    assert out["policy"]["ranges"], "a policy"
+    startups = [r for r in journal_records(tmp_path / "j" / "slurm-tune.jsonl") if r["type"] == "startup"]
+    assert [r["candidate"] for r in startups] == ["baseline", "s1-k1-d2"], startups
+    jobs = [r["job_id"] for r in startups]
+    assert jobs[0] == first and len(set(jobs)) == 2, "each restart is a new job"
+    assert all(cluster.job_state(j) in ("CANCELLED", "COMPLETED") for j in jobs)
+    waited = startups[0]
+    assert waited["queue_wait_s"] > 0 and waited["seconds"] + waited["queue_wait_s"] <= waited["total_s"] + 0.01
+    assert waited["seconds"] < waited["total_s"], "the startup is counted without the queue wait"
+    assert [(j["job_id"], j["queue_wait_s"]) for j in out["jobs"]] == [
+        (r["job_id"], r["queue_wait_s"]) for r in startups
+    ]
+
+
+def journal_records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
