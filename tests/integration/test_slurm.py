@@ -5,7 +5,8 @@ Covered: queued then running (with Slurm's reason and position), a two-node star
 stop by `scancel` confirmed by the job's end, attach after a new connection, a rank dying, a node's slurmd
 killed mid-startup (NODE_FAIL), a job cancelled by someone else, the time limit, a job pending past what its
 partition allows, a partition that does not exist (sbatch refuses), an account the partition does not take
-(pends for good, said), and a job id that is not ours.
+(pends for good, said), and a job id that is not ours; a tune whose restarts are new jobs (queue wait apart),
+and the host probe run as a step of the job on its head node.
 """
 
 from __future__ import annotations
@@ -485,3 +486,29 @@ async def test_a_tune_on_a_slurm_host_restarts_each_setting_as_a_new_job_with_it
 
 def journal_records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+async def test_the_host_probe_runs_on_the_head_node_as_a_step_of_the_job(
+    session: tuple[RemoteSession, Recorder], cluster: SlurmCluster
+) -> None:
+    """`probe = "host"` on a Slurm host: the agent runs as a step of the server's own job on its head node (rank
+    0's node of the two), not on the login node. Its own record says so from inside: the node, job and step that
+    slurmstepd put in its environment (a process on the login node has none of them)."""
+    s, seen = session
+    await s.start("baseline")
+    status = await s.wait_status(SETTLED, timeout=120)
+    assert status.phase is Phase.READY, log_text(seen)[-1500:]
+    marks = [line.split()[3] for line in log_text(seen).splitlines() if line.startswith("specdash: head node ")]
+    assert marks, log_text(seen)[-1500:]
+    head = marks[0]
+    on_host = SweepConfig(
+        requests_per_level=3, warmup_requests=1, processes=0, probe="host", settings=ProbeSettings(output_len=24)
+    )
+    await s.sweep([], [1, 2], config=on_host)
+    result = s.results["baseline"]
+    assert [lv.status for lv in result.levels] == ["done", "done"], result
+    probe = result.probe or {}
+    assert probe.get("where") == "host", probe
+    assert probe.get("agent_job") == status.job_id and probe.get("agent_node") == head, probe
+    assert probe.get("agent_step", "").isdigit(), probe  # a step of its own beside the engine's step 0
+    assert cluster.job_state(status.job_id) == "RUNNING"
