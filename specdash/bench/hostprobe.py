@@ -26,6 +26,8 @@ class HostProbe(Protocol):
     metrics_poll_s: float
     """The agent reads the server's gauges (`gauges.POLL_NAMES`) this often during a level and hands them to the
     level's `gauges` (0: not; the sweep sets it per level, so no poll crosses the link)."""
+    ran_on: dict[str, str]
+    """Where the last level's agent said it ran (`host`, and inside a Slurm step `node`, `job`, `step`)."""
 
     async def prepare(self) -> str:
         """Get the host ready; the host's Python version. Raises `AgentUnavailable`."""

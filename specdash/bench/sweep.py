@@ -359,6 +359,9 @@ class Sweep:
                 finished = True
             finally:
                 # Cancelled (Ctrl-C, the UI closing) or crashed: stored samples stay; the run says so.
+                ran_on = getattr(self._runner, "ran_on", None) if self.probe["where"] == "host" else None
+                if ran_on:  # where the agent said it ran (a Slurm host: the step on the head node)
+                    self.probe.update({f"agent_{key}": value for key, value in ran_on.items()})
                 await asyncio.shield(self._runner.close())
                 self._runner = None
                 if self.store is not None and run_id is not None:

@@ -47,7 +47,7 @@ async def _down(args: argparse.Namespace) -> int:
                 _confirm_adopted(record, session.label, grace)
             # The agents first, while the server still answers: they end their level cleanly (`done`, recorded
             # on the host) instead of failing every request they have in flight.
-            agents = await stop_agents(session.host, loopback_url(record.port))
+            agents = await stop_agents(session.host, loopback_url(record.port, record.server_host))
             reports.append(await session.lifecycle.stop(record, grace))
         for sleeper in sleeping:
             grace = args.grace if args.grace is not None else _grace(cfg, sleeper.record.mode)

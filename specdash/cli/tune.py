@@ -206,6 +206,9 @@ def _print(out: dict[str, Any], live: Any) -> None:
     print(f"rule: {out['rule']}", file=live)
     if out["dropped"]:
         print(f"dropped: {', '.join(out['dropped'])}", file=live)
+    for job in out.get("jobs", []):
+        which = f"job {job['job_id']} ({job['candidate']} #{int(job['repeat']) + 1})"
+        print(f"{which}: queued {job['queue_wait_s']:.1f} s, then ready in {job['seconds']:.1f} s", file=live)
     for crash in out["crashes"]:
         print(f"crashed: {crash['candidate']} at C={crash.get('c')}: {crash.get('reason')}", file=live)
     print(file=live)

@@ -101,6 +101,8 @@ class RunRecord:
     """Where the server listens, as the host reaches it: its loopback, or a Slurm job's head node address."""
     nodes: int = 1
     """Nodes the run spans (one engine rank per node)."""
+    head_node: str = ""
+    """A Slurm job's head node by its Slurm name (where the probe agent's step runs), once the job said it."""
 
 
 def _int(value: object) -> int:

@@ -23,6 +23,11 @@ The same interface as the local runners of `specdash.bench.sweep` (`run_level(pl
    loading the server it stops, and `prepare()` the agents loading the same server whose client stopped
    pinging more than `ORPHAN_IDLE_S` ago (they would load the server under the new sweep).
 
+On a Slurm host (`launch`: `srun --jobid=JOB --overlap --nodelist=HEAD`) the agent runs as a step of the
+server's own job on its head node, against the head node's address, and the files above are on the shared
+home; the follower, the pings and the signals stay on the login node (srun passes SIGUSR1 and SIGTERM on to
+the step). Each agent's first record says where it ran (`ran_on`).
+
 A different protocol version is refused on either side. An agent that crashes fails the level with the tail
 of its traceback (`last_failure`).
 """
@@ -40,6 +45,7 @@ import shlex
 import time
 import uuid
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -61,6 +67,7 @@ from specdash.remote.events import ConnectionState
 from specdash.remote.host import Host
 from specdash.remote.ssh import SSHHost
 from specdash.remote.ssherror import SSHError, SSHErrorKind
+from specdash.safetext import escape_controls
 from specdash.server.lifecycle import run_script
 
 AGENT_DIR = ".specdash/agent"
@@ -80,9 +87,11 @@ Message = tuple[Any, ...]
 log = logging.getLogger(__name__)
 
 
-def loopback_url(port: int) -> str:
-    """The server as an agent on its host reaches it (also what `stop_agents` matches agents by)."""
-    return f"http://127.0.0.1:{port}"
+def loopback_url(port: int, server_host: str = "") -> str:
+    """The server as an agent on its host reaches it (also what `stop_agents` matches agents by): its loopback,
+    or the address it listens on (a Slurm job's head node, `RunRecord.server_host`)."""
+    address = server_host or "127.0.0.1"
+    return f"http://{f'[{address}]' if ':' in address else address}:{port}"
 
 
 async def stop_agents(host: Host, url: str, *, idle_s: float | None = None) -> list[int]:
@@ -126,8 +135,14 @@ class HostRunner:
         prompts: tuple[str, ...],
         python: str = "python3",
         link_wait_s: float = 600.0,
+        launch: Sequence[str] = (),
     ) -> None:
         self.host = host
+        self.launch = tuple(launch)
+        """Words the agent's command runs under (a Slurm host: `srun` of a step in the server's job on its head
+        node, `SlurmLifecycle.step_argv`); empty: the agent runs on the host itself."""
+        self.ran_on: dict[str, str] = {}
+        """Where the last level's agent said it ran (its `where` record: host, node, job, step; escaped)."""
         self.remote_url = remote_url
         self.settings = settings
         self.prompts = prompts
@@ -240,8 +255,9 @@ class HostRunner:
         base = f"{self.run_dir}/{self._seq}"
         records, alive, log = f"{base}.jsonl", f"{base}.alive", f"{base}.log"
         py, agent, expect = shlex.quote(self.python), self.agent_path, shlex.quote(PROTOCOL)
+        under = f"{shlex.join(self.launch)} " if self.launch else ""
         start = (
-            f"touch {alive} && exec {py} {agent} --job {self._job} --records {records} --alive {alive} "
+            f"touch {alive} && exec {under}{py} {agent} --job {self._job} --records {records} --alive {alive} "
             f"--link-wait {self.link_wait_s:g} --metrics-every {self.metrics_poll_s:g} --expect {expect} "
             f"--plan {shlex.quote(json.dumps(plan_to_dict(plan)))}"
         )
@@ -294,6 +310,8 @@ class HostRunner:
                         sink.tick(0, arrivals, int(record["i"]), int(record["now"]) + offset)
                     elif kind == "m":
                         sink.gauges(_gauges(record.get("m")))
+                    elif kind == "where":
+                        self.ran_on = _where(record)
                     elif kind == "done":
                         outcome = outcome_from_dict(record["o"])
                     elif kind == "crash":
@@ -348,6 +366,12 @@ class HostRunner:
         if self._job:
             with contextlib.suppress(SSHError, OSError):
                 await self.host.run(f"cd && rm -f {self._job}", timeout=10)
+
+
+def _where(record: dict[str, Any]) -> dict[str, str]:
+    """A `where` record's fields as short escaped text (the host's word, only shown and stored)."""
+    keys = ("host", "node", "job", "step")
+    return {k: escape_controls(str(record[k]))[:128] for k in keys if isinstance(record.get(k), str) and record[k]}
 
 
 def _gauges(values: Any) -> dict[str, float]:

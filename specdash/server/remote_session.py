@@ -801,11 +801,25 @@ class RemoteSession:
 
     # -- bench ------------------------------------------------------------------------------------------
 
-    def _host_runner(self, port: int) -> Callable[[ProbeSettings, tuple[str, ...]], HostRunner]:
-        """Runners of a probe on the host, against the server on the host's loopback."""
+    def _host_runner(self, port: int) -> Callable[[ProbeSettings, tuple[str, ...]], HostRunner] | None:
+        """Runners of a probe on the server's host: on the host's loopback, or for a Slurm job a step of the job
+        on its head node against the head node's address (`SlurmLifecycle.step_argv`). None where the server's
+        node cannot run it (a Slurm job whose head node is not known)."""
+        watch = self._watch
+        record = watch.record if watch is not None else self._record
+        launch: list[str] = []
+        if isinstance(self.lifecycle, SlurmLifecycle) and record is not None and record.job_id:
+            launch = self.lifecycle.step_argv(record)
+            if not launch:
+                return None
+            url = loopback_url(port, record.server_host)
+        elif self._server_host() == "127.0.0.1":
+            url = loopback_url(port)
+        else:
+            return None
 
         def make(settings: ProbeSettings, prompts: tuple[str, ...]) -> HostRunner:
-            return HostRunner(self.host, loopback_url(port), settings, prompts)
+            return HostRunner(self.host, url, settings, prompts, launch=launch)
 
         return make
 
@@ -851,18 +865,13 @@ class RemoteSession:
             on_level_done=level_done,
             check_link=self._link_ok,
             link_in_process=True,  # the port forward runs in this process (SSHHost)
-            host_runner=self._host_runner(port)
-            if config.probe == "host" and self._server_host() == "127.0.0.1"
-            else None,
+            host_runner=self._host_runner(port) if config.probe == "host" else None,
             on_warning=lambda text: self._emit(Notice(f"{mode}: {text}", "warning")),
         )
         if config.probe != "host":
             runner.probe = {"where": "local", "why": 'probe = "local" (the config\'s [bench] or --probe)'}
-        elif self._server_host() != "127.0.0.1":
-            runner.probe = {
-                "where": "local",
-                "why": "a Slurm job: the server runs on its head node, not the login node",
-            }
+        elif runner.host_runner is None:
+            runner.probe = {"where": "local", "why": "a Slurm job whose head node is not known yet"}
         if self.host.state is not ConnectionState.CONNECTED:
             runner.link_lost(f"connection {self.host.state.value}")
         self._sweep = runner

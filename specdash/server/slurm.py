@@ -19,7 +19,9 @@ job as it drives a process; `SlurmWatch` is `ServerWatch` with the job's state i
   states; only a job recorded by specdash (launched or adopted) is ever cancelled. Then what each node's GPUs
   held once the engine had exited, where nvidia-smi answers there: the rank script's own last look
   (`slurm_job.GPU_AFTER`; no step can run on the nodes after the job's end), a GPU still holding memory a warning;
-- port: the head node's HTTP port, forwarded through the login node (`RunRecord.server_host`).
+- port: the head node's HTTP port, forwarded through the login node (`RunRecord.server_host`);
+- probe: the sweep's probe agent runs on the head node, as a step of the job (`step_argv`: `srun --jobid=JOB
+  --overlap --nodelist=HEAD`), against the head node's address; its records come back through the shared home.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import secrets
 import shlex
 import time
@@ -76,6 +79,8 @@ POLL_RUNNING_S = 3.0
 """...and while it runs (the log says more, sooner; this catches the job's end)."""
 _SLURM_OWN = ("srun:", "slurmstepd:", "specdash:")
 """Lines of the job's output that no engine rank printed (srun's and slurmstepd's own, the job script's)."""
+_NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
+"""A Slurm node name as the job script printed it (nothing else is passed to srun's --nodelist)."""
 STOP_CONFIRM_S = 60.0
 """After `scancel`, how long (beyond the mode's grace) the job may take to leave the live states."""
 
@@ -220,6 +225,7 @@ class SlurmLifecycle(Lifecycle):
             adopted=bool(meta.get("adopted", False)),
             job_id=job_id,
             server_host=head[1] if head else "",
+            head_node=head[0] if head else "",
             nodes=int(meta["nodes"]) if isinstance(meta.get("nodes"), int) else 1,
         )
 
@@ -356,6 +362,16 @@ class SlurmLifecycle(Lifecycle):
             report.gpu_after = await self.gpu_after(record)
         report.seconds = time.monotonic() - began
         return report
+
+    def step_argv(self, record: RunRecord) -> list[str]:
+        """The words that run a command as a step of `record`'s job on its head node, beside the engine's step
+        (`--overlap`: it shares the job's CPUs, memory and GPUs instead of waiting for them); empty when the job
+        or its head node is not known yet. The probe agent runs under these (`HostRunner.launch`)."""
+        if not is_job_id(record.job_id) or not _NODE.fullmatch(record.head_node):
+            return []
+        srun = ["srun", f"--jobid={record.job_id}", "--overlap", "--nodes=1", "--ntasks=1"]
+        srun += [f"--nodelist={record.head_node}", "--job-name=specdash-probe", "--quiet"]
+        return ["env", *self._env, *srun] if self._env else srun
 
     async def gpu_after(self, record: RunRecord) -> list[tuple[str, int, int]]:
         """What each node's GPUs held once the job's engine had exited (node, GPU, MiB): the rank scripts' last
@@ -544,7 +560,7 @@ class SlurmWatch(ServerWatch):
         with contextlib.suppress(SSHError, SpecdashError):
             record = await self.lifecycle.current(self.record.id)
             if record is not None and record.server_host:
-                self.record = replace(self.record, server_host=record.server_host)
+                self.record = replace(self.record, server_host=record.server_host, head_node=record.head_node)
                 self._head_known.set()
 
     async def _health(self) -> None:

@@ -1,11 +1,12 @@
 """A tune's journal: `data_dir()/tunes/NAME.jsonl`, one JSON object per line, appended and flushed as things
 happen, and the state replayed from it (`TuneState`), from which every result of the tune is computed.
 
-Records: a `header` (what is tuned), then `startup` (a restart's seconds to ready), `level` (a finished level's
-tok/s, its `block`, its seconds), `crash` (a setting that crashed or never became ready, with the reason and the
-level), `drop` (a setting the drop rule took out after a pass), `done` (a restart finished its levels) and
-`verify` records. `--resume` replays it: a (candidate, repeat, level) already in it is never measured again,
-a restart cut off mid-way runs only its missing levels.
+Records: a `header` (what is tuned), then `startup` (a restart's seconds to ready; on a Slurm host also its
+`job_id`, its `queue_wait_s` and `total_s`, the seconds to ready counted without the queue wait), `level` (a
+finished level's tok/s, its `block`, its seconds), `crash` (a setting that crashed or never became ready, with
+the reason and the level), `drop` (a setting the drop rule took out after a pass), `done` (a restart finished
+its levels) and `verify` records. `--resume` replays it: a (candidate, repeat, level) already in it is never
+measured again, a restart cut off mid-way runs only its missing levels.
 """
 
 from __future__ import annotations
@@ -29,7 +30,11 @@ class TuneState:
     crashes: dict[str, dict[str, Any]] = field(default_factory=dict)
     """candidate -> the crash record."""
     startups: list[float] = field(default_factory=list)
-    """Seconds each restart of this tune took to become ready."""
+    """Seconds each restart of this tune took to become ready (on a Slurm host, without its queue wait)."""
+    queue_waits: list[float] = field(default_factory=list)
+    """Seconds each restart's job waited in the Slurm queue (Slurm hosts only)."""
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    """Each restart that was a Slurm job: candidate, repeat, job id, queue wait, startup, in order."""
     level_s: list[float] = field(default_factory=list)
     """Seconds each measured level took."""
     restarts: int = 0
@@ -77,6 +82,11 @@ class TuneState:
             self.passes_begun = max(self.passes_begun, int(record.get("repeat", 0)) + 1)
             if record.get("seconds") is not None:
                 self.startups.append(float(record["seconds"]))
+            if record.get("job_id"):
+                if record.get("queue_wait_s") is not None:
+                    self.queue_waits.append(float(record["queue_wait_s"]))
+                keys = ("candidate", "repeat", "job_id", "queue_wait_s", "seconds")
+                self.jobs.append({k: record.get(k) for k in keys})
         elif kind == "verify":
             self.verify = record
         elif kind == "drop":

@@ -47,6 +47,7 @@ def report(plan: TunePlan, result: TuneResult) -> dict[str, Any]:
         "restarts": result.restarts,
         "full_grid_restarts": plan.full_grid_restarts,
         "restarts_saved": result.restarts_saved,
+        "jobs": list(result.state.jobs),
         "speculative_measured": result.speculative_measured,
         "policy": result.policy.to_json(),
         "baseline_label": core.BASELINE,

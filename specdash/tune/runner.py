@@ -1,9 +1,11 @@
 """Runs a tune's plan on a `RemoteSession`: one restart per (setting, pass), its levels, the journal, the result.
 
 The search logic (space, order, drop rule, ETA, policy) is `specdash.core.tune`; this module turns it into
-server restarts (`session.stop`, `session.start`, `session.wait_ready`) and level sweeps (`session.sweep`,
-one level per call: the runner learns each level's tok/s from what the call returns and journals it at once,
-so a killed tune loses no finished level), through the same session code as `specdash bench HOST --mode A,B`.
+server restarts (`session.stop`, `session.start`, `session.wait_ready`; on a Slurm host each restart is a new
+job, whose `startup` record keeps its queue wait and job id apart from the seconds to ready) and level sweeps
+(`session.sweep`, one level per call: the runner learns each level's tok/s from what the call returns and
+journals it at once, so a killed tune loses no finished level), through the same session code as
+`specdash bench HOST --mode A,B`.
 
 **Blocks.** In passes 2..R a restart first measures its missing levels, then, on the same server, its
 contended levels again in blocks until each reaches the precision target or `max_blocks`
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -187,7 +190,10 @@ class TuneRunner:
         level_s = self.level_seconds()
         if (restarts and not startups) or (levels and not level_s):
             return None
-        return core.estimate_eta(restarts, levels, startups, level_s)
+        eta = core.estimate_eta(restarts, levels, startups, level_s)
+        if self.state.queue_waits:  # a Slurm host: each restart also waits in the queue (its own median)
+            eta = core.Eta(eta.seconds + restarts * statistics.median(self.state.queue_waits), eta.restarts_left)
+        return eta
 
     def eta_now(self) -> core.Eta | None:
         """The whole tune's time left from where it is (None before it starts, after it ends, or unknown)."""
@@ -331,10 +337,17 @@ class TuneRunner:
         if self.session.server_live():
             await self.session.stop()
         await self.session.start(mode)
-        await self.session.wait_ready(mode)
+        status = await self.session.wait_ready(mode)
         self.restarting = False
-        seconds = round(time.monotonic() - t0, 3)
-        self._record({"type": "startup", "candidate": candidate, "repeat": repeat, "seconds": seconds})
+        total = time.monotonic() - t0
+        record: dict[str, object] = {"type": "startup", "candidate": candidate, "repeat": repeat}
+        if status.job_id:  # a Slurm job: its queue wait is not the engine's startup (nor the setting's)
+            queued = max(0.0, status.queue_wait_s or 0.0)
+            record |= {"seconds": round(max(0.0, total - queued), 3), "queue_wait_s": round(queued, 3)}
+            record |= {"total_s": round(total, 3), "job_id": status.job_id}
+        else:
+            record["seconds"] = round(total, 3)
+        self._record(record)
 
     async def _level(self, candidate: str, mode: str, repeat: int, c: int) -> None:
         """Measure one level (one block of it) on the live server; journal what the sweep returned."""

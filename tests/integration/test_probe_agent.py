@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -73,7 +74,8 @@ async def test_a_sweep_with_the_probe_on_the_host(host: SSHHost, server: FakeSer
     (TEST_HOME / ".specdash" / "agent" / bundle.name).unlink(missing_ok=True)
     sweep = Sweep(server.url, config(), load_prompts("chat"), store, host_runner=make, link_in_process=True)
     result = await sweep.run()
-    assert result.probe == {"where": "host", "python": runners[0].python_version}
+    # The agent's own word on where it ran: this machine (the test sshd's), and no Slurm step.
+    assert result.probe == {"where": "host", "python": runners[0].python_version, "agent_host": socket.gethostname()}
     assert parse_python_version(runners[0].python_version) is not None
     assert [lv.status for lv in result.levels] == ["done", "done"]
     assert result.run_id is not None
@@ -265,7 +267,7 @@ async def test_the_agent_runs_a_sweep_on_the_hosts_python_3_9(
 
     store = Store(":memory:")
     result = await Sweep(server.url, config(), load_prompts("chat"), store, host_runner=make).run()
-    assert result.probe == {"where": "host", "python": version}
+    assert result.probe == {"where": "host", "python": version, "agent_host": socket.gethostname()}
     assert [lv.status for lv in result.levels] == ["done", "done"], [lv.abort_reason for lv in result.levels]
     assert result.run_id is not None
     for lv in result.levels:
@@ -320,7 +322,7 @@ def test_bench_json_says_the_probe_ran_on_the_hosts_python_3_9(
         cli("down", "old", "--grace", "5")
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout)["baseline"]
-    assert result["probe"] == {"where": "host", "python": version}
+    assert result["probe"] == {"where": "host", "python": version, "agent_host": socket.gethostname()}
     assert [lv["status"] for lv in result["levels"]] == ["done"]
 
 

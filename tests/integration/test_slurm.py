@@ -5,12 +5,15 @@ Covered: queued then running (with Slurm's reason and position), a two-node star
 stop by `scancel` confirmed by the job's end, attach after a new connection, a rank dying, a node's slurmd
 killed mid-startup (NODE_FAIL), a job cancelled by someone else, the time limit, a job pending past what its
 partition allows, a partition that does not exist (sbatch refuses), an account the partition does not take
-(pends for good, said), and a job id that is not ours.
+(pends for good, said), and a job id that is not ours; a tune whose restarts are new jobs (queue wait apart),
+and the host probe run as a step of the job on its head node.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import os
 import shlex
 import signal
@@ -19,6 +22,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,6 +36,8 @@ from specdash.remote.events import Connected, Lost
 from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.remote_session import RemoteSession, running
 from specdash.sim.gpus import COUNT_ENV, DIR_ENV
+from specdash.tune.job import TuneJob, TuneOptions
+from specdash.tune.plan import build_plan
 from tests.integration.conftest import target, trust
 from tests.support.eventually import eventually
 from tests.support.ports import free_port
@@ -425,3 +431,84 @@ async def test_a_damaged_job_record_is_reported_and_nothing_is_submitted(
         with pytest.raises(SpecdashError, match=r"job record \? on login is damaged .*nothing was submitted"):
             await s.start("baseline")
     assert not cluster.run("squeue", "-h").stdout.strip()
+
+
+async def test_a_tune_on_a_slurm_host_restarts_each_setting_as_a_new_job_with_its_queue_wait_apart(
+    sshd: Sshd, ssh_options: SSHOptions, login: HostConfig, cfg: Config, cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """Baseline and one EAGLE-3 setting, two small levels, one pass, on a one-node job each. The first job waits
+    behind a job holding both nodes: its queue wait is journalled and reported apart from its seconds to ready."""
+    assert login.slurm is not None
+    one = replace(login, slurm=replace(login.slurm, nodes=1))
+    plan = build_plan(
+        cfg, host="login", mode="eagle3", baseline="baseline", space="steps=1 topk=1 draft=2", levels=(1, 2),
+        repeats=1, name="slurm-tune",
+    )  # fmt: skip
+    options = TuneOptions(requests_per_level=4, output_len=16, journal_dir=tmp_path / "j", verify=False)
+    blocker = cluster.run(
+        "sbatch", "--parsable", "--output=/dev/null", "--nodes=2", "--exclusive", "--wrap", "sleep 300"
+    ).stdout.strip()
+    seen = Recorder()
+    async with running(RemoteSession(SSHHost(target(sshd), ssh_options), one, cfg), seen) as s:
+        try:
+            await eventually(
+                lambda: cluster.job_state(blocker), until=lambda st: st == "RUNNING", timeout=30, what="blocker"
+            )
+            tune = asyncio.create_task(TuneJob(s, plan, options).run())
+            await eventually(
+                lambda: s.status.queued, until=lambda q: q.startswith("queued: Resources"), timeout=60, what="queued"
+            )
+            first = s.status.job_id
+            assert cluster.job_state(first) == "PENDING"
+            cluster.run("scancel", blocker)
+            outcome = await asyncio.wait_for(tune, 300)
+        finally:
+            cluster.run("scancel", blocker)
+            if s.server_live():
+                with contextlib.suppress(SpecdashError):
+                    await s.stop()
+    out = outcome.out
+    assert out["aborted"] is None, out["aborted"]
+    assert set(out["measured"]) == {"baseline", "s1-k1-d2"}, out["measured"]
+    assert out["policy"]["ranges"], "a policy"
+    startups = [r for r in journal_records(tmp_path / "j" / "slurm-tune.jsonl") if r["type"] == "startup"]
+    assert [r["candidate"] for r in startups] == ["baseline", "s1-k1-d2"], startups
+    jobs = [r["job_id"] for r in startups]
+    assert jobs[0] == first and len(set(jobs)) == 2, "each restart is a new job"
+    assert all(cluster.job_state(j) in ("CANCELLED", "COMPLETED") for j in jobs)
+    waited = startups[0]
+    assert waited["queue_wait_s"] > 0 and waited["seconds"] + waited["queue_wait_s"] <= waited["total_s"] + 0.01
+    assert waited["seconds"] < waited["total_s"], "the startup is counted without the queue wait"
+    assert [(j["job_id"], j["queue_wait_s"]) for j in out["jobs"]] == [
+        (r["job_id"], r["queue_wait_s"]) for r in startups
+    ]
+
+
+def journal_records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+async def test_the_host_probe_runs_on_the_head_node_as_a_step_of_the_job(
+    session: tuple[RemoteSession, Recorder], cluster: SlurmCluster
+) -> None:
+    """`probe = "host"` on a Slurm host: the agent runs as a step of the server's own job on its head node (rank
+    0's node of the two), not on the login node. Its own record says so from inside: the node, job and step that
+    slurmstepd put in its environment (a process on the login node has none of them)."""
+    s, seen = session
+    await s.start("baseline")
+    status = await s.wait_status(SETTLED, timeout=120)
+    assert status.phase is Phase.READY, log_text(seen)[-1500:]
+    marks = [line.split()[3] for line in log_text(seen).splitlines() if line.startswith("specdash: head node ")]
+    assert marks, log_text(seen)[-1500:]
+    head = marks[0]
+    on_host = SweepConfig(
+        requests_per_level=3, warmup_requests=1, processes=0, probe="host", settings=ProbeSettings(output_len=24)
+    )
+    await s.sweep([], [1, 2], config=on_host)
+    result = s.results["baseline"]
+    assert [lv.status for lv in result.levels] == ["done", "done"], result
+    probe = result.probe or {}
+    assert probe.get("where") == "host", probe
+    assert probe.get("agent_job") == status.job_id and probe.get("agent_node") == head, probe
+    assert probe.get("agent_step", "").isdigit(), probe  # a step of its own beside the engine's step 0
+    assert cluster.job_state(status.job_id) == "RUNNING"

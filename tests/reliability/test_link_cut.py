@@ -282,6 +282,7 @@ def _host_session(remote: RemoteHost, tmp_path: Path) -> tuple[RemoteSession, Re
 
     def keep(port: int) -> Callable[[ProbeSettings, tuple[str, ...]], HostRunner]:
         make = make_for(port)
+        assert make is not None, "the server's host runs the agent"
 
         def runner(settings: ProbeSettings, prompts: tuple[str, ...]) -> HostRunner:
             made.append(make(settings, prompts))

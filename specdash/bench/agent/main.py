@@ -4,7 +4,9 @@ Two modes of the same zipapp, stdlib only, both refusing an `--expect` that is n
 (exit 2, one `refused` line on stdout saying both versions):
 
 - **agent** (`--job FILE --plan JSON --records FILE [--alive FILE --link-wait S --metrics-every S]`), started
-  detached by `HostRunner` (no channel attached: a link cut cannot stop it). It runs `Probe.run_level` against
+  detached by `HostRunner` (no channel attached: a link cut cannot stop it; on a Slurm host, inside a step of
+  the server's job on its head node). Its first record says where it runs (`where`: host name, Slurm node,
+  job and step). It runs `Probe.run_level` against
   the job's URL (the server on the host's loopback) and appends every record to `--records`, flushed: a sample
   (with its sequence number `n`), the ticks of the live chart, the server's gauges read every
   `--metrics-every` seconds (so no poll crosses the link either), then `done` (or `crash` with the traceback,
@@ -30,6 +32,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -188,6 +191,19 @@ async def _run(job: dict[str, Any], args: argparse.Namespace, out: _Records) -> 
     return 0
 
 
+def _where() -> dict[str, Any]:
+    """The agent's first record: where it runs (its host name; inside a Slurm step, the node, job and step that
+    slurmstepd gave it), so the client can say where the load came from."""
+    env = os.environ
+    return {
+        "t": "where",
+        "host": socket.gethostname(),
+        "node": env.get("SLURMD_NODENAME", ""),
+        "job": env.get("SLURM_JOB_ID", ""),
+        "step": env.get("SLURM_STEP_ID", ""),
+    }
+
+
 def _alive(pid: int) -> bool:
     """Whether `pid` runs (a zombie counts as gone: the host's PID 1 may reap it late)."""
     try:
@@ -304,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(os.path.dirname(os.path.abspath(args.records)), exist_ok=True)
     with open(args.records, "a") as stream:
         records = _Records(stream)
+        records.send(dumps(_where()))
         try:
             with open(args.job) as f:
                 job = json.load(f)
