@@ -26,9 +26,10 @@ per-phase medians), `e` what history expected to be done by now and `a` the time
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from specdash.core.events import TuneEntry
 from specdash.phases import STARTUP_ORDER, Phase
 
 HISTORY = 5
@@ -134,6 +135,8 @@ class Restart:
     mode: str
     history: tuple[float, ...]
     """Seconds to ready of the mode's recorded starts on this host (any order); empty: never recorded."""
+    count: int = 1
+    """How many starts of this mode it makes (a tune restarts the same mode once per setting and pass)."""
 
     @property
     def seconds(self) -> float | None:
@@ -144,7 +147,8 @@ class Restart:
         if self.seconds is None:
             return f"restart time unknown: no start of {self.mode} recorded"
         n = len(self.history[:HISTORY])
-        return f"{self.mode} restart ~{duration_text(self.seconds)} from {n} start{'s' if n != 1 else ''}"
+        times = f"{self.count} x " if self.count != 1 else ""
+        return f"{times}{self.mode} restart ~{duration_text(self.seconds)} from {n} start{'s' if n != 1 else ''}"
 
 
 @dataclass(frozen=True)
@@ -164,7 +168,7 @@ class SweepEstimate:
         parts = [r.seconds for r in self.restarts]
         if self.level_s is None or any(p is None for p in parts):
             return None
-        return sum(p for p in parts if p is not None) + self.levels * self.level_s
+        return sum(r.count * r.seconds for r in self.restarts if r.seconds is not None) + self.levels * self.level_s
 
     def text(self) -> str:
         """`about 3 min 40 s: eagle3 restart ~31 s from 5 starts + 6 levels x 9 s`, or what is unknown."""
@@ -182,8 +186,34 @@ class SweepEstimate:
 def sweep_estimate(
     restarts: Sequence[tuple[str, Sequence[float]]], levels: int, level_s: float | None
 ) -> SweepEstimate:
-    """The estimate from each (re)start's mode and its recorded starts to ready, the levels and their length."""
-    return SweepEstimate(tuple(Restart(mode, tuple(h)) for mode, h in restarts), levels, level_s)
+    """The estimate from each (re)start's mode and its recorded starts to ready, the levels and their length.
+
+    Starts of the same mode are counted together (`4 x eagle3 restart ~31 s`), in the order they first come."""
+    counted: dict[str, Restart] = {}
+    for mode, h in restarts:
+        known = counted.get(mode)
+        counted[mode] = Restart(mode, tuple(h), known.count + 1 if known else 1)
+    return SweepEstimate(tuple(counted.values()), levels, level_s)
+
+
+def tune_estimate(
+    entry: TuneEntry, ready_s: Callable[[str], Sequence[float]], level_s: float | None, hold: float
+) -> SweepEstimate:
+    """A `[tune.NAME]` entry's expected time at most: its full grid, each pass restarting the baseline and every
+    setting of the mode (a setting starts as its mode does) and measuring every level, then the verification
+    (a restart of the tuned mode, the levels again and the hold of `hold` levels' length). The drop rule and a
+    resumed journal save some; the threshold's extra verify levels are not counted.
+
+    Args:
+        entry: the entry, with its plan's size (`tune.plan.tune_entries`).
+        ready_s: a mode's recorded starts to ready on the host (`RemoteSession.ready_s`).
+        level_s: seconds per level (None: request-count levels, of unknown length).
+        hold: the verification's hold, in levels (`TuneOptions.hold`).
+    """
+    per_pass = [entry.baseline, *[entry.mode] * entry.settings]
+    restarts = [*per_pass * entry.repeats, entry.mode]
+    levels = len(per_pass) * entry.repeats * len(entry.levels) + len(entry.levels) + round(hold)
+    return sweep_estimate([(mode, ready_s(mode)) for mode in restarts], levels, level_s)
 
 
 def countdown_text(expected_s: float | None, elapsed_s: float) -> str:

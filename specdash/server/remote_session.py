@@ -480,10 +480,10 @@ class RemoteSession:
         (None for request-count levels, whose length is not known before they run)."""
         starts = [step.mode for step in sweep_plan(self._status, modes) if step.action != "measure"]
         return sweep_estimate(
-            [(mode, self._ready_s(mode)) for mode in starts], len(levels) * len(modes), self.sweep_defaults.duration_s
+            [(mode, self.ready_s(mode)) for mode in starts], len(levels) * len(modes), self.sweep_defaults.duration_s
         )
 
-    def _ready_s(self, mode: str) -> tuple[float, ...]:
+    def ready_s(self, mode: str) -> tuple[float, ...]:
         """Seconds to ready of `mode`'s recorded launches on this host, newest first."""
         if self.store is None:
             return ()

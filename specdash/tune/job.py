@@ -23,6 +23,7 @@ from specdash.bench.sse import Endpoint, default_endpoint
 from specdash.bench.sweep import SweepConfig
 from specdash.config import Config, ModeConfig, load
 from specdash.core import tune as core
+from specdash.core.eta import SweepEstimate, tune_estimate
 from specdash.core.events import Notice, SessionEvent, TuneEntry, TunePhase, TuneProgress
 from specdash.core.spec_export import Export, exports, mode_toml, simulated
 from specdash.engines.registry import names
@@ -300,6 +301,12 @@ class DashboardTunes:
         """The config's `[tune.NAME]` entries, each with its size or why it cannot run."""
         return tune_entries(self.session.config, self.session.label)
 
+    def estimate(self, entry: TuneEntry) -> SweepEstimate:
+        """How long `entry` should take at most, from this host's recorded starts and the levels' length (the
+        dashboard runs a tune with `TuneOptions`' defaults: the session's level duration, the default hold)."""
+        session = self.session
+        return tune_estimate(entry, session.ready_s, session.sweep_defaults.duration_s, TuneOptions().hold)
+
     async def run(self, name: str, emit: Callable[[SessionEvent], None]) -> None:
         """Run the entry `name` (resuming its journal), emitting `TuneProgress` after every step and a `Notice`
         at its end. Cancelling (`cancel`) starts nothing new: see `TuneRunner`.
@@ -361,6 +368,10 @@ class Tunes(Protocol):
 
     def entries(self) -> Sequence[TuneEntry]:
         """The config's `[tune.NAME]` entries, each with its size or why it cannot run."""
+        ...
+
+    def estimate(self, entry: TuneEntry) -> SweepEstimate:
+        """How long `entry` should take at most (`core.eta.tune_estimate`)."""
         ...
 
     async def run(self, name: str, emit: Callable[[SessionEvent], None]) -> None:

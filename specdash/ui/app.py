@@ -24,6 +24,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from specdash.config import UIConfig
+from specdash.core.eta import SweepEstimate, countdown_text
 from specdash.core.events import (
     BenchTick,
     BenchUpdate,
@@ -173,6 +174,9 @@ class SpecdashApp(App[None]):
         """Why the first connect failed (None: it did not, or not yet); the command exits non-zero with it."""
         self.tune_progress: TuneProgress | None = None
         """The last step of a tune started from this dashboard (what the Tune view shows first)."""
+        self._tick = tick
+        self._tune_countdown: tuple[float | None, float] | None = None
+        """The running tune's expected seconds (its confirmation's estimate) and when it started; None: none."""
         self._session_modes = ModesChanged(())
         self._log_mailbox = LogMailbox()
         self._connected = asyncio.Event()
@@ -274,6 +278,8 @@ class SpecdashApp(App[None]):
             self._session_modes = event
         elif isinstance(event, TuneProgress):
             self.tune_progress = event
+            if event.phase != "running":
+                self._tune_countdown = None  # it ended: no time left to count
             for screen in self.screen_stack:
                 if isinstance(screen, TuneScreen):
                     screen.post_message(TuneUpdated(event))
@@ -361,12 +367,25 @@ class SpecdashApp(App[None]):
         # The newest journal is a small local file, but still read off the event loop; so is each entry's plan.
         report = None if self.tune_progress is not None else load_latest(Journal.default_dir())
         entries = tuple(self.tunes.entries()) if self.tunes is not None else ()
-        self.call_from_thread(self.push_screen, TuneScreen(report, entries, self.tune_progress, self.start_tune))
+        estimate = self.tunes.estimate if self.tunes is not None else None
+        screen = TuneScreen(
+            report, entries, self.tune_progress, self.start_tune, estimate, self.tune_countdown, self._tick
+        )
+        self.call_from_thread(self.push_screen, screen)
 
-    def start_tune(self, name: str) -> None:
-        """Run the `[tune.NAME]` entry in a worker (the Tune view asked, after its confirmation)."""
+    def start_tune(self, name: str, estimate: SweepEstimate | None = None) -> None:
+        """Run the `[tune.NAME]` entry in a worker (the Tune view asked, after its confirmation, whose expected
+        time the view then counts down)."""
         if self.tunes is not None:
+            self._tune_countdown = (estimate.seconds if estimate is not None else None, self._clock())
             self.run_session_action(f"tune {name}", partial(self.tunes.run, name, self._on_session_event), group="tune")
+
+    def tune_countdown(self) -> str:
+        """The tune started here: its expected time left (`core.eta.countdown_text`); "" when none runs."""
+        if self._tune_countdown is None:
+            return ""
+        expected, since = self._tune_countdown
+        return countdown_text(expected, self._clock() - since)
 
     def cancel_tune(self) -> None:
         """Stop the running tune (the Tune view's `c`): nothing new starts."""

@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from specdash.bench.sweep import SweepResult
-from specdash.core.eta import SweepEstimate, sweep_estimate
+from specdash.core.eta import SweepEstimate, sweep_estimate, tune_estimate
 from specdash.core.events import ModeInfo, ModesChanged, ServerStatus, SessionEvent, TuneEntry
 from specdash.core.status_text import sweep_plan
 from specdash.core.tune import tune_refusal
@@ -152,6 +152,9 @@ class FakeTunes:
 
     def entries(self) -> tuple[TuneEntry, ...]:
         return self.session.tunes
+
+    def estimate(self, entry: TuneEntry) -> SweepEstimate:
+        return tune_estimate(entry, lambda mode: self.session.ready_s.get(mode, ()), self.session.level_s, 3.0)
 
     async def run(self, name: str, emit: Callable[[SessionEvent], None]) -> None:
         session = self.session

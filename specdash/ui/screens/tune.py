@@ -1,8 +1,10 @@
 """The `T` screen: start a speculation tune of the config's `[tune.NAME]` entries and watch it live.
 
 When no tune runs: the entries (`n` picks the next, `s` starts the picked one after a confirmation that says
-how many restarts it makes at most), and the newest stored tune's policy as `specdash tune` printed it.
-While one runs (`RemoteSession.tune`, reported as `TuneProgress`): the setting being measured, its levels
+how many restarts it makes at most and how long it should take, `core.eta.tune_estimate`), and the newest
+stored tune's policy as `specdash tune` printed it.
+While one runs (`RemoteSession.tune`, reported as `TuneProgress`): the confirmation's expected time counted
+down on the view's title (`overdue by ...` once it has run out), the setting being measured, its levels
 done, restarts used of the full grid, settings dropped, the whole tune's ETA, and the policy table and
 speedup-vs-C chart (with the 1.0 line) filling in as levels finish; `c` cancels (finished levels are kept
 and `specdash tune HOST --tune NAME --resume` goes on).
@@ -20,6 +22,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from specdash.core.eta import SweepEstimate
 from specdash.core.events import TuneEntry, TuneProgress
 from specdash.core.tune import eta_text
 from specdash.tune.report import policy_line, policy_rows, speedup_chart
@@ -47,13 +50,28 @@ class TuneScreen(ModalScreen[None]):
         report: Mapping[str, Any] | None,
         entries: Sequence[TuneEntry] = (),
         progress: TuneProgress | None = None,
-        start: Callable[[str], None] | None = None,
+        start: Callable[[str, SweepEstimate | None], None] | None = None,
+        estimate: Callable[[TuneEntry], SweepEstimate] | None = None,
+        countdown: Callable[[], str] = str,
+        tick: float | None = None,
     ) -> None:
+        """Args:
+        report: the newest journal's report (shown when no tune started here).
+        entries: the config's `[tune.NAME]` entries.
+        progress: the last step of the tune started here, if any.
+        start: starts the named entry, with the estimate its confirmation gave.
+        estimate: how long an entry should take (`Tunes.estimate`); None: not said.
+        countdown: the running tune's expected time left, in words; "" when none is counted.
+        tick: seconds between redraws of the countdown; None: no timer (tests call `_tick`).
+        """
         super().__init__()
         self._report = progress.report if progress is not None else report
         self._entries = tuple(entries)
         self._progress = progress
         self._start = start
+        self._estimate = estimate
+        self._countdown = countdown
+        self._tick_s = tick
         self._picked = next((i for i, e in enumerate(self._entries) if not e.problem), 0)
 
     @property
@@ -70,6 +88,17 @@ class TuneScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         self._show()
+        if self._tick_s:
+            self.set_interval(self._tick_s, self._tick)
+
+    def _tick(self) -> None:
+        """The countdown moves once a second on the title."""
+        self.query_one("#tune-dialog").border_title = self._title()
+
+    def _title(self) -> str:
+        name = str(self._report["name"]) if self._report else ""
+        left = self._countdown() if self.running else ""
+        return " · ".join(x for x in (f"Tune {name}".strip(), left) if x)
 
     def on_tune_updated(self, message: TuneUpdated) -> None:
         self._progress = message.progress
@@ -87,8 +116,7 @@ class TuneScreen(ModalScreen[None]):
 
     def _show(self) -> None:
         dialog = self.query_one("#tune-dialog")
-        name = str(self._report["name"]) if self._report else ""
-        dialog.border_title = f"Tune {name}".strip()
+        dialog.border_title = self._title()
         keys = ["c: cancel"] if self.running else (["s: start"] if self.check_action("start", ()) else [])
         if not self.running and len(self._entries) > 1:
             keys.append("n: next entry")
@@ -177,17 +205,19 @@ class TuneScreen(ModalScreen[None]):
             self.notify(f"[tune.{entry.name}] cannot run: {entry.problem}", severity="error")
             return
         levels = ",".join(map(str, entry.levels))
+        estimate = self._estimate(entry) if self._estimate is not None else None
+        expected = f"\n\nExpected at most, with the verification: {estimate.text()}." if estimate is not None else ""
         question = (
             f"Start tune {entry.name}: {entry.mode} ({entry.space}) vs {entry.baseline} at C = {levels}, "
             f"{entry.repeats} passes?\n\nIt restarts the server once per setting and pass: at most "
             f"{entry.max_restarts} restarts (the drop rule saves some). The server running now is stopped. "
-            "A journal of this name is continued, nothing measured twice."
+            f"A journal of this name is continued, nothing measured twice.{expected}"
         )
         start = self._start
 
         def answered(yes: bool | None) -> None:
             if yes:
-                start(entry.name)
+                start(entry.name, estimate)
 
         self.app.push_screen(ConfirmScreen(question, yes="Start tune"), answered)
 

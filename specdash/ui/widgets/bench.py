@@ -292,7 +292,8 @@ class BenchPanel(Horizontal):
         self.live_chart = LiveChart(interval=chart_interval, id="live-chart")
         """The live chart (made here: the app posts throughput ticks to it from the start)."""
         self.inflight: dict[tuple[str, int], int] = {}
-        """(mode, C) -> the requests in flight at the level's last tick (a crash card says how many ran)."""
+        """(mode, C) -> the requests in flight at the level's last tick that had any (a crash card says how many
+        ran: the ticks after a crash see none)."""
 
     def compose(self) -> ComposeResult:
         yield Label("No sweep yet.  b: sweep the live mode   space: mark modes, a: A/B", id="bench-hint")
@@ -384,7 +385,11 @@ class BenchPanel(Horizontal):
         # The live chart has drawn the point (the message bubbled up from it).
         message.stop()
         self.has_data = True
-        self.inflight[(message.tick.mode, message.tick.concurrency)] = message.tick.inflight
+        key = (message.tick.mode, message.tick.concurrency)
+        # A tick after the server died sees every request failed (0 in flight): the load that crashed it is the
+        # last one seen with requests running.
+        if message.tick.inflight or key not in self.inflight:
+            self.inflight[key] = message.tick.inflight
         if not self.charts_shown:  # no live chart on a short terminal: the running level's figure on the table
             tick = message.tick
             total = f"/{tick.total}" if tick.total else ""
