@@ -62,6 +62,7 @@ from specdash.server.slurm_job import (
     engine_argv,
     head_mark,
     is_job_id,
+    job_env,
     job_script,
     parse_gpu_after,
     parse_scontrol,
@@ -244,7 +245,7 @@ class SlurmLifecycle(Lifecycle):
                 f"attach to it, or stop it first with 'specdash down {self.config.name}'"
             )
         run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
-        env = launch_env(mode, self.config)
+        env = job_env(mode, self.config, launch_env(mode, self.config), self.slurm.nodes)
         rank = rank_command(mode, self.config, self.slurm.nodes, self.slurm.dist_port)
         script = job_script(mode, self.config, env, f"specdash-{mode.name}")
         meta = {

@@ -350,6 +350,18 @@ def parse_gpu_after(text: str) -> list[tuple[str, int, int]]:
     return out
 
 
+def job_env(mode: ModeConfig, host: HostConfig, launch: Mapping[str, str], nnodes: int) -> dict[str, str]:
+    """The job's environment from the launch's (`launch_env`). On several nodes an engine's own loopback pin
+    (vLLM's `VLLM_HOST_IP=127.0.0.1`, right for one box) is dropped unless the host or the mode set it: each
+    rank must advertise its node's address to the others, which vLLM finds itself when the variable is unset."""
+    env = dict(launch)
+    if nnodes > 1:
+        for key in get(mode.engine).launch_env:
+            if key not in host.env and key not in mode.env:
+                env.pop(key, None)
+    return env
+
+
 def job_script(mode: ModeConfig, host: HostConfig, env: Mapping[str, str], job_name: str) -> str:
     """The batch script: `#SBATCH` header, environment, the head node's address, one srun step per node.
 

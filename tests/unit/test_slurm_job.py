@@ -12,11 +12,13 @@ from specdash import config
 from specdash.config import HostConfig, ModeConfig, SlurmConfig
 from specdash.engines.registry import names
 from specdash.errors import SpecdashError, UsageError
+from specdash.server.launch import launch_env
 from specdash.server.slurm import split_label
 from specdash.server.slurm_job import (
     JobState,
     end_reason,
     head_mark,
+    job_env,
     job_script,
     parse_elapsed,
     parse_gpu_after,
@@ -94,6 +96,14 @@ def test_vllm_workers_are_headless_and_get_the_master_address() -> None:
     head, worker = rank_argv(command, 0), rank_argv(command, 1)
     assert "--headless" not in head and worker[-1] == "--headless"
     assert head[-8:] == ["--nnodes", "2", "--node-rank", "0", "--master-addr", "10.0.0.1", "--master-port", "29501"]
+
+
+def test_a_multi_node_vllm_job_does_not_pin_its_ranks_to_loopback() -> None:
+    """VLLM_HOST_IP=127.0.0.1 keeps one box's sockets local; across nodes each rank must give its own address."""
+    assert job_env(VLLM, HOST, launch_env(VLLM, HOST), 1)["VLLM_HOST_IP"] == "127.0.0.1"
+    assert "VLLM_HOST_IP" not in job_env(VLLM, HOST, launch_env(VLLM, HOST), 2)
+    pinned = ModeConfig(name="base", engine="vllm", model="/m/llama", port=8000, env={"VLLM_HOST_IP": "10.1.2.3"})
+    assert job_env(pinned, HOST, launch_env(pinned, HOST), 2)["VLLM_HOST_IP"] == "10.1.2.3"  # the user's own
 
 
 def test_a_head_address_with_shell_text_stays_one_argument() -> None:
