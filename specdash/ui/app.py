@@ -280,6 +280,10 @@ class SpecdashApp(App[None]):
             self.tune_progress = event
             if event.phase != "running":
                 self._tune_countdown = None  # it ended: no time left to count
+            elif event.eta_s is not None:
+                # The runner's own estimate, refined from what it has measured, replaces the confirmation's: the
+                # view shows one time left, never two that disagree.
+                self._tune_countdown = (event.eta_s, self._clock())
             for screen in self.screen_stack:
                 if isinstance(screen, TuneScreen):
                     screen.post_message(TuneUpdated(event))

@@ -61,7 +61,7 @@ async def test_the_tune_confirmation_gives_its_expected_time_and_the_view_counts
         question = await _start(app, session, pilot)
         assert "at most 12 restarts" in question
         assert question.endswith(f"\n\nExpected at most, with the verification: {EXPECTED}."), question
-        session.emit(progress())  # the tune's first step
+        session.emit(progress(eta_s=None))  # the tune's first step, before the runner has an estimate of its own
         await pilot.pause()
         assert isinstance(app.screen, TuneScreen)
         assert _title(app) == "Tune night · about 14 min 51 s left"
@@ -74,6 +74,14 @@ async def test_the_tune_confirmation_gives_its_expected_time_and_the_view_counts
         await pilot.press("escape")  # closed and opened again: the count goes on from the tune's start
         await open_tune(app, pilot)
         assert _title(app) == "Tune night · overdue by 9 s"
+        # The runner's own estimate (390 s, from what it measured) replaces the confirmation's: one figure.
+        session.emit(progress())
+        await pilot.pause()
+        assert _title(app) == "Tune night · about 6 min 30 s left"
+        assert "ETA" not in str(app.screen.query_one("#tune-live").render())
+        now[0] += 400
+        app.screen._tick()  # noqa: SLF001
+        assert _title(app) == "Tune night · overdue by 10 s"
         session.emit(progress("done", setting="", line="done: 12 restarts of 12 for the full grid"))
         await pilot.pause()
         assert _title(app) == "Tune night", "ended: nothing left to count"
@@ -89,7 +97,7 @@ async def test_with_no_start_recorded_the_tune_estimate_says_so() -> None:
             "Expected at most, with the verification: no estimate: 2 x baseline restart ~30 s from 1 start"
             " + restart time unknown: no start of eagle3 recorded + 42 levels x 9 s." in question
         ), question
-        session.emit(progress())
+        session.emit(progress(eta_s=None))  # nor does the runner know yet
         await pilot.pause()
         now[0] += 65
         assert isinstance(app.screen, TuneScreen)

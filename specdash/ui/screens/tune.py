@@ -24,7 +24,6 @@ from textual.widgets import Static
 
 from specdash.core.eta import SweepEstimate
 from specdash.core.events import TuneEntry, TuneProgress
-from specdash.core.tune import eta_text
 from specdash.tune.report import policy_line, policy_rows, speedup_chart
 from specdash.ui.messages import TuneUpdated
 
@@ -144,9 +143,9 @@ class TuneScreen(ModalScreen[None]):
             else "between restarts"
         )
         eta = (
-            f"ETA {eta_text(p.eta_s)} for the whole tune ({p.eta_restarts} restarts left)"
+            f"{p.eta_restarts} restarts left; the time left (on the title) is re-estimated from what is measured"
             if p.eta_s is not None
-            else "ETA: after the first restart (no start of this mode on this host known yet)"
+            else "the tune's own estimate comes after its first restart (the title counts the confirmation's)"
         )
         lines = [
             f"tune {p.name} running: {measuring}",
