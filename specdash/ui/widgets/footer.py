@@ -12,7 +12,10 @@ from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Footer
-from textual.widgets._footer import FooterKey  # Textual's own key cell: the pinned keys look like the rest
+from textual.widgets._footer import (  # Textual's own cells: the pinned keys look like the rest
+    FooterKey,
+    FooterLabel,
+)
 
 PINNED = ("help", "quit")
 """Actions whose keys never leave the footer."""
@@ -53,16 +56,28 @@ class PinnedFooter(Footer):
             child.display = True
         self.call_after_refresh(self._hide_covered)
 
-    def _hide_covered(self) -> None:
-        """Hide the row's keys (and groups) that reach under the pinned keys, from the first one on."""
+    def _hide_covered(self, tries: int = 8) -> None:
+        """Hide the row's keys (and groups) that reach under the pinned keys, from the first one on. Children
+        not laid out yet (no width) are waited for, a few refreshes at most."""
         pinned = self.query_children(".footer-pinned")
         if not pinned:
             return
+        shown = [child for child in self.children if child.display]
+        if any(child.region.width == 0 for child in shown) and tries > 0:
+            self.call_after_refresh(self._hide_covered, tries - 1)
+            return
         edge = pinned.first().region.x
-        covered = False
-        for child in self.children:
-            if child.has_class("footer-pinned"):
-                continue
-            covered = covered or child.region.right > edge
+        # Compact keys have no padding: keep one blank cell before the pinned ones ("Move? Help" reads as one word).
+        limit = edge - 1 if self.compact else edge
+        row = [child for child in self.children if not child.has_class("footer-pinned")]
+        covered = hid = False
+        for i, child in enumerate(row):
+            # A group's keys ("jk") and its label ("Move") are siblings: they go together, never the keys alone.
+            label = row[i + 1] if i + 1 < len(row) and isinstance(row[i + 1], FooterLabel) else None
+            right = label.region.right if label is not None and not isinstance(child, FooterLabel) else 0
+            covered = covered or max(child.region.right, right) > limit or (label is not None and not label.display)
             if covered and child.display:
                 child.display = False
+                hid = True
+        if hid:
+            self.refresh(layout=True)  # repaint the cells the hidden keys drew (else a stale "j" stays on screen)
