@@ -58,9 +58,10 @@ async def test_a_crash_mid_sweep_gets_its_card_and_R_reruns_around_it_over_the_r
         shown = card(app)
         lines = shown.splitlines()
         assert shown.startswith("✗ CRASH at C=16 (eagle3-dynamic"), shown
+        # The fault fires above a batch of 10. The count is the last tick's that saw requests running; a crash
+        # before any tick saw one (it can come within the level's first tick) gives no count, never "0".
         running = re.search(r"\(eagle3-dynamic, (\d+) requests running\): ", lines[0])
-        # The fault fires above a batch of 10; a tick after the crash (all requests failed) must not say 0.
-        assert running is not None and int(running.group(1)) > 10, shown
+        assert (running is not None and int(running.group(1)) > 10) or "(eagle3-dynamic): " in lines[0], shown
         assert CRASH_LINE in lines[0], shown
         assert lines[1] == "  s starts eagle3-dynamic again, then R reruns C=4,16 · c: the crash in the log", shown
         assert len([line for line in lines if line.startswith("  │ ")]) == 3, "the last 3 log lines before it"

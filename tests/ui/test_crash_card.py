@@ -59,3 +59,16 @@ async def test_a_crash_mid_sweep_names_its_level_and_R_reruns_the_levels_around_
         assert isinstance(app.screen, LevelsScreen)
         assert app.screen.query_one("#levels", Input).value != "5, 20"
         assert app.dashboard.query_one(BenchTable).row_count >= 3
+
+
+async def test_a_crash_before_any_tick_saw_a_request_running_gives_no_count(build: AppFactory) -> None:
+    """The level's only tick came after the death (every request failed, 0 in flight): the card gives no count
+    rather than "0 requests running" (the CI run of 2026-12-06 12:13 showed it on a crash within the first tick)."""
+    app, session = build(sc.ready_with_bench()[:4])
+    async with app.run_test(size=(160, 45)) as pilot:
+        session.emit(BenchTick("eagle3", 20, 3.0, 0.0, 0, 64, inflight=0))
+        await settle_screen(pilot)
+        session.emit(CRASHED_AT_20, DIED)
+        await settle_screen(pilot)
+        card = str(app.screen.query_one("#bench-crash", Label).render())
+        assert card.startswith(f"✗ CRASH at C=20 (eagle3): {sc.CRASH_REASON}\n"), card

@@ -387,8 +387,9 @@ class BenchPanel(Horizontal):
         self.has_data = True
         key = (message.tick.mode, message.tick.concurrency)
         # A tick after the server died sees every request failed (0 in flight): the load that crashed it is the
-        # last one seen with requests running.
-        if message.tick.inflight or key not in self.inflight:
+        # last one seen with requests running. A level that crashed before any tick saw a request running (a
+        # crash within the first tick) has no count: the card then gives none rather than "0 requests running".
+        if message.tick.inflight:
             self.inflight[key] = message.tick.inflight
         if not self.charts_shown:  # no live chart on a short terminal: the running level's figure on the table
             tick = message.tick
