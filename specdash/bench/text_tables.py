@@ -134,7 +134,9 @@ def level_table(
         said = f"(not shown, to fit {width} columns: {', '.join(dropped)}; --json has every column)"
         out += "\n" + textwrap.fill(said, width=width or 80, initial_indent="  ", subsequent_indent="   ")
     if notes:
-        out += "\n" + "\n".join(notes)
+        # Each note fits `width` too (a terminal's columns), its continuation indented under its text.
+        fitted = [textwrap.fill(n, width=width, subsequent_indent="    ") if width else n for n in notes]
+        out += "\n" + "\n".join(fitted)
     return out
 
 

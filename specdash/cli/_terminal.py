@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import textwrap
 from typing import TextIO
 
 
@@ -43,5 +44,7 @@ class LiveLine:
         if self._shown:
             self.out.write("\r\x1b[K")
             self._shown = False
+        if self.tty:  # it fits the terminal, continuation lines indented (a pipe keeps the line whole)
+            text = textwrap.fill(text, width=shutil.get_terminal_size().columns, subsequent_indent="    ")
         self.out.write(text + "\n")
         self.out.flush()

@@ -206,6 +206,22 @@ def test_tables_render_levels_and_crossover() -> None:
     assert "218.7" in lt and "w1" in lt and "reset" in lt
 
 
+def test_a_level_tables_warnings_fit_the_terminal_too() -> None:
+    """At 100 columns a probe warning of 113 characters is wrapped, not left to run past the edge (the CI run of
+    2026-12-06 12:47: `  C=4: client-limited: offered concurrency not sustained (...)`)."""
+    warning = (
+        "client-limited: offered concurrency not sustained (3.96 of 4 in flight on average, 1.1% of slot time idle)"
+    )
+    level = {"concurrency": 4, "status": "done", "stats": {"output_tok_s": 218.7}, "warnings": [warning]}
+    lines = level_table([level], width=100).splitlines()
+    assert max(len(line) for line in lines) <= 100, lines
+    first = next(i for i, line in enumerate(lines) if "client-limited" in line)
+    notes = lines[first:]
+    assert notes[0].startswith("  C=4: client-limited") and len(notes) == 2 and notes[1].startswith("    ")
+    assert " ".join(x.strip() for x in notes) == f"C=4: {warning}"
+    assert f"  C=4: {warning}" in level_table([level])  # a pipe (no width) keeps it whole
+
+
 @pytest.mark.parametrize(
     "argv",
     [
