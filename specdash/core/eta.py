@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from specdash.core.events import TuneEntry
+from specdash.core.status_text import duration
 from specdash.phases import STARTUP_ORDER, Phase
 
 HISTORY = 5
@@ -118,16 +119,6 @@ def estimate(
     return Estimate(remaining, spent + remaining, len(recent), spread)
 
 
-def duration_text(seconds: float) -> str:
-    """`40 s`, `3 min 40 s`, `1 h 05 min`: a duration as people say it, to the second under an hour."""
-    s = round(max(0.0, seconds))
-    if s >= 3600:
-        return f"{s // 3600} h {s % 3600 // 60:02d} min"
-    if s >= 60:
-        return f"{s // 60} min {s % 60} s" if s % 60 else f"{s // 60} min"
-    return f"{s} s"
-
-
 @dataclass(frozen=True)
 class Restart:
     """A (re)start a sweep makes, with what the host's history says it takes."""
@@ -148,7 +139,7 @@ class Restart:
             return f"restart time unknown: no start of {self.mode} recorded"
         n = len(self.history[:HISTORY])
         times = f"{self.count} x " if self.count != 1 else ""
-        return f"{times}{self.mode} restart ~{duration_text(self.seconds)} from {n} start{'s' if n != 1 else ''}"
+        return f"{times}{self.mode} restart ~{duration(self.seconds)} from {n} start{'s' if n != 1 else ''}"
 
 
 @dataclass(frozen=True)
@@ -174,13 +165,13 @@ class SweepEstimate:
         """`about 3 min 40 s: eagle3 restart ~31 s from 5 starts + 6 levels x 9 s`, or what is unknown."""
         plural = "s" if self.levels != 1 else ""
         levels = (
-            f"{self.levels} level{plural} x {duration_text(self.level_s)}"
+            f"{self.levels} level{plural} x {duration(self.level_s)}"
             if self.level_s is not None
             else f"{self.levels} level{plural} of unknown length (request-count levels: set a duration to know)"
         )
         what = " + ".join([*(r.text() for r in self.restarts), levels])
         total = self.seconds
-        return f"about {duration_text(total)}: {what}" if total is not None else f"no estimate: {what}"
+        return f"about {duration(total)}: {what}" if total is not None else f"no estimate: {what}"
 
 
 def sweep_estimate(
@@ -220,8 +211,8 @@ def countdown_text(expected_s: float | None, elapsed_s: float) -> str:
     """`about 2 min 10 s left`, `overdue by 12 s` once the estimate has run out, or the time spent when there
     is no estimate (`running 1 min 5 s, no estimate`)."""
     if expected_s is None:
-        return f"running {duration_text(elapsed_s)}, no estimate"
+        return f"running {duration(elapsed_s)}, no estimate"
     left = expected_s - elapsed_s
     if left < 0:
-        return f"overdue by {duration_text(-left)}"
-    return f"about {duration_text(left)} left"
+        return f"overdue by {duration(-left)}"
+    return f"about {duration(left)} left"

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from textual.widgets import Input, Label
 
-from specdash.core.eta import duration_text
+from specdash.core.status_text import duration
 from specdash.phases import Phase
 from specdash.server.remote_session import RemoteSession
 from specdash.ui.app import SpecdashApp
@@ -51,7 +51,7 @@ async def test_a_crash_mid_sweep_gets_its_card_and_R_reruns_around_it_over_the_r
         await wake.until(lambda: isinstance(app.screen, LevelsScreen))
         app.screen.query_one("#levels", Input).value = "1,4,16"
         await pilot.pause()
-        assert text(app, "#levels-eta") == "Expected: about 3 s: 3 levels x 1 s"  # the live server: no restart
+        assert text(app, "#levels-eta") == "Expected: about 3s: 3 levels x 1s"  # the live server: no restart
         await pilot.press("enter")
         await wake.until(lambda: session.sweep_running())
         await wake.until(lambda: not session.sweep_running() and card(app) != "", timeout=60)
@@ -73,8 +73,8 @@ async def test_a_crash_mid_sweep_gets_its_card_and_R_reruns_around_it_over_the_r
         app.screen.query_one("#levels", Input).value = "1,4"
         await pilot.pause()
         eta = text(app, "#levels-eta")
-        assert f"eagle3-dynamic restart ~{duration_text(started)} from 1 start" in eta, eta
-        assert "restart time unknown: no start of eagle3 recorded" in eta and "4 levels x 1 s" in eta, eta
+        assert f"eagle3-dynamic restart ~{duration(started)} from 1 start" in eta, eta
+        assert "restart time unknown: no start of eagle3 recorded" in eta and "4 levels x 1s" in eta, eta
         await pilot.press("escape")
         await pilot.press("2", "space", "3", "space")  # unmarked again
 
@@ -85,7 +85,7 @@ async def test_a_crash_mid_sweep_gets_its_card_and_R_reruns_around_it_over_the_r
         await wake.until(lambda: isinstance(app.screen, LevelsScreen))
         assert "Rerun eagle3-dynamic around its crash at C=16" in text(app, "#question")
         assert app.screen.query_one("#levels", Input).value.replace(" ", "") == "4,16"
-        assert text(app, "#levels-eta") == "Expected: about 2 s: 2 levels x 1 s"
+        assert text(app, "#levels-eta") == "Expected: about 2s: 2 levels x 1s"
         await pilot.press("escape")
 
 

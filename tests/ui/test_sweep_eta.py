@@ -36,7 +36,7 @@ async def test_the_ab_confirmation_gives_its_expected_time_and_the_table_counts_
         assert isinstance(app.screen, LevelsScreen)
         await pilot.press("ctrl+u", *"1,5,10")
         await pilot.pause()
-        expected = "about 1 min 25 s: baseline restart ~31 s from 5 starts + 6 levels x 9 s"
+        expected = "about 1m 25s: baseline restart ~31s from 5 starts + 6 levels x 9s"
         assert _text(app, "#levels-eta") == f"Expected: {expected}"  # redone as the levels are edited
         await pilot.press("enter")
         assert isinstance(app.screen, ConfirmScreen)
@@ -45,13 +45,13 @@ async def test_the_ab_confirmation_gives_its_expected_time_and_the_table_counts_
         await settle(app)
         assert session.calls[-1][0] == "sweep"
         table = app.dashboard.query_one(BenchTable)
-        assert table.border_title == "Sweep · about 1 min 25 s left"
+        assert table.border_title == "Sweep · about 1m 25s left"
         now[0] += 60
         app.dashboard._tick_clock()  # noqa: SLF001 - the once-a-second tick (tests run without timers)
-        assert table.border_title == "Sweep · about 25 s left"
+        assert table.border_title == "Sweep · about 25s left"
         now[0] += 37
         app.dashboard._tick_clock()  # noqa: SLF001
-        assert table.border_title == "Sweep · overdue by 12 s"
+        assert table.border_title == "Sweep · overdue by 12s"
         session.emit(BenchUpdate(rows=sc.ROWS, curves=sc.BENCH.curves, running=False))
         await settle_screen(pilot)
         assert table.border_title == "Sweep"  # ended: nothing left to count
@@ -65,9 +65,7 @@ async def test_with_no_start_recorded_the_estimate_says_so() -> None:
         await pilot.press("1", "space", "2", "space", "a", "ctrl+u", *"1,5,10", "enter")
         assert isinstance(app.screen, ConfirmScreen)
         question = _text(app, "#question")
-        assert (
-            "Expected: no estimate: restart time unknown: no start of baseline recorded + 6 levels x 9 s." in question
-        )
+        assert "Expected: no estimate: restart time unknown: no start of baseline recorded + 6 levels x 9s." in question
         await pilot.press("y")
         await settle(app)
-        assert app.dashboard.query_one(BenchTable).border_title == "Sweep · running 0 s, no estimate"
+        assert app.dashboard.query_one(BenchTable).border_title == "Sweep · running 0s, no estimate"

@@ -19,8 +19,7 @@ from tests.ui.test_tune_view import ENTRY, open_tune, progress
 # 2 passes of (baseline + 5 settings) and the verification's restart; 6 x 2 x 3 levels, the verification's 3
 # again and its hold of 3: 2 x 31 + 11 x 41 + 42 x 9 = 891 s.
 EXPECTED = (
-    "about 14 min 51 s: 2 x baseline restart ~31 s from 5 starts + 11 x eagle3 restart ~41 s from 3 starts"
-    " + 42 levels x 9 s"
+    "about 14m 51s: 2 x baseline restart ~31s from 5 starts + 11 x eagle3 restart ~41s from 3 starts + 42 levels x 9s"
 )
 
 
@@ -64,24 +63,24 @@ async def test_the_tune_confirmation_gives_its_expected_time_and_the_view_counts
         session.emit(progress(eta_s=None))  # the tune's first step, before the runner has an estimate of its own
         await pilot.pause()
         assert isinstance(app.screen, TuneScreen)
-        assert _title(app) == "Tune night · about 14 min 51 s left"
+        assert _title(app) == "Tune night · about 14m 51s left"
         now[0] += 600
         app.screen._tick()  # noqa: SLF001 - the once-a-second tick (tests run without timers)
-        assert _title(app) == "Tune night · about 4 min 51 s left"
+        assert _title(app) == "Tune night · about 4m 51s left"
         now[0] += 300
         app.screen._tick()  # noqa: SLF001
-        assert _title(app) == "Tune night · overdue by 9 s"
+        assert _title(app) == "Tune night · overdue by 9s"
         await pilot.press("escape")  # closed and opened again: the count goes on from the tune's start
         await open_tune(app, pilot)
-        assert _title(app) == "Tune night · overdue by 9 s"
+        assert _title(app) == "Tune night · overdue by 9s"
         # The runner's own estimate (390 s, from what it measured) replaces the confirmation's: one figure.
         session.emit(progress())
         await pilot.pause()
-        assert _title(app) == "Tune night · about 6 min 30 s left"
+        assert _title(app) == "Tune night · about 6m 30s left"
         assert "ETA" not in str(app.screen.query_one("#tune-live").render())
         now[0] += 400
         app.screen._tick()  # noqa: SLF001
-        assert _title(app) == "Tune night · overdue by 10 s"
+        assert _title(app) == "Tune night · overdue by 10s"
         session.emit(progress("done", setting="", line="done: 12 restarts of 12 for the full grid"))
         await pilot.pause()
         assert _title(app) == "Tune night", "ended: nothing left to count"
@@ -94,12 +93,12 @@ async def test_with_no_start_recorded_the_tune_estimate_says_so() -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         question = await _start(app, session, pilot)
         assert (
-            "Expected at most, with the verification: no estimate: 2 x baseline restart ~30 s from 1 start"
-            " + restart time unknown: no start of eagle3 recorded + 42 levels x 9 s." in question
+            "Expected at most, with the verification: no estimate: 2 x baseline restart ~30s from 1 start"
+            " + restart time unknown: no start of eagle3 recorded + 42 levels x 9s." in question
         ), question
         session.emit(progress(eta_s=None))  # nor does the runner know yet
         await pilot.pause()
         now[0] += 65
         assert isinstance(app.screen, TuneScreen)
         app.screen._tick()  # noqa: SLF001
-        assert _title(app) == "Tune night · running 1 min 5 s, no estimate"
+        assert _title(app) == "Tune night · running 1m 05s, no estimate"

@@ -164,7 +164,7 @@ async def test_a_running_tune_is_shown_live_and_cancelled(build: AppFactory, siz
         assert "restarts 2 of 12 (full grid); dropped: s1-k1-d4" in live
         # One time left on the screen: the runner's refined 390 s on the title, none in the body.
         assert "restarts left; the time left (on the title) is re-estimated" in live and "ETA" not in live
-        assert str(app.screen.query_one("#tune-dialog").border_title) == "Tune night · about 6 min 30 s left"
+        assert str(app.screen.query_one("#tune-dialog").border_title) == "Tune night · about 6m 30s left"
         assert "1.300x" in shown(app, "#tune-policy"), "the policy fills in from the levels measured so far"
         assert "speedup vs C" in shown(app, "#tune-chart")
         await pilot.press("c")

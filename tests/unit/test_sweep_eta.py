@@ -2,36 +2,27 @@
 
 from __future__ import annotations
 
-import pytest
-
-from specdash.core.eta import countdown_text, duration_text, sweep_estimate
-
-
-@pytest.mark.parametrize(
-    ("seconds", "text"), [(0, "0 s"), (40.4, "40 s"), (60, "1 min"), (220, "3 min 40 s"), (3900, "1 h 05 min")]
-)
-def test_duration_text(seconds: float, text: str) -> None:
-    assert duration_text(seconds) == text
+from specdash.core.eta import countdown_text, sweep_estimate
 
 
 def test_an_ab_from_its_restart_history_and_its_levels() -> None:
     estimate = sweep_estimate([("eagle3", (29.0, 31.0, 33.0, 30.0, 35.0, 400.0))], 6, 9.0)
     assert estimate.seconds == 31.0 + 54.0  # the median of the last five starts: the oldest outlier is out
-    assert estimate.text() == "about 1 min 25 s: eagle3 restart ~31 s from 5 starts + 6 levels x 9 s"
+    assert estimate.text() == "about 1m 25s: eagle3 restart ~31s from 5 starts + 6 levels x 9s"
 
 
 def test_what_is_unknown_is_said_not_invented() -> None:
     never = sweep_estimate([("eagle3", ())], 6, 9.0)
     assert never.seconds is None
-    assert never.text() == "no estimate: restart time unknown: no start of eagle3 recorded + 6 levels x 9 s"
+    assert never.text() == "no estimate: restart time unknown: no start of eagle3 recorded + 6 levels x 9s"
     counted = sweep_estimate([], 4, None)
     assert counted.seconds is None and "4 levels of unknown length" in counted.text()
     live = sweep_estimate([], 1, 30.0)  # the live server measured as it runs: no restart
-    assert live.text() == "about 30 s: 1 level x 30 s"
+    assert live.text() == "about 30s: 1 level x 30s"
 
 
 def test_the_countdown_goes_down_then_says_overdue() -> None:
-    assert countdown_text(85.0, 10.0) == "about 1 min 15 s left"
-    assert countdown_text(85.0, 85.0) == "about 0 s left"
-    assert countdown_text(85.0, 97.0) == "overdue by 12 s"
-    assert countdown_text(None, 65.0) == "running 1 min 5 s, no estimate"
+    assert countdown_text(85.0, 10.0) == "about 1m 15s left"
+    assert countdown_text(85.0, 85.0) == "about 0s left"
+    assert countdown_text(85.0, 97.0) == "overdue by 12s"
+    assert countdown_text(None, 65.0) == "running 1m 05s, no estimate"
