@@ -39,7 +39,6 @@ from dataclasses import replace
 from typing import Any
 
 from specdash.config import HostConfig, ModeConfig, SlurmConfig
-from specdash.core.eta import estimate
 from specdash.core.events import Notice, ServerStatus, SessionEvent
 from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import ClassifiedLine, Crashed, StartupEvent
@@ -595,30 +594,11 @@ class SlurmWatch(ServerWatch):
                 extra["progress"] = progress
                 extra["phase_started_at"] = since
                 extra["note"] = f"slowest: rank {rank} {phase.value}" + (f"; {status.note}" if status.note else "")
-                extra.update(self._eta(phase, since, progress))
+                eta = self.eta(phase, since, progress)
+                extra["eta_remaining"] = eta.remaining if eta else None
+                extra["eta_samples"] = eta.samples if eta else len(self.history)
+                extra["eta_spread"] = eta.spread if eta else None
         return replace(status, **extra)  # type: ignore[arg-type]  # the fields named above
-
-    def _eta(self, phase: Phase, since: float, progress: Progress | None) -> dict[str, object]:
-        """The ETA fields for the server in `phase` since `since` (the slowest rank's), as `ServerWatch` counts."""
-        order = self._order
-        finished = {
-            s.phase: s.duration
-            for s in self.timeline.spans
-            if s.duration is not None and s.phase in order and order.index(s.phase) < order.index(phase)
-        }
-        eta = estimate(
-            self.history,
-            finished,
-            phase,
-            max(0.0, self.clock() - since),
-            progress.fraction if progress and progress.total else None,
-            order,
-        )
-        return {
-            "eta_remaining": eta.remaining if eta else None,
-            "eta_samples": eta.samples if eta else len(self.history),
-            "eta_spread": eta.spread if eta else None,
-        }
 
     def _slowest(self) -> tuple[int, Phase, Progress | None] | None:
         order = self._order

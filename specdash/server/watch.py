@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from specdash.core.eta import estimate
+from specdash.core.eta import Estimate, estimate
 from specdash.core.events import LogBatch, Notice, ServerLoad, ServerStatus, SessionEvent
 from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import ClassifiedLine, Crashed, Exited, MetricsSeen, Ready, StartupEvent, Stuck
@@ -43,7 +43,7 @@ from specdash.core.timeline import Outcome, Timeline
 from specdash.engines.metrics import BatchStats, EngineStats, SpecDecodeStats
 from specdash.engines.registry import make_rules
 from specdash.errors import SpecdashError
-from specdash.phases import CrashInfo, Origin, Phase
+from specdash.phases import CrashInfo, Origin, Phase, Progress
 from specdash.remote.ssh import SSHHost
 from specdash.remote.ssherror import SSHError
 from specdash.server.lifecycle import RunRecord, run_script
@@ -345,24 +345,14 @@ class ServerWatch:
 
     def status(self) -> ServerStatus:
         """The snapshot viewers show."""
-        now = self.clock()
         phase = self.phase
         spans = self.timeline.spans
-        finished = {s.phase: s.duration for s in spans if s.duration is not None}
         current = spans[-1] if spans and spans[-1].end is None else None
         # Before the first phase line the launch itself is the phase: the ETA counts from the first second.
         phase_start = current.start if current else (self.record.started_at if not spans else None)
         eta = None
         if phase.is_startup and phase_start is not None:
-            progress = self.tracker.progress
-            eta = estimate(
-                self.history,
-                {p: d for p, d in finished.items() if d is not None},
-                phase,
-                max(0.0, now - phase_start),
-                progress.fraction if progress and progress.total else None,
-                self._order,
-            )
+            eta = self.eta(phase, phase_start, self.tracker.progress)
         return ServerStatus(
             phase=phase,
             mode=self.record.mode,
@@ -381,6 +371,24 @@ class ServerWatch:
             origin=self.origin,
             leftovers=self.state.leftovers if phase is Phase.CRASHED else (),
             command=self.record.command,
+        )
+
+    def eta(self, phase: Phase, since: float, progress: Progress | None) -> Estimate | None:
+        """The ETA of a server in `phase` since `since`, from the host's history and the phases before it that
+        this start has finished (a Slurm job asks it for its slowest rank's phase)."""
+        order = self._order
+
+        def before(p: Phase) -> bool:
+            return p not in order or phase not in order or order.index(p) < order.index(phase)
+
+        finished = {s.phase: s.duration for s in self.timeline.spans if s.duration is not None and before(s.phase)}
+        return estimate(
+            self.history,
+            finished,
+            phase,
+            max(0.0, self.clock() - since),
+            progress.fraction if progress and progress.total else None,
+            order,
         )
 
     def _publish(self) -> None:
