@@ -6,11 +6,12 @@ the developer's own files.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Generator
 from pathlib import Path
 
 import pytest
 
+from tests.support import cpu_lock, durations
 from tests.support.fake_server import FakeServer
 
 _TIMINGS: list[str] = []
@@ -28,6 +29,20 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("reliability timings")
         for line in _TIMINGS:
             terminalreporter.write_line(line)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files slowest first (tests/support/durations.py: xdist's workers take them in this order)."""
+    rank = durations.order([item.nodeid.split("::")[0] for item in items], durations.load())
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    """A test marked `exclusive_cpu` runs alone on the machine; the others share it (tests/support/cpu_lock.py).
+    Held around setup, call and teardown, so the wait is in no phase's reported duration."""
+    with cpu_lock.hold(exclusive=item.get_closest_marker("exclusive_cpu") is not None):
+        return (yield)
 
 
 @pytest.fixture(autouse=True)

@@ -155,7 +155,9 @@ async def test_switch_stops_one_mode_and_starts_the_other(
 
 
 @pytest.mark.usefixtures("cleanup")
-@pytest.mark.parametrize("hog", [False, True], ids=["idle", "cpu-hog"])
+@pytest.mark.parametrize(
+    "hog", [pytest.param(False, id="idle"), pytest.param(True, id="cpu-hog", marks=pytest.mark.exclusive_cpu)]
+)
 async def test_crash_is_reported_with_the_runtime_error_line(
     sshd: Sshd, ssh_options: SSHOptions, host_cfg: HostConfig, cfg: Config, port: int, hog: bool
 ) -> None:

@@ -93,8 +93,11 @@ async def flood(host: SSHHost, tmp_path: Path) -> AsyncIterator[tuple[RunRecord,
         shutil.rmtree(scripts, ignore_errors=True)
 
 
-HOG = pytest.mark.parametrize("hog", [False, True], ids=["idle", "cpu-hog"])
-"""Each flood test runs twice: alone, and with a busy process on every core (started and stopped by the test)."""
+HOG = pytest.mark.parametrize(
+    "hog", [pytest.param(False, id="idle"), pytest.param(True, id="cpu-hog", marks=pytest.mark.exclusive_cpu)]
+)
+"""Each flood test runs twice: beside the other workers' tests, and alone with a busy process on every core
+(started and stopped by the test)."""
 
 
 @HOG

@@ -1,6 +1,6 @@
 """Security: no secret in the local store or its exports, the demo SSH server on loopback only, private run
 records on the host. (A changed host key is refused: tests/integration/test_ssh_connect.py and the CLI case
-in tests/unit/test_bad_input.py.)"""
+in tests/integration/test_bad_input.py.)"""
 
 from __future__ import annotations
 

@@ -37,7 +37,9 @@ def host_cfg(sshd: Sshd, tmp_path: Path, ssh_options: SSHOptions, loopback_clean
     return hc
 
 
-@pytest.mark.parametrize("hog", [False, True], ids=["idle", "cpu-hog"])
+@pytest.mark.parametrize(
+    "hog", [pytest.param(False, id="idle"), pytest.param(True, id="cpu-hog", marks=pytest.mark.exclusive_cpu)]
+)
 async def test_crash_at_batch_10_fails_the_level_in_flight_and_keeps_earlier_ones(
     sshd: Sshd, ssh_options: SSHOptions, host_cfg: HostConfig, tmp_path: Path, hog: bool
 ) -> None:

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
+from tests.support import cpu_lock
+
 _LOOP = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
 
 
@@ -29,6 +31,9 @@ def cpu_hog(enabled: bool = True, *, seconds: float = 300.0) -> Iterator[list[in
     if not enabled:
         yield []
         return
+    if cpu_lock.under_workers() and not os.environ.get(cpu_lock.EXCLUSIVE_ENV):
+        # Beside other workers' tests the hog would load them, and they it: mark the test `exclusive_cpu`.
+        raise RuntimeError("cpu_hog needs the machine alone: mark the test @pytest.mark.exclusive_cpu")
     code = _LOOP.format(seconds=float(seconds))
     procs = [
         subprocess.Popen(

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ssh_keys, sshd  # noqa: F401  (fixtures for the SSH cases)
 from tests.support.ports import free_port
 from tests.support.sshd import TEST_USER, Keys, Sshd, keygen
 
