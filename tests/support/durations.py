@@ -1,6 +1,7 @@
 """Test files, slowest first: the order pytest-xdist hands them to its workers (`--dist loadfile`).
 
-The workers take files in collection order, so a long file collected late runs alone at the end while the other
+The workers take files in collection order (with `--no-loadscope-reorder`, in pyproject's addopts: by default
+xdist puts the files with the most tests first), so a long file collected late runs alone at the end while the other
 workers wait (the 163 s seed-figures file ended a 4-worker run three minutes after the others were done). The
 seconds each file took are kept in `tests/durations.json`; collection sorts files by them, longest first (a
 file not listed counts as the median). Refresh the table from a run's JUnit report:

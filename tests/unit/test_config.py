@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,7 @@ from specdash.cli.config import example_text
 from specdash.engines.registry import names
 from specdash.errors import UsageError
 from specdash.phases import Phase
+from tests.support.cli import cli
 
 P = Path("/cfg/config.toml")
 ENGINES = names()
@@ -121,20 +120,17 @@ def test_unknown_mode_lists_known_modes() -> None:
 def test_config_check_cli_exits_2_without_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "c.toml"
     bad.write_text('[modes.m]\nengine = "tgi"\nmodel = "/m"\n')
-    out = subprocess.run(
-        [sys.executable, "-m", "specdash", "config", "check", "--config", str(bad)], capture_output=True, text=True
-    )
+    out = cli("config", "check", "--config", str(bad))
     assert out.returncode == 2
     assert out.stderr.strip() == f"specdash: error: {bad}: [modes.m] engine: 'tgi' is not one of sglang, vllm"
 
 
 def test_config_init_then_check(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "config.toml"
-    run = [sys.executable, "-m", "specdash", "config"]
-    assert subprocess.run([*run, "init", "--config", str(path)], capture_output=True).returncode == 0
-    again = subprocess.run([*run, "init", "--config", str(path)], capture_output=True, text=True)
+    assert cli("config", "init", "--config", str(path)).returncode == 0
+    again = cli("config", "init", "--config", str(path))
     assert again.returncode == 2 and "already exists" in again.stderr
-    ok = subprocess.run([*run, "check", "--config", str(path)], capture_output=True, text=True)
+    ok = cli("config", "check", "--config", str(path))
     assert ok.returncode == 0 and "7 mode(s)" in ok.stdout
 
 

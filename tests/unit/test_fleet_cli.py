@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,13 +10,11 @@ import pytest
 from specdash import config
 from specdash.engines.registry import names
 from specdash.errors import UsageError
+from tests.support.cli import cli
 
 
 def connect(*args: str, cfg: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SPECDASH_CONFIG": str(cfg)}
-    return subprocess.run(
-        [sys.executable, "-m", "specdash", "connect", *args], capture_output=True, text=True, env=env, timeout=60
-    )
+    return cli("connect", *args, env={"SPECDASH_CONFIG": str(cfg)})
 
 
 def test_several_hosts_refuse_mode_and_a_host_named_twice(tmp_path: Path) -> None:

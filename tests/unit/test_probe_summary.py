@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -16,6 +14,7 @@ from specdash.bench.sweep import SweepConfig, validate_levels, validate_url
 from specdash.bench.text_tables import compare_table, level_table
 from specdash.bench.workers import processes_for, split_level
 from specdash.errors import UsageError
+from tests.support.cli import cli
 
 MS = 1_000_000
 
@@ -233,7 +232,7 @@ def test_a_level_tables_warnings_fit_the_terminal_too() -> None:
     ],
 )
 def test_cli_usage_errors_exit_2_without_traceback(argv: list[str]) -> None:
-    out = subprocess.run([sys.executable, "-m", "specdash", *argv], capture_output=True, text=True, timeout=60)
+    out = cli(*argv)
     assert out.returncode == 2, out.stderr
     assert "Traceback" not in out.stderr and "error" in out.stderr
 

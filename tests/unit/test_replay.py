@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from specdash.core.startup import StartupTracker
 from specdash.core.startup_events import Crashed, MetricsSeen, PhaseChanged, ProgressChanged, Suspect, VersionSeen
 from specdash.core.timeline import Outcome, replay_file, replay_text
 from specdash.engines.registry import detect_engine
+from tests.support.cli import cli
 
 LOGS = Path(__file__).parent.parent / "fixtures" / "logs"
 EXPECTED: dict[str, dict[str, Any]] = tomllib.loads((LOGS / "expected.toml").read_text())
@@ -140,7 +140,7 @@ def test_phase_events_carry_the_line() -> None:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "specdash", *args], capture_output=True, text=True)
+    return cli(*args)
 
 
 def test_cli_json_output() -> None:

@@ -8,12 +8,12 @@ log, not by running specdash on it.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.cli import cli
 
 REAL = Path(__file__).parent.parent / "fixtures" / "logs" / "vllm_cpu_real"
 LABELS: dict[str, dict[str, Any]] = {
@@ -38,9 +38,7 @@ def test_every_real_log_has_a_label() -> None:
 @pytest.mark.parametrize("name", sorted(LABELS))
 def test_replay_json_matches_the_label(name: str) -> None:
     want = LABELS[name]
-    out = subprocess.run(
-        [sys.executable, "-m", "specdash", "replay", str(REAL / name), "--json"], capture_output=True, text=True
-    )
+    out = cli("replay", str(REAL / name), "--json")
     assert out.stderr == "" or "Traceback" not in out.stderr, out.stderr
     data = json.loads(out.stdout)
     assert data["engine"] == want["engine"]

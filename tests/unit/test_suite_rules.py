@@ -1,10 +1,13 @@
-"""The suite's own scheduling helpers: the machine lock of `exclusive_cpu` tests, and the slowest-first file order."""
+"""The suite's own rules: the machine lock of `exclusive_cpu` tests, the slowest-first file order, and a unit tier
+that starts no process."""
 
 from __future__ import annotations
 
+import ast
 import fcntl
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -90,3 +93,31 @@ def test_files_go_longest_first_and_an_unlisted_one_counts_as_the_median() -> No
     rank = durations.order(["a.py", "a.py", "new.py", "c.py", "b.py"], table)
     assert sorted(rank, key=rank.__getitem__) == ["b.py", "c.py", "new.py", "a.py"]
     assert durations.order(["x.py", "y.py"], {}) == {"x.py": 0, "y.py": 1}
+
+
+UNIT = Path(__file__).resolve().parent
+STARTS = {"run", "Popen", "call", "check_call", "check_output", "create_subprocess_exec", "create_subprocess_shell"}
+
+
+def test_the_unit_tier_starts_no_process_and_no_sshd() -> None:
+    """unit/ is logic in this process: a test that starts a process (subprocess, asyncio's) or an sshd lives in
+    integration/. (Checked in the source: a library's own helper process, matplotlib's fc-list, is not ours.)"""
+    found = []
+    for path in sorted(UNIT.glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in STARTS and isinstance(node.value, ast.Name):
+                if node.value.id in {"subprocess", "asyncio"}:
+                    found.append(f"{path.name}:{node.lineno} {node.value.id}.{node.attr}")
+            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith(
+                ("support.sshd", "integration.conftest")
+            ):
+                found.append(f"{path.name}:{node.lineno} imports {node.module}")
+            if isinstance(node, ast.arg) and node.arg == "sshd":
+                found.append(f"{path.name}:{node.lineno} takes the sshd fixture")
+    assert not found, found
+
+
+def test_the_rule_sees_a_process_started_the_usual_ways() -> None:
+    sample = "import subprocess, asyncio\nsubprocess.run(['x'])\nasyncio.create_subprocess_exec('x')\n"
+    names = {n.attr for n in ast.walk(ast.parse(sample)) if isinstance(n, ast.Attribute) and n.attr in STARTS}
+    assert names == {"run", "create_subprocess_exec"}
