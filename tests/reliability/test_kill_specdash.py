@@ -102,11 +102,16 @@ def _host_records(port: int) -> int:
     """Successful request records in the files of the agent run against `port` on the "host" (its job file
     names the server's URL; the killed specdash never removed it). Other tests share this home: the newest
     run directory may be theirs."""
-    (run,) = [
-        d
-        for d in (TEST_HOME / ".specdash" / "agent" / "runs").iterdir()
-        if (d / "job.json").is_file() and json.loads((d / "job.json").read_text())["url"].endswith(f":{port}")
-    ]
+    # The newest of them: a killed specdash of an earlier suite run on this machine may have left one for the
+    # same port (the workers' port blocks are the same in every run).
+    run = max(
+        (
+            d
+            for d in (TEST_HOME / ".specdash" / "agent" / "runs").iterdir()
+            if (d / "job.json").is_file() and json.loads((d / "job.json").read_text())["url"].endswith(f":{port}")
+        ),
+        key=lambda d: d.stat().st_mtime,
+    )
     count = 0
     for f in run.glob("*.jsonl"):
         for line in f.read_text().splitlines():
