@@ -10,31 +10,20 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
+
+import pytest
 
 from specdash.cli import main
-
-
-@contextlib.contextmanager
-def _environ(env: Mapping[str, str] | None) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in env or {}}
-    os.environ.update(env or {})
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def cli(*argv: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run `specdash ARGV` in this process; its exit status and output, as `subprocess.run` gives them."""
     out, err = io.StringIO(), io.StringIO()
-    with _environ(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        for name, value in (env or {}).items():
+            patch.setenv(name, value)
         try:
             code = main(list(argv))
         except SystemExit as exc:  # argparse's own usage errors and --help

@@ -16,7 +16,7 @@ from tests.support.cpuhog import cpu_hog
 
 
 @pytest.fixture
-def workers(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+def workers(monkeypatch: pytest.MonkeyPatch) -> None:
     """Pretend to be one of several xdist workers, with a lock of this test's own."""
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "4")
     monkeypatch.setenv("PYTEST_XDIST_TESTRUNUID", f"unit-{time.monotonic_ns()}")
@@ -40,7 +40,6 @@ def test_an_exclusive_holder_waits_for_the_shared_ones_and_holds_new_ones_back()
     def exclusive() -> None:
         with cpu_lock.hold(exclusive=True):
             events.append("exclusive in")
-            time.sleep(0.2)  # long enough for a late shared holder to try to get in, if it could
             events.append("exclusive out")
 
     first = threading.Thread(target=shared, args=("first", shared_in))
