@@ -5,8 +5,10 @@ a moment later. In the suite a port is often chosen seconds before it is bound (
 config and bound only when the mode starts), and two xdist workers ask the same kernel: the CI run of 2026-12-05
 lost a test when another worker's server took such a port in between (`PortBusy: port 44055`). So the tests
 take their ports here instead. Each worker walks a block of its own below the kernel's ephemeral range (which
-the kernel never hands out for a bind to 0 or for an outgoing connection), does not hand a port out twice
-until its block is used up, and skips any port something on the machine holds now.
+the kernel never hands out for a bind to 0 or for an outgoing connection) and below the ports the product picks
+for its own demo (`specdash.ports.TESTS_BELOW`: a `specdash tune demo` a test starts cannot take a port a test
+was given), does not hand a port out twice until its block is used up, and skips any port something on the
+machine holds now.
 """
 
 from __future__ import annotations
@@ -14,24 +16,18 @@ from __future__ import annotations
 import errno
 import os
 import socket
-from pathlib import Path
+
+from specdash.ports import TESTS_BELOW, ephemeral_low
 
 _FLOOR = 10000
 
 
-def _ephemeral_low() -> int:
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
 def _block() -> range:
-    """This worker's ports: its share of [_FLOOR, the ephemeral range's first port)."""
+    """This worker's ports: its share of [_FLOOR, the product's demo ports or the ephemeral range's first port)."""
     count = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1))
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     index = int(worker[2:]) if worker[2:].isdigit() else 0
-    high = max(_ephemeral_low(), _FLOOR + 2000)
+    high = max(min(TESTS_BELOW, ephemeral_low()), _FLOOR + 2000)
     size = (high - _FLOOR) // count
     start = _FLOOR + (index % count) * size
     return range(start, start + size)
