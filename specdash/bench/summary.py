@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from specdash.bench.samples import RequestSample
+from specdash.bench.samples import CONNECTION_FAILURES, RequestSample
 from specdash.core.series import (
     NS_PER_S,
     Percentiles,
@@ -167,3 +167,20 @@ def summarize(samples: Sequence[RequestSample], concurrency: int) -> LevelStats:
 def outcomes(samples: Sequence[RequestSample]) -> list[Outcome]:
     """What an SLO judges of each request (`slo.evaluate_level`); failed requests included."""
     return [Outcome(s.ok, s.ttft_ms, s.tpot_ms, s.e2e_ms, s.output_tokens if s.ok else 0) for s in samples]
+
+
+def in_flight_at_loss(samples: Sequence[RequestSample]) -> int | None:
+    """How many requests were in flight when the first of them lost its connection (the server died, or the
+    tunnel to it went): those started by then and not yet ended. None while no request lost one.
+
+    Counted from the requests' own start and end times, not from the live ticks: a tick sums each probe
+    process's last report, and right after a crash one process may already report its requests failed while
+    another still reports its own running, so a tick's count is the load at no moment (a card said "8 requests
+    running" for a crash that needs more than 10). The probe processes of one level share the host's monotonic
+    clock (`perf_counter_ns` is CLOCK_MONOTONIC on Linux), so their times compare.
+    """
+    lost = [s.end_ns for s in samples if s.error in CONNECTION_FAILURES]
+    if not lost:
+        return None
+    at = min(lost)
+    return sum(1 for s in samples if s.start_ns <= at <= s.end_ns)

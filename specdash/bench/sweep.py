@@ -49,8 +49,8 @@ from specdash.bench.samples import CONNECTION_FAILURES, RequestSample
 from specdash.bench.server_view import ServerClient, level_view, running_cap, warnings_for
 from specdash.bench.sse import Endpoint
 from specdash.bench.store import RunMeta, Store
+from specdash.bench.summary import in_flight_at_loss, summarize
 from specdash.bench.summary import outcomes as slo_outcomes
-from specdash.bench.summary import summarize
 from specdash.bench.sweep_data import (
     DEFAULT_LEVELS,
     MAX_LEVEL,
@@ -730,6 +730,7 @@ class _LevelRun:
             await asyncio.sleep(self.config.progress_interval_s)
             now = min(self._last_tick.values()) if self._last_tick else time.perf_counter_ns()
             failed = sum(1 for s in self.samples if not s.ok)
+            at_loss = in_flight_at_loss(self.samples) if failed else None
             progress = BenchTick(
                 self.mode,
                 self.c,
@@ -740,6 +741,7 @@ class _LevelRun:
                 phase="running",
                 failed=failed,
                 inflight=sum(self._inflight.values()),
+                in_flight_at_loss=at_loss,
             )
             await _call(self.on_progress, progress)
 

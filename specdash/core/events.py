@@ -174,6 +174,9 @@ class BenchTick:
     """Requests failed."""
     inflight: int = 0
     """Requests in flight."""
+    in_flight_at_loss: int | None = None
+    """Requests in flight when the level's first request lost its connection (the server died or went away):
+    the load a crash came at (`bench.summary.in_flight_at_loss`); None while none did."""
 
 
 @dataclass(frozen=True)

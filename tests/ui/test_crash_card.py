@@ -30,7 +30,8 @@ async def test_a_crash_mid_sweep_names_its_level_and_R_reruns_the_levels_around_
 ) -> None:
     app, session = build(sc.ready_with_bench()[:4])
     async with app.run_test(size=size) as pilot:
-        session.emit(BenchTick("eagle3", 20, 3.0, 1900.0, 20, 64, inflight=14))  # the level's last tick
+        # The level's last tick: its sum of in-flight reports (8) is no load; the count at the lost connection is.
+        session.emit(BenchTick("eagle3", 20, 3.0, 1900.0, 20, 64, inflight=8, in_flight_at_loss=14))
         await settle_screen(pilot)
         session.emit(CRASHED_AT_20, DIED)
         if size[0] < 150:
@@ -61,14 +62,21 @@ async def test_a_crash_mid_sweep_names_its_level_and_R_reruns_the_levels_around_
         assert app.dashboard.query_one(BenchTable).row_count >= 3
 
 
-async def test_a_crash_before_any_tick_saw_a_request_running_gives_no_count(build: AppFactory) -> None:
-    """The level's only tick came after the death (every request failed, 0 in flight): the card gives no count
-    rather than "0 requests running" (the CI run of 2026-12-06 12:13 showed it on a crash within the first tick)."""
+async def test_a_crash_no_request_saw_gives_no_count_until_one_does(build: AppFactory) -> None:
+    """Ticks with requests in flight but no lost connection give no count: a tick's in-flight figure is a sum of
+    each probe process's last report, which right after a crash mixes "all failed" with "8 running" (the CI run
+    of 2026-12-06 showed "8 requests running" for a crash that needs more than 10). The card gives no count
+    rather than that, and gets the count when a tick brings it, also after the card was drawn."""
     app, session = build(sc.ready_with_bench()[:4])
     async with app.run_test(size=(160, 45)) as pilot:
-        session.emit(BenchTick("eagle3", 20, 3.0, 0.0, 0, 64, inflight=0))
+        session.emit(BenchTick("eagle3", 20, 3.0, 900.0, 4, 64, inflight=8))
+        session.emit(BenchTick("eagle3", 20, 3.25, 0.0, 4, 64, inflight=0))
         await settle_screen(pilot)
         session.emit(CRASHED_AT_20, DIED)
         await settle_screen(pilot)
         card = str(app.screen.query_one("#bench-crash", Label).render())
         assert card.startswith(f"✗ CRASH at C=20 (eagle3): {sc.CRASH_REASON}\n"), card
+        session.emit(BenchTick("eagle3", 20, 3.5, 0.0, 20, 64, inflight=0, in_flight_at_loss=16))
+        await settle_screen(pilot)
+        card = str(app.screen.query_one("#bench-crash", Label).render())
+        assert card.startswith(f"✗ CRASH at C=20 (eagle3, 16 requests running): {sc.CRASH_REASON}\n"), card

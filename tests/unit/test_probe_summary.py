@@ -9,7 +9,7 @@ import pytest
 from specdash.bench.gauges import POLL_NAMES, read_gauges
 from specdash.bench.samples import Failure, RequestSample
 from specdash.bench.server_view import ServerView, level_view, parse_prometheus, running_cap, warnings_for
-from specdash.bench.summary import summarize
+from specdash.bench.summary import in_flight_at_loss, summarize
 from specdash.bench.sweep import SweepConfig, validate_levels, validate_url
 from specdash.bench.text_tables import compare_table, level_table
 from specdash.bench.workers import processes_for, split_level
@@ -54,6 +54,19 @@ def test_summary_counts_failures_and_excludes_them_from_rates() -> None:
     assert st.ttft_ms.count == 3
     assert st.achieved_concurrency == pytest.approx((100 + 100 + 100 + 50) / 200)
     assert st.tokens_per_chunk == pytest.approx(1.0)
+
+
+def test_the_load_at_a_lost_connection_counts_the_requests_running_at_the_first_loss() -> None:
+    """The server dies at 500 ms: two probe processes' requests running then all fail (their ends spread a
+    little); those done before, and the refused retries after, are not the load it died at."""
+    done = [sample(0, 0, 300), sample(1, 100, 400)]
+    running = [sample(2 + i, 200 + 10 * i, 500 + i, error=Failure.RESET) for i in range(12)]
+    retried = [sample(20 + i, 520 + i, 521 + i, error=Failure.REFUSED) for i in range(5)]
+    assert in_flight_at_loss(done) is None
+    assert in_flight_at_loss(done + [sample(9, 0, 50, error=Failure.HTTP_STATUS)]) is None  # one rejected request
+    assert in_flight_at_loss(retried + running + done) == 12
+    # A request still streaming at the loss counts too, whatever its end.
+    assert in_flight_at_loss([*running, sample(40, 450, 900)]) == 13
 
 
 def test_summary_steady_state_excludes_ramp_and_drain() -> None:

@@ -310,6 +310,13 @@ class DashboardScreen(Screen[None]):
         for panel in self.query(GpuPanel):
             panel.stats = message.stats
 
+    @on(BenchTicked)
+    def _load_at_loss(self, message: BenchTicked) -> None:
+        # The sweep panel lets a tick through only when it brings a level's load at a lost connection: the crash
+        # card (drawn when the crash was noted, maybe before this count came) gets it.
+        message.stop()
+        self._show_crash_card()
+
     @on(BenchUpdated)
     def _bench_updated(self, message: BenchUpdated) -> None:
         self._bench = message.update
@@ -638,7 +645,7 @@ class DashboardScreen(Screen[None]):
             self.query_one(BenchPanel).show_crash_card("")
             return
         excerpt = self._crash.excerpt if self._crash is not None else ()
-        running = self.query_one(BenchPanel).inflight.get((row.mode, row.concurrency))
+        running = self.query_one(BenchPanel).in_flight_at_loss.get((row.mode, row.concurrency))
         back = self._status.phase is Phase.READY
         card = crash_card(row.mode, row.concurrency, row.crash, excerpt, running, self._rerun_levels(row), back)
         self.query_one(BenchPanel).show_crash_card(card)

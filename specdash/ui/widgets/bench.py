@@ -291,9 +291,9 @@ class BenchPanel(Horizontal):
         self._table_state = ""
         self.live_chart = LiveChart(interval=chart_interval, id="live-chart")
         """The live chart (made here: the app posts throughput ticks to it from the start)."""
-        self.inflight: dict[tuple[str, int], int] = {}
-        """(mode, C) -> the requests in flight at the level's last tick that had any (a crash card says how many
-        ran: the ticks after a crash see none)."""
+        self.in_flight_at_loss: dict[tuple[str, int], int] = {}
+        """(mode, C) -> the requests in flight when the level's first request lost its connection (a crash card
+        says how many ran when the server died)."""
 
     def compose(self) -> ComposeResult:
         yield Label("No sweep yet.  b: sweep the live mode   space: mark modes, a: A/B", id="bench-hint")
@@ -383,14 +383,16 @@ class BenchPanel(Horizontal):
     @on(BenchTicked)
     def _ticked(self, message: BenchTicked) -> None:
         # The live chart has drawn the point (the message bubbled up from it).
-        message.stop()
         self.has_data = True
         key = (message.tick.mode, message.tick.concurrency)
-        # A tick after the server died sees every request failed (0 in flight): the load that crashed it is the
-        # last one seen with requests running. A level that crashed before any tick saw a request running (a
-        # crash within the first tick) has no count: the card then gives none rather than "0 requests running".
-        if message.tick.inflight:
-            self.inflight[key] = message.tick.inflight
+        # The load a crash came at is counted from the requests' own times (`bench.summary.in_flight_at_loss`),
+        # never from a tick's in-flight sum: right after a crash one probe process may report its requests failed
+        # while another still reports its own running. A new count goes on to the screen (its crash card).
+        at_loss = message.tick.in_flight_at_loss
+        if at_loss is None or self.in_flight_at_loss.get(key) == at_loss:
+            message.stop()
+        else:
+            self.in_flight_at_loss[key] = at_loss
         if not self.charts_shown:  # no live chart on a short terminal: the running level's figure on the table
             tick = message.tick
             total = f"/{tick.total}" if tick.total else ""
@@ -404,5 +406,5 @@ class BenchPanel(Horizontal):
     def new_sweep(self) -> None:
         """Clear the live chart (and the last crash card) when the user starts a sweep."""
         self.query_one(LiveChart).clear()
-        self.inflight.clear()
+        self.in_flight_at_loss.clear()
         self.show_crash_card("")
