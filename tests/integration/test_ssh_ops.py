@@ -17,6 +17,7 @@ from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.remote.ssherror import SSHError, SSHErrorKind
 from tests.integration.conftest import remote_alive, target
 from tests.support.eventually import eventually
+from tests.support.peak_rss import peak_rss
 from tests.support.sshd import TEST_USER, Sshd
 
 
@@ -157,17 +158,12 @@ async def test_a_slow_reader_of_a_fast_stream_holds_a_bounded_buffer(host: SSHHo
     keeps the rest: a reader that takes less than everything buffered let the buffer grow without bound
     (112 MB in a log flood under a CPU hog). The consumer here is slow on purpose (a pause per piece is the
     load being modelled, not synchronisation)."""
-    import tracemalloc
-
     total = 48 * 1024 * 1024
     got = 0
-    tracemalloc.start()
-    try:
+    with peak_rss() as memory:
         async for chunk in host.stream_bytes(f"exec head -c {total} /dev/zero"):
             got += len(chunk)
             await asyncio.sleep(0.002)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    peak = memory.added
     assert got == total
     assert peak < 16 * 1024 * 1024, f"peak {peak / 1e6:.1f} MB while streaming {total / 1e6:.0f} MB"

@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import shutil
 import time
-import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from tests.support import scenarios as sc
 from tests.support.cpuhog import cpu_hog
 from tests.support.eventually import eventually
 from tests.support.fake_session import FakeSession
+from tests.support.peak_rss import peak_rss
 from tests.support.remote_sim import remote_python
 from tests.support.sshd import TEST_HOME, Sshd, make_dir
 
@@ -106,9 +106,10 @@ async def test_log_flood_keeps_memory_bounded_and_the_tracker_never_raises(
 ) -> None:
     """Nothing lost and nothing held: every byte of the log is consumed (the follower's offset ends at the
     file size, the last line arrives, also when every core is busy), the tracker counts no internal error,
-    and our peak memory stays far below the flood's size (the follower cuts lines without a break into
-    bounded pieces, batches are flushed), while viewers get batches at about 4 per second, not one event
-    per line."""
+    and the resident memory the watcher adds at its peak (`tests.support.peak_rss`: every byte in RAM, the
+    SSH layer's C buffers included) stays far below the flood's size (the follower cuts lines without a
+    break into bounded pieces, batches are flushed), while viewers get batches at about 4 per second, not
+    one event per line."""
     lines = 0
     chars = 0
     batches = 0
@@ -122,21 +123,15 @@ async def test_log_flood_keeps_memory_bounded_and_the_tracker_never_raises(
             chars += sum(len(line.text) for line in event.lines)
             last = event.lines[-1].text
 
-    try:
-        async with SSHHost(target(sshd), ssh_options) as host, flood(host, tmp_path) as (record, log):
-            tracemalloc.start()
+    async with SSHHost(target(sshd), ssh_options) as host, flood(host, tmp_path) as (record, log):
+        watch = ServerWatch(host, record, emit, state_dir=f"~/.specdash-tests/{tmp_path.name}-flood")
+        with peak_rss() as memory, cpu_hog(hog, seconds=SECONDS + 300):
             began = time.monotonic()
-            watch = ServerWatch(host, record, emit, state_dir=f"~/.specdash-tests/{tmp_path.name}-flood")
-            with cpu_hog(hog, seconds=SECONDS + 300):
-                async with asyncio.timeout(SECONDS + 300):
-                    await watch.run()
+            async with asyncio.timeout(SECONDS + 300):
+                await watch.run()
             took = time.monotonic() - began
-            _, peak = tracemalloc.get_traced_memory()
-            tracemalloc.stop()
-            size = int((await host.run(f"stat -c %s {log}")).stdout)
-    finally:
-        if tracemalloc.is_tracing():
-            tracemalloc.stop()
+        size = int((await host.run(f"stat -c %s {log}")).stdout)
+    peak = memory.added
     assert last == "FLOOD END"
     assert watch.follower.offset == size
     assert watch.tracker.internal_errors == 0
@@ -147,7 +142,7 @@ async def test_log_flood_keeps_memory_bounded_and_the_tracker_never_raises(
     timing(
         f"log flood{' under a CPU hog' if hog else ''}: {size / 1e6:.1f} MB, {lines} lines in {took:.1f} s "
         "through the watcher; "
-        f"peak traced memory {peak / 1e6:.1f} MB; {batches} batches; tracker internal errors 0"
+        f"peak resident memory added {peak / 1e6:.1f} MB; {batches} batches; tracker internal errors 0"
     )
 
 

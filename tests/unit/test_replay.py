@@ -17,6 +17,7 @@ from specdash.core.startup_events import Crashed, MetricsSeen, PhaseChanged, Pro
 from specdash.core.timeline import Outcome, replay_file, replay_text
 from specdash.engines.registry import detect_engine
 from tests.support.cli import cli
+from tests.support.peak_rss import peak_rss
 
 LOGS = Path(__file__).parent.parent / "fixtures" / "logs"
 EXPECTED: dict[str, dict[str, Any]] = tomllib.loads((LOGS / "expected.toml").read_text())
@@ -226,8 +227,6 @@ def test_cli_exit_code_says_the_outcome(name: str, code: int) -> None:
 def test_replay_streams_a_large_log_in_bounded_memory(tmp_path: Path) -> None:
     """A 20 MB log (serving lines, then a crash at its very end) is read in a bounded amount of memory, and
     its last lines decide."""
-    import tracemalloc
-
     big = tmp_path / "big.log"
     line = b"[2026-03-22 13:53:37 TP0] Decode batch, #running-req: 6, #token: 42414, token usage: 0.04, " * 2 + b"\n"
     with big.open("wb") as out:
@@ -238,13 +237,9 @@ def test_replay_streams_a_large_log_in_bounded_memory(tmp_path: Path) -> None:
         out.write(
             b'  File "/x/scheduler.py", line 1, in run\n    step()\nRuntimeError: CUDA error: illegal memory access\n'
         )
-    tracemalloc.start()
-    try:
-        with big.open("rb") as stream:
-            timeline = replay_file(stream)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    with peak_rss() as memory, big.open("rb") as stream:
+        timeline = replay_file(stream)
+    peak = memory.added
     assert timeline.outcome is Outcome.CRASHED
     assert timeline.decision is not None and timeline.decision.line.startswith("RuntimeError: CUDA error")
     assert timeline.lines > 100_000
