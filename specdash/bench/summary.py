@@ -95,6 +95,9 @@ class LevelStats:
     """Mean tokens per content chunk (≈ acceptance length under speculation)."""
     warnings: tuple[str, ...] = field(default_factory=tuple)
     """Client-side warnings (estimated counts, short responses, no steady state)."""
+    in_flight_at_loss: int | None = None
+    """Requests in flight when the first request lost its connection (`in_flight_at_loss`): the load a crash
+    came at; None when no request lost one."""
 
 
 def summarize(samples: Sequence[RequestSample], concurrency: int) -> LevelStats:
@@ -161,6 +164,7 @@ def summarize(samples: Sequence[RequestSample], concurrency: int) -> LevelStats:
         accept_length=sum(accept) / len(accept) if accept else None,
         tokens_per_chunk=total / chunks if chunks else None,
         warnings=tuple(warnings),
+        in_flight_at_loss=in_flight_at_loss(samples),
     )
 
 

@@ -186,6 +186,7 @@ class LevelResult:
             accept_per_position=self.server.accept_per_position,
             warning="; ".join(self.warnings),
             slo=self.slo,
+            in_flight_at_loss=st.in_flight_at_loss,
         )
 
     def to_json(self) -> dict[str, Any]:

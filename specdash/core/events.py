@@ -148,6 +148,8 @@ class LevelRow:
     """The level against the sweep's SLO (attainment, goodput), when one is set."""
     crash: str = ""
     """Why the server died during this level (its exception line), when it did: the level it crashed at."""
+    in_flight_at_loss: int | None = None
+    """Requests in flight when the level's first request lost its connection (the load a crash came at)."""
 
 
 @dataclass(frozen=True)

@@ -80,3 +80,14 @@ async def test_a_crash_no_request_saw_gives_no_count_until_one_does(build: AppFa
         await settle_screen(pilot)
         card = str(app.screen.query_one("#bench-crash", Label).render())
         assert card.startswith(f"✗ CRASH at C=20 (eagle3, 16 requests running): {sc.CRASH_REASON}\n"), card
+
+
+async def test_the_level_that_ended_by_the_crash_brings_its_own_count(build: AppFactory) -> None:
+    """A level the crash failed (its result came) carries the count in its row; no tick had to bring it."""
+    app, session = build(sc.ready_with_bench()[:4])
+    row = replace(sc.ROWS[5], status="failed", crash=sc.CRASH_REASON, in_flight_at_loss=11)
+    async with app.run_test(size=(160, 45)) as pilot:
+        session.emit(replace(CRASHED_AT_20, rows=(*sc.ROWS[:5], row)), DIED)
+        await settle_screen(pilot)
+        card = str(app.screen.query_one("#bench-crash", Label).render())
+        assert card.startswith(f"✗ CRASH at C=20 (eagle3, 11 requests running): {sc.CRASH_REASON}\n"), card

@@ -645,7 +645,10 @@ class DashboardScreen(Screen[None]):
             self.query_one(BenchPanel).show_crash_card("")
             return
         excerpt = self._crash.excerpt if self._crash is not None else ()
-        running = self.query_one(BenchPanel).in_flight_at_loss.get((row.mode, row.concurrency))
+        # The level's record when it ended; the live count while it was cut off mid-run (same samples, same rule).
+        running = row.in_flight_at_loss
+        if running is None:
+            running = self.query_one(BenchPanel).in_flight_at_loss.get((row.mode, row.concurrency))
         back = self._status.phase is Phase.READY
         card = crash_card(row.mode, row.concurrency, row.crash, excerpt, running, self._rerun_levels(row), back)
         self.query_one(BenchPanel).show_crash_card(card)
