@@ -286,6 +286,7 @@ class TuneRunner:
             self.session.config, modes={**self.session.config.modes, mode: seeded}
         )
         ready = False
+        measuring: int | None = None  # the level on the server now: the one a crash comes at
         for _attempt in range(3):
             try:
                 if not ready:  # every (candidate, pass) is a restart of its own, with its own seed
@@ -293,7 +294,9 @@ class TuneRunner:
                     ready = True
                 while levels:  # the missing levels, then blocks of the contended ones on the same server
                     for c in levels:
+                        measuring = c
                         await self._level(candidate, mode, repeat, c)
+                    measuring = None
                     levels = self._needs_blocks(candidate, repeat)
                     if levels:
                         where = ",".join(map(str, levels))
@@ -319,8 +322,9 @@ class TuneRunner:
                 if not ready:  # it was restarted but never became ready: still a restart
                     self._record({"type": "startup", "candidate": candidate, "repeat": repeat, "seconds": None})
                 crash = status.crash.reason if status.crash else exc.message
-                done = self.state.values.get(candidate, {}).get(repeat, {})
-                in_flight = next((c for c in levels if c not in done), None) if ready else None
+                # The level being measured, not the first one missing: a level that failed without a crash (a
+                # timeout on a busy machine) stays missing, and the crash at the next one was put on it.
+                in_flight = measuring if ready else None
                 self._record(
                     {"type": "crash", "candidate": candidate, "repeat": repeat, "c": in_flight, "reason": crash}
                     | {"error": exc.message}

@@ -9,9 +9,14 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from specdash.config import HostConfig, parse
 from specdash.engines.registry import names
 from specdash.engines.spec_settings import SpecSetting
+from specdash.errors import SpecdashError
+from specdash.phases import CrashInfo, Phase
+from specdash.remote.events import ConnectionState
 from specdash.remote.options import SSHOptions
 from specdash.remote.ssh import SSHHost
 from specdash.server.remote_session import RemoteSession
@@ -115,3 +120,32 @@ def test_the_eta_is_unknown_before_any_start_then_does_not_jump(tmp_path: Path) 
     runner.state.apply({"type": "level", "candidate": "baseline", "repeat": 0, "c": 1, "tok_s": 80.0, "seconds": 10.0})
     after = runner.eta(0, 0, order)
     assert after is not None and after.seconds == before.seconds - 10.0
+
+
+async def test_a_crash_is_put_on_the_level_it_came_at_after_a_level_that_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """C=1 failed without a crash (a timeout on a busy machine: it stays missing), then the server crashed at
+    C=16: the crash is journaled at 16, the level being measured, not at the first level still missing (ci15
+    recorded the tune demo's crash at the wrong level this way)."""
+    runner = runner_for(tmp_path, TuneState())
+    session = runner.session
+    monkeypatch.setattr(SSHHost, "state", property(lambda _host: ConnectionState.CONNECTED))
+    measured: list[int] = []
+
+    async def restart(candidate: str, mode: str, repeat: int) -> None:
+        pass
+
+    async def level(candidate: str, mode: str, repeat: int, c: int) -> None:
+        measured.append(c)
+        if c == 16:
+            session._status = replace(session.status, phase=Phase.CRASHED, crash=CrashInfo("RuntimeError: boom"))
+            raise SpecdashError("k2 crashed during the sweep; finished levels are kept")
+
+    runner._restart = restart  # type: ignore[method-assign]
+    runner._level = level  # type: ignore[method-assign]
+    await runner._measure("k2", 0, [1, 4, 16])
+    assert measured == [1, 4, 16]
+    records = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    (crash,) = [r for r in records if r.get("type") == "crash"]
+    assert (crash["candidate"], crash["c"], crash["reason"]) == ("k2", 16, "RuntimeError: boom")
