@@ -1,13 +1,17 @@
 """How many log lines per CPU-second the startup tracker handles (the dashboard needs 10,000 lines/s).
 
-Run: .venv/bin/python benchmarks/tracker_throughput.py
+Run: .venv/bin/python benchmarks/tracker_throughput.py [--tracemalloc]
 CPU time (process_time), not wall time: what "eating a core" means, and steadier on a busy machine.
+`--tracemalloc` measures the same under `tracemalloc`, which the log flood test once used to measure memory
+(why it no longer does: `tests/support/peak_rss.py`).
 """
 
 from __future__ import annotations
 
 import statistics
+import sys
 import time
+import tracemalloc
 
 from specdash.core.startup import StartupTracker
 
@@ -25,6 +29,9 @@ LINES = [
 def main() -> None:
     text = "\n".join(LINES * 20_000) + "\n"
     count = text.count("\n")
+    traced = "--tracemalloc" in sys.argv[1:]
+    if traced:
+        tracemalloc.start()
     rates = []
     for _ in range(5):
         tracker = StartupTracker("sglang")
@@ -32,7 +39,9 @@ def main() -> None:
         tracker.feed(text, now=1.0)
         rates.append(count / (time.process_time() - start))
     median = statistics.median(rates)
-    print(f"lines: {count}, runs: 5, median {median:,.0f} lines per CPU-second, min {min(rates):,.0f}")
+    if traced:
+        tracemalloc.stop()
+    print(f"{'under tracemalloc: ' if traced else ''}lines: {count}, runs: 5, median {median:,.0f} lines per CPU-second, min {min(rates):,.0f}")
     print(f"10,000 lines/s costs {10_000 / median:.0%} of one core")
 
 
