@@ -41,7 +41,8 @@ def main() -> None:
     median = statistics.median(rates)
     if traced:
         tracemalloc.stop()
-    print(f"{'under tracemalloc: ' if traced else ''}lines: {count}, runs: 5, median {median:,.0f} lines per CPU-second, min {min(rates):,.0f}")
+    label = "under tracemalloc: " if traced else ""
+    print(f"{label}lines: {count}, runs: 5, median {median:,.0f} lines per CPU-second, min {min(rates):,.0f}")
     print(f"10,000 lines/s costs {10_000 / median:.0%} of one core")
 
 
