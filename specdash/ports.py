@@ -33,8 +33,7 @@ def ephemeral_low() -> int:
 def is_free(host: str, port: int) -> bool:
     """Whether a listening socket could bind `host:port` now (an address not on this machine counts as free:
     the test suite's network namespaces)."""
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind: TIME_WAIT is no conflict
+    with socket.socket() as sock:  # no SO_REUSEADDR: a port with connections in TIME_WAIT counts as held
         try:
             sock.bind((host, port))
         except OSError as err:

@@ -3,12 +3,12 @@
 Most of the suite waits on real processes, sockets and simulated time, so `make test` runs more workers than
 the machine has cores. A test marked `exclusive_cpu` (it starts a CPU hog of its own, or holds the machine to a
 responsiveness bound) would then measure the other workers' tests, not specdash: it takes the machine alone.
-Every other test's call holds a shared lock; an exclusive call waits until the calls in flight are done and
-holds new ones back until it ends. A gate lock in front gives the exclusive call priority (plain `flock` would
+Every other test holds a shared lock; an exclusive test waits until the tests in flight are done and holds
+new ones back until it ends. A gate lock in front gives the exclusive test priority (plain `flock` would
 let a stream of shared holders starve it). Outside xdist there is one process and nothing to take.
 
-Only the call phase is locked: fixtures (an sshd, a simulator per module) start beside it, which costs the
-exclusive test a little of the machine for a moment, not its measurement.
+The lock is held around a test's setup, call and teardown (`pytest_runtest_protocol` in tests/conftest.py), so
+an exclusive test's fixtures start alone too, and the wait for the lock is in no phase's reported duration.
 """
 
 from __future__ import annotations

@@ -13,11 +13,9 @@ machine holds now.
 
 from __future__ import annotations
 
-import errno
 import os
-import socket
 
-from specdash.ports import TESTS_BELOW, ephemeral_low
+from specdash.ports import TESTS_BELOW, ephemeral_low, is_free
 
 _FLOOR = 10000
 
@@ -37,24 +35,12 @@ _BLOCK = _block()
 _next = 0
 
 
-def _free(host: str, port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind((host, port))
-        except OSError as err:
-            if err.errno == errno.EADDRNOTAVAIL:
-                # An address of a network namespace the test made: nothing here can hold it.
-                return True
-            return False
-        return True
-
-
 def free_port(host: str = "127.0.0.1") -> int:
     """A port of this worker's block that no test of this worker was given before and nothing holds now."""
     global _next
     for _ in range(len(_BLOCK)):
         port = _BLOCK[_next % len(_BLOCK)]
         _next += 1
-        if _free(host, port):
+        if is_free(host, port):
             return port
     raise RuntimeError(f"no free port left in {_BLOCK.start}-{_BLOCK.stop - 1} for this test worker")

@@ -13,6 +13,7 @@ import pytest
 
 from tests.support import cpu_lock, durations
 from tests.support.cpuhog import cpu_hog
+from tests.support.eventually import eventually_sync
 
 
 @pytest.fixture
@@ -47,7 +48,7 @@ def test_an_exclusive_holder_waits_for_the_shared_ones_and_holds_new_ones_back()
     assert shared_in.wait(10)
     alone = threading.Thread(target=exclusive)
     alone.start()
-    assert _gate_taken_within(10), "the exclusive holder never reached the gate"
+    eventually_sync(_gate_taken, timeout=10, what="the exclusive holder waiting at the gate")
     late = threading.Thread(target=shared, args=("late",))
     late.start()
     release_shared.set()
@@ -56,20 +57,17 @@ def test_an_exclusive_holder_waits_for_the_shared_ones_and_holds_new_ones_back()
     assert events == ["first in", "first out", "exclusive in", "exclusive out", "late in", "late out"], events
 
 
-def _gate_taken_within(seconds: float) -> bool:
-    """Whether someone holds the gate (the exclusive holder, waiting for the shared ones), polled to a deadline."""
+def _gate_taken() -> bool:
+    """Whether someone holds the gate (the exclusive holder, waiting for the shared ones)."""
     paths = cpu_lock._paths()
     assert paths is not None
-    deadline = time.monotonic() + seconds
     with open(paths[0], "a") as gate:
-        while time.monotonic() < deadline:
-            try:
-                fcntl.flock(gate, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-            fcntl.flock(gate, fcntl.LOCK_UN)
-            time.sleep(0.01)
-    return False
+        try:
+            fcntl.flock(gate, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(gate, fcntl.LOCK_UN)
+        return False
 
 
 def test_outside_xdist_there_is_no_lock_to_take(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,25 +96,35 @@ UNIT = Path(__file__).resolve().parent
 STARTS = {"run", "Popen", "call", "check_call", "check_output", "create_subprocess_exec", "create_subprocess_shell"}
 
 
+def process_starts(source: str, name: str) -> list[str]:
+    """Where `source` starts a process (subprocess, asyncio's) or reaches for the test sshd."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in STARTS and isinstance(node.value, ast.Name):
+            if node.value.id in {"subprocess", "asyncio"}:
+                found.append(f"{name}:{node.lineno} {node.value.id}.{node.attr}")
+        if isinstance(node, ast.ImportFrom) and (node.module or "").endswith(("support.sshd", "integration.conftest")):
+            found.append(f"{name}:{node.lineno} imports {node.module}")
+        if isinstance(node, ast.arg) and node.arg == "sshd":
+            found.append(f"{name}:{node.lineno} takes the sshd fixture")
+    return found
+
+
 def test_the_unit_tier_starts_no_process_and_no_sshd() -> None:
     """unit/ is logic in this process: a test that starts a process (subprocess, asyncio's) or an sshd lives in
     integration/. (Checked in the source: a library's own helper process, matplotlib's fc-list, is not ours.)"""
-    found = []
-    for path in sorted(UNIT.glob("test_*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Attribute) and node.attr in STARTS and isinstance(node.value, ast.Name):
-                if node.value.id in {"subprocess", "asyncio"}:
-                    found.append(f"{path.name}:{node.lineno} {node.value.id}.{node.attr}")
-            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith(
-                ("support.sshd", "integration.conftest")
-            ):
-                found.append(f"{path.name}:{node.lineno} imports {node.module}")
-            if isinstance(node, ast.arg) and node.arg == "sshd":
-                found.append(f"{path.name}:{node.lineno} takes the sshd fixture")
+    found = [hit for path in sorted(UNIT.glob("test_*.py")) for hit in process_starts(path.read_text(), path.name)]
     assert not found, found
 
 
 def test_the_rule_sees_a_process_started_the_usual_ways() -> None:
-    sample = "import subprocess, asyncio\nsubprocess.run(['x'])\nasyncio.create_subprocess_exec('x')\n"
-    names = {n.attr for n in ast.walk(ast.parse(sample)) if isinstance(n, ast.Attribute) and n.attr in STARTS}
-    assert names == {"run", "create_subprocess_exec"}
+    sample = (
+        "import subprocess, asyncio\nfrom tests.support.sshd import Sshd\nsubprocess.run(['x'])\n"
+        "asyncio.create_subprocess_exec('x')\nasyncio.sleep(1)\ndef test_x(sshd): pass\n"
+    )
+    assert sorted(process_starts(sample, "t.py")) == [
+        "t.py:2 imports tests.support.sshd",
+        "t.py:3 subprocess.run",
+        "t.py:4 asyncio.create_subprocess_exec",
+        "t.py:6 takes the sshd fixture",
+    ]
