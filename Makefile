@@ -51,7 +51,7 @@ newest: install
 	$(PY) tests/install/newest.py $(NEWEST)
 
 # Workers for `make test` (pytest-xdist): four on the 2-core machine the suite is kept green on. Most tests wait on
-# real processes, sockets and simulated time (two workers left the CPU 40 % idle; four, 25 %): 28.5 min -> 20.7 min.
+# real processes, sockets and simulated time (two workers left the CPU 40 % idle; four, 20-25 %): 28.5 min -> 16.9 min.
 # A test that loads every core itself is marked `exclusive_cpu` and runs alone (tests/support/cpu_lock.py). Each
 # worker has its own sshd, namespaces, port block and temp dirs. A test file stays on one worker (`loadfile`):
 # module fixtures that run every CLI case once are not run twice; files go slowest first (tests/durations.json,

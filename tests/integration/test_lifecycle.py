@@ -23,7 +23,7 @@ from specdash.remote.ssh import SSHHost, SSHOptions
 from specdash.server.lifecycle import Lifecycle, PortBusy, ServerAlreadyRunning
 from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import remote_alive, target
-from tests.support.cpuhog import cpu_hog
+from tests.support.cpuhog import IDLE_AND_HOGGED, cpu_hog
 from tests.support.ports import free_port
 from tests.support.recorder import Recorder
 from tests.support.remote_sim import overload, sim_config
@@ -155,9 +155,7 @@ async def test_switch_stops_one_mode_and_starts_the_other(
 
 
 @pytest.mark.usefixtures("cleanup")
-@pytest.mark.parametrize(
-    "hog", [pytest.param(False, id="idle"), pytest.param(True, id="cpu-hog", marks=pytest.mark.exclusive_cpu)]
-)
+@IDLE_AND_HOGGED
 async def test_crash_is_reported_with_the_runtime_error_line(
     sshd: Sshd, ssh_options: SSHOptions, host_cfg: HostConfig, cfg: Config, port: int, hog: bool
 ) -> None:

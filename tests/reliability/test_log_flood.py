@@ -11,7 +11,6 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 from textual import events
 
 from specdash.config import UIConfig
@@ -25,7 +24,7 @@ from specdash.ui.widgets.logview import MAX_LINE_CHARS, MAX_LINES, LogView
 from tests.integration.conftest import target
 from tests.reliability.conftest import timing
 from tests.support import scenarios as sc
-from tests.support.cpuhog import cpu_hog
+from tests.support.cpuhog import IDLE_AND_HOGGED, cpu_hog
 from tests.support.eventually import eventually
 from tests.support.fake_session import FakeSession
 from tests.support.peak_rss import peak_rss
@@ -93,14 +92,7 @@ async def flood(host: SSHHost, tmp_path: Path) -> AsyncIterator[tuple[RunRecord,
         shutil.rmtree(scripts, ignore_errors=True)
 
 
-HOG = pytest.mark.parametrize(
-    "hog", [pytest.param(False, id="idle"), pytest.param(True, id="cpu-hog", marks=pytest.mark.exclusive_cpu)]
-)
-"""Each flood test runs twice: beside the other workers' tests, and alone with a busy process on every core
-(started and stopped by the test)."""
-
-
-@HOG
+@IDLE_AND_HOGGED
 async def test_log_flood_keeps_memory_bounded_and_the_tracker_never_raises(
     sshd: Sshd, ssh_options: SSHOptions, tmp_path: Path, hog: bool
 ) -> None:
@@ -146,7 +138,7 @@ async def test_log_flood_keeps_memory_bounded_and_the_tracker_never_raises(
     )
 
 
-@HOG
+@IDLE_AND_HOGGED
 async def test_the_dashboard_stays_responsive_under_the_flood(
     sshd: Sshd, ssh_options: SSHOptions, tmp_path: Path, hog: bool
 ) -> None:

@@ -22,7 +22,7 @@ from specdash.server.lifecycle import Lifecycle, PortBusy
 from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import remote_alive, target
 from tests.reliability.conftest import state_dir, timing
-from tests.support.cpuhog import cpu_hog
+from tests.support.cpuhog import IDLE_AND_HOGGED, cpu_hog
 from tests.support.eventually import eventually
 from tests.support.ports import free_port
 from tests.support.recorder import Recorder
@@ -37,9 +37,7 @@ def host_cfg(sshd: Sshd, tmp_path: Path, ssh_options: SSHOptions, loopback_clean
     return hc
 
 
-@pytest.mark.parametrize(
-    "hog", [pytest.param(False, id="idle"), pytest.param(True, id="cpu-hog", marks=pytest.mark.exclusive_cpu)]
-)
+@IDLE_AND_HOGGED
 async def test_crash_at_batch_10_fails_the_level_in_flight_and_keeps_earlier_ones(
     sshd: Sshd, ssh_options: SSHOptions, host_cfg: HostConfig, tmp_path: Path, hog: bool
 ) -> None:

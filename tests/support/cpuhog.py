@@ -12,7 +12,15 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
+import pytest
+
 from tests.support import cpu_lock
+
+IDLE_AND_HOGGED = pytest.mark.parametrize(
+    "hog", [pytest.param(False, id="idle"), pytest.param(True, id="cpu-hog", marks=pytest.mark.exclusive_cpu)]
+)
+"""Run a test twice: beside the other workers' tests (`hog` False), and alone with a busy process on every core
+that the test starts and stops (`hog` True: `cpu_hog(hog)`; `exclusive_cpu` gives it the machine)."""
 
 _LOOP = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
 
