@@ -1,9 +1,9 @@
 """The peak resident memory a block of code added to this process, read from the kernel.
 
 Why not `tracemalloc`: it sees only Python's own allocations (not the C buffers of asyncssh, cryptography or
-the SSL layer), and it slows every allocation: the log flood's watcher took 73 s for a 30 s flood under it
-and kept up with the writer (30.4 s) without it, so the test measured a watcher four times slower than the
-one users run. The kernel's high-water mark covers every byte the process holds in RAM.
+the SSL layer), and it slows every allocation: the startup tracker needs about five times the CPU per line
+under it (`benchmarks/tracker_throughput.py --tracemalloc`), so the log flood's watcher fell behind a 30 s flood
+(73 s) where the one users run keeps up (30.4 s), and the test measured the slower one. The kernel's high-water mark covers every byte the process holds in RAM.
 
 How: free what can be freed first (a full garbage collection, then glibc's `malloc_trim(0)`, which hands free
 heap pages back to the kernel), so that memory an earlier test of this worker freed cannot absorb the block's
