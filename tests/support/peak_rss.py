@@ -3,7 +3,8 @@
 Why not `tracemalloc`: it sees only Python's own allocations (not the C buffers of asyncssh, cryptography or
 the SSL layer), and it slows every allocation: the startup tracker needs about five times the CPU per line
 under it (`benchmarks/tracker_throughput.py --tracemalloc`), so the log flood's watcher fell behind a 30 s flood
-(73 s) where the one users run keeps up (30.4 s), and the test measured the slower one. The kernel's high-water mark covers every byte the process holds in RAM.
+(73 s) where the one users run keeps up (30.4 s), and the test measured the slower one. The kernel's
+high-water mark covers every byte the process holds in RAM.
 
 How: free what can be freed first (a full garbage collection, then glibc's `malloc_trim(0)`, which hands free
 heap pages back to the kernel), so that memory an earlier test of this worker freed cannot absorb the block's
