@@ -107,6 +107,7 @@ class RemoteSession:
         self._listeners: list[Listener] = []
         self._watch: ServerWatch | None = None
         self._watch_task: asyncio.Task[None] | None = None
+        self._retired: set[asyncio.Task[None]] = set()  # replaced watches, cancelled, until they have ended
         self._status = ServerStatus(Phase.STOPPED, origin=Origin.UNKNOWN)
         self._record: RunRecord | None = None
         self._sweep_task: asyncio.Task[object] | None = None
@@ -676,6 +677,7 @@ class RemoteSession:
     # -- watching ---------------------------------------------------------------------------------------
 
     def _watch_run(self, record: RunRecord, note: str = "", origin: Origin = Origin.LAUNCHED) -> None:
+        self._retire_watch()
         self._record = record
         history = self._history(record.mode)
         stuck = mode.stuck if (mode := self.config.modes.get(record.mode)) is not None else None
@@ -689,10 +691,17 @@ class RemoteSession:
             "members": self.lifecycle.members,
         }
         watch: ServerWatch
+
+        def emit(event: SessionEvent) -> None:
+            # Only the current run's watch speaks: a replaced one's late status (a crashed run's exit, read
+            # after the next start) would overwrite the new run's, and a tune took its own restart for a crash.
+            if self._watch is watch:
+                self._emit_watch(event)
+
         if isinstance(self.lifecycle, SlurmLifecycle) and record.job_id:
-            watch = SlurmWatch(self.host, record, self._emit_watch, lifecycle=self.lifecycle, stuck=stuck, **common)
+            watch = SlurmWatch(self.host, record, emit, lifecycle=self.lifecycle, stuck=stuck, **common)
         else:
-            watch = ServerWatch(self.host, record, self._emit_watch, stuck=stuck, **common)  # type: ignore[arg-type]
+            watch = ServerWatch(self.host, record, emit, stuck=stuck, **common)  # type: ignore[arg-type]
         if note:
             watch.state.note = note
         self._watch = watch
@@ -701,13 +710,21 @@ class RemoteSession:
         self._set_status(watch.status())
         self._watch_task = asyncio.create_task(watch.run(), name=f"watch-{record.id}")
 
-    async def _stop_watching(self) -> None:
+    def _retire_watch(self) -> None:
+        """Stop watching the current run without waiting (a start after a crash: the crashed run's watch may
+        still be reading its exit). `_stop_watching` waits for what was retired."""
         task, self._watch_task, self._watch = self._watch_task, None, None
         if task is not None and not task.done():
             task.cancel()
+            self._retired.add(task)
+            task.add_done_callback(self._retired.discard)
+
+    async def _stop_watching(self) -> None:
+        self._retire_watch()
+        if self._retired:
             # Not `suppress(CancelledError)` around `await task`: that would swallow a cancel of the caller
             # too (a cancelled tune's stop went on to start the next setting).
-            await asyncio.gather(task, return_exceptions=True)
+            await asyncio.gather(*self._retired, return_exceptions=True)
 
     def _emit_watch(self, event: SessionEvent) -> None:
         if isinstance(event, ServerStatus):

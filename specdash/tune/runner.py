@@ -340,6 +340,14 @@ class TuneRunner:
         # A stop and a start, never a switch: a resident live mode would sleep beside the one measured, or wake.
         if self.session.server_live():
             await self.session.stop()
+        elif self.session.status.phase is Phase.CRASHED:
+            # After a crashed setting, what it left (ranks still dying, a hung launcher) is cleaned up first, as
+            # `x` does after a crash: the host refuses a start while any of it lives. A failed clean-up is not
+            # this setting's crash: the start below says what is still there.
+            try:
+                await self.session.stop()
+            except SpecdashError as exc:
+                self._progress(f"[{candidate}] cleaning up after the last crash: {exc.message}")
         await self.session.start(mode)
         status = await self.session.wait_ready(mode)
         self.restarting = False

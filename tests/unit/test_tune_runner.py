@@ -149,3 +149,38 @@ async def test_a_crash_is_put_on_the_level_it_came_at_after_a_level_that_failed(
     records = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
     (crash,) = [r for r in records if r.get("type") == "crash"]
     assert (crash["candidate"], crash["c"], crash["reason"]) == ("k2", 16, "RuntimeError: boom")
+
+
+async def test_the_restart_after_a_crashed_setting_cleans_up_what_it_left_first(tmp_path: Path) -> None:
+    """The last setting crashed (nothing runs, as far as the status says): the next restart stops what the crash
+    left before it starts, as `x` does after a crash; the host refuses a start while any of it lives. A failed
+    clean-up is said, and the start still runs (its refusal names what is left)."""
+    runner = runner_for(tmp_path, TuneState())
+    session = runner.session
+    calls: list[str] = []
+    progress: list[str] = []
+    runner.on_event = lambda event: progress.append(event.text)
+
+    async def stop() -> None:
+        calls.append("stop")
+        if len(calls) > 2:
+            raise SpecdashError("stopping run r1 on h failed: ssh: connection reset")
+
+    async def start(mode: str) -> None:
+        calls.append(f"start {mode}")
+
+    async def wait_ready(mode: str) -> object:
+        return replace(session.status, phase=Phase.READY, mode=mode)
+
+    session.stop = stop  # type: ignore[method-assign]
+    session.start = start  # type: ignore[method-assign]
+    session.wait_ready = wait_ready  # type: ignore[method-assign,assignment]
+    session._status = replace(session.status, phase=Phase.CRASHED, crash=CrashInfo("RuntimeError: boom"))
+    await runner._restart("k2", "ngram", 0)
+    assert calls == ["stop", "start ngram"]
+    await runner._restart("k1", "ngram", 0)  # the status still says CRASHED (the stubs leave it): stop fails
+    assert calls[2:] == ["stop", "start ngram"]
+    assert any("cleaning up after the last crash" in line and "connection reset" in line for line in progress)
+    session._status = replace(session.status, phase=Phase.STOPPED, crash=None)
+    await runner._restart("k4", "ngram", 0)
+    assert calls[4:] == ["start ngram"], "nothing to clean up after a clean stop"
