@@ -52,15 +52,18 @@ newest: install
 
 # Workers for `make test` (pytest-xdist): four on the 2-core machine the suite is kept green on. Most tests wait on
 # real processes, sockets and simulated time (two workers left the CPU 40 % idle; four, 20-25 %): 28.5 min -> 16.9 min.
-# A test that loads every core itself is marked `exclusive_cpu` and runs alone (tests/support/cpu_lock.py). Each
-# worker has its own sshd, namespaces, port block and temp dirs. A test file stays on one worker (`loadfile`):
+# Each worker has its own sshd, namespaces, port block and temp dirs. A test file stays on one worker (`loadfile`):
 # module fixtures that run every CLI case once are not run twice; files go slowest first (tests/durations.json,
-# tests/support/durations.py). `make test TEST_WORKERS=0` runs in one process. The 25 slowest tests are listed at
-# the end.
+# tests/support/durations.py). `make test TEST_WORKERS=0` runs in one process. The 25 slowest tests are listed.
+# A test that loads every core itself is marked `exclusive_cpu` and needs the machine alone: those run after the
+# workers, in one process. Among the workers (tests/support/cpu_lock.py) each one first waited for every test in
+# flight to end, with the other workers held back meanwhile: 101 s of waiting for the first two (ci20).
 TEST_WORKERS ?= 4
+PYTEST := env -u NO_COLOR -u TEXTUAL $(PY) -m pytest -q
 
 test: install system-deps check newest
-	env -u NO_COLOR -u TEXTUAL $(PY) -m pytest -q -m "not engine" -n $(TEST_WORKERS) --dist loadfile --durations=25
+	$(PYTEST) -m "not engine and not exclusive_cpu" -n $(TEST_WORKERS) --dist loadfile --durations=25
+	$(PYTEST) -m "exclusive_cpu and not engine" -n 0 --durations=5
 
 # The real-engine tests: installs the vLLM CPU build and builds a local random-weight model into .engine/
 # (about 2 min and 3.5 GB the first time; reused afterwards), then runs the tests marked `engine` against it
