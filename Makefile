@@ -50,18 +50,21 @@ newest: install
 	$(NEWEST)/bin/python -m pip install -q --upgrade --upgrade-strategy eager .
 	$(PY) tests/install/newest.py $(NEWEST)
 
-# Workers for `make test` (pytest-xdist): four on the 2-core machine the suite is kept green on. Most tests wait on
-# real processes, sockets and simulated time (two workers left the CPU 40 % idle; four, 20-25 %): 28.5 min -> 16.9 min.
-# Each worker has its own sshd, namespaces, port block and temp dirs. A test file stays on one worker (`loadfile`):
-# module fixtures that run every CLI case once are not run twice; files go slowest first (tests/durations.json,
-# tests/support/durations.py). `make test TEST_WORKERS=0` runs in one process. The 25 slowest tests are listed.
+# Workers for `make test` (pytest-xdist): six on the 2-core machine the suite is kept green on. Most tests wait on
+# real processes, sockets and simulated time: two workers left the CPU 40 % idle, four 29 %, six 18 % (the workers'
+# part: 28.5 min with two, 13.2 with four, 10.6 with six; ci21, ci22). Each worker has its own sshd, namespaces,
+# port block and temp dirs. A test file stays on one worker (`loadfile`): module fixtures that run every CLI case
+# once are not run twice; files go slowest first (tests/durations.json, tests/support/durations.py).
+# `make test TEST_WORKERS=0` runs in one process. The 25 slowest tests are listed.
 # A test that loads every core itself is marked `exclusive_cpu` and needs the machine alone: those run after the
 # workers, in one process. Among the workers (tests/support/cpu_lock.py) each one first waited for every test in
-# flight to end, with the other workers held back meanwhile: 101 s of waiting for the first two (ci20).
-TEST_WORKERS ?= 4
+# flight to end, with the other workers held back meanwhile: 546 worker-seconds of waiting in ci20.
+# `check` (mostly mypy, on one core) and `newest` (mostly pip) run side by side.
+TEST_WORKERS ?= 6
 PYTEST := env -u NO_COLOR -u TEXTUAL $(PY) -m pytest -q
 
-test: install system-deps check newest
+test: install system-deps
+	$(MAKE) --no-print-directory -j2 --output-sync=target check newest
 	$(PYTEST) -m "not engine and not exclusive_cpu" -n $(TEST_WORKERS) --dist loadfile --durations=25
 	$(PYTEST) -m "exclusive_cpu and not engine" -n 0 --durations=5
 
