@@ -24,6 +24,7 @@ from specdash.server.remote_session import RemoteSession
 from specdash.ui.app import SpecdashApp
 from specdash.ui.screens.confirm import ConfirmScreen, LevelsScreen
 from tests.integration.test_dashboard_live import live_demo, text
+from tests.support.notices import record_notices
 
 CRASH_LINE = "RuntimeError: The size of tensor a (160) must match the size of tensor b (2)"
 
@@ -105,8 +106,9 @@ async def test_after_an_ab_y_copies_the_policy_in_the_engines_flags() -> None:
         await wake.until(lambda: not session.sweep_running(), timeout=90)
         assert list(session.results) == ["baseline", "eagle3"]
 
+        notices = record_notices(app)
         await pilot.press("y")
-        await wake.until(lambda: any("Copied" in n.message for n in app._notifications))
+        await wake.until(lambda: any("Copied" in n.message for n in notices))
         copied = app.clipboard
         assert "#### The policy: eagle3 or baseline by load, in sglang's flags" in copied, copied
         assert "--speculative-algorithm EAGLE3" in copied and "--speculative-num-steps" in copied, copied

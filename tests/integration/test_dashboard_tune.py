@@ -24,6 +24,7 @@ from specdash.ui.app import SpecdashApp, make_app
 from specdash.ui.screens.confirm import ConfirmScreen
 from specdash.ui.screens.tune import TuneScreen
 from tests.support.eventually import eventually
+from tests.support.notices import record_notices
 
 FAST = 0.01
 SMALL = TuneConfig("small", "eagle3", "steps=1,3 topk=1 draft=2", levels="1,4", repeats=1)
@@ -97,6 +98,7 @@ async def test_while_a_tune_runs_the_server_keys_are_refused_and_work_after_it()
     async with demo_session(FAST) as demo:
         session = demo.session
         app = _small_tune_app(session)
+        notices = record_notices(app)
         async with app.run_test(size=(120, 40)) as pilot:
             await asyncio.wait_for(session.attached.wait(), 30)
 
@@ -118,8 +120,8 @@ async def test_while_a_tune_runs_the_server_keys_are_refused_and_work_after_it()
             await pilot.press("x", "r", "escape")
             await pilot.pause()
             assert app.screen is app.dashboard, "no question was asked"
-            refusals = [n.message for n in app._notifications if n.title == "Tune running"]
-            assert len(refusals) == 3, [n.message for n in app._notifications]
+            refusals = [n.message for n in notices if n.title == "Tune running"]
+            assert len(refusals) == 3, [n.message for n in notices]
             assert all(m.startswith("Tune small is running") and "T, then c" in m for m in refusals)
             assert not [w for w in app.workers if w.name in ("stop", "restart", "cancel sweep")]
             progress = app.tune_progress

@@ -15,6 +15,7 @@ from specdash.ui.widgets.bench import BenchLines, BenchPanel, BenchTable, row_ce
 from specdash.ui.widgets.charts import CurvesChart, LiveChart, nice_ticks
 from specdash.ui.widgets.gpu import GpuPanel
 from tests.support import scenarios as sc
+from tests.support.notices import record_notices
 from tests.support.settle import settle, settle_screen
 from tests.ui.conftest import AppFactory
 
@@ -386,6 +387,7 @@ async def test_a_short_terminal_gets_the_crossover_strip_and_every_level_instead
     side by side), and `p` says why it
     does nothing. From 34 rows the charts are back."""
     app, _ = build(sc.ready_with_bench())
+    notices = record_notices(app)
     async with app.run_test(size=size) as pilot:
         await _sweep_page_charts(pilot, size)
         screen = app.screen
@@ -398,12 +400,13 @@ async def test_a_short_terminal_gets_the_crossover_strip_and_every_level_instead
         assert table.row_count == 3 and table.scrollable_content_region.height >= 4  # header + one row per C
         await pilot.press("p")
         await settle_screen(pilot)
-        assert any("The charts need 34 rows" in n.message for n in app._notifications)
+        assert any("The charts need 34 rows" in n.message for n in notices)
 
 
 async def test_y_copies_the_sweep_as_markdown(build: AppFactory) -> None:
     """`y` puts the verdict and one row per C (modes side by side, the speedup) on the clipboard (OSC 52)."""
     app, _ = build(sc.ready_with_bench())
+    notices = record_notices(app)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         await pilot.press("y")
@@ -412,13 +415,14 @@ async def test_y_copies_the_sweep_as_markdown(build: AppFactory) -> None:
         assert text.startswith("### specdash sweep on root@gpu-box\n\n**eagle3 wins up to C=12.5; baseline above**")
         assert "| C | baseline tok/s | eagle3 tok/s | eagle3 speedup |" in text
         assert "| 1 | 152 | 371 | 2.44× |" in text and "| 20 | 2,210 | 1,905 | 0.86× |" in text
-        assert any("Copied the sweep and its policy" in n.message for n in app._notifications)
+        assert any("Copied the sweep and its policy" in n.message for n in notices)
 
 
 async def test_y_copies_what_the_verdict_means_in_the_engines_flags(build: AppFactory) -> None:
     """After an A/B, `y` also copies the policy: which mode at which load, and the eagle3 mode's own launch
     flags in each form the engine takes (fixed; dynamic: SGLang's adaptive tiers); the notice says so."""
     app, _ = build(sc.ready_with_bench())
+    notices = record_notices(app)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         await pilot.press("y")
@@ -430,17 +434,18 @@ async def test_y_copies_what_the_verdict_means_in_the_engines_flags(build: AppFa
         flags = "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
         assert f"```sh\n--speculative-algorithm EAGLE3 {flags}\n```" in text
         assert '"17": {"candidate_steps": [0]}' in text and "--speculative-adaptive-config adaptive.json" in text
-        notices = [n.message for n in app._notifications]
-        assert any("Copied the sweep and its policy in the engine's flags" in n for n in notices), notices
+        said = [n.message for n in notices]
+        assert any("Copied the sweep and its policy in the engine's flags" in n for n in said), said
 
 
 async def test_y_after_a_single_mode_sweep_says_there_is_no_policy(build: AppFactory) -> None:
     update = BenchUpdate(rows=sc.ROWS[:3], curves={"baseline": sc.BENCH.curves["baseline"]}, running=False)
     app, _ = build([*sc.ready_with_bench()[:4], update])
+    notices = record_notices(app)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         await pilot.press("y")
         await pilot.pause()
         assert "#### The policy" not in app.clipboard and "| 20 | 2,210 |" in app.clipboard
-        notices = [n.message for n in app._notifications]
-        assert any("no policy: it needs two modes measured, an A/B" in n for n in notices), notices
+        said = [n.message for n in notices]
+        assert any("no policy: it needs two modes measured, an A/B" in n for n in said), said

@@ -13,6 +13,7 @@ from specdash.phases import CrashInfo
 from specdash.ui.screens.confirm import LevelsScreen
 from specdash.ui.widgets.bench import BenchTable
 from tests.support import scenarios as sc
+from tests.support.notices import record_notices
 from tests.support.settle import settle, settle_screen
 from tests.ui.conftest import AppFactory
 
@@ -29,6 +30,7 @@ async def test_a_crash_mid_sweep_names_its_level_and_R_reruns_the_levels_around_
     build: AppFactory, size: tuple[int, int]
 ) -> None:
     app, session = build(sc.ready_with_bench()[:4])
+    notices = record_notices(app)
     async with app.run_test(size=size) as pilot:
         # The level's last tick: its sum of in-flight reports (8) is no load; the count at the lost connection is.
         session.emit(BenchTick("eagle3", 20, 3.0, 1900.0, 20, 64, inflight=8, in_flight_at_loss=14))
@@ -45,7 +47,7 @@ async def test_a_crash_mid_sweep_names_its_level_and_R_reruns_the_levels_around_
         assert card.splitlines()[1] == "  s starts eagle3 again, then R reruns C=5,20 · c: the crash in the log"
         await pilot.press("R")  # the server is down: R says why it does nothing
         await settle_screen(pilot)
-        assert any("The server is not ready: s starts eagle3, then R reruns" in n.message for n in app._notifications)
+        assert any("The server is not ready: s starts eagle3, then R reruns" in n.message for n in notices)
         assert not isinstance(app.screen, LevelsScreen)
         session.emit(sc.READY)
         await settle_screen(pilot)

@@ -18,6 +18,7 @@ from specdash.ui.widgets.logview import LogView
 from tests.support import scenarios as sc
 from tests.support.eventually import eventually
 from tests.support.log_batches import log_batch
+from tests.support.notices import record_notices
 from tests.support.settle import settle
 from tests.ui.conftest import AppFactory
 
@@ -186,13 +187,12 @@ async def test_x_cancelled_does_nothing(build: AppFactory) -> None:
 
 async def test_action_error_becomes_a_notification(build: AppFactory) -> None:
     app, session = build(sc.stopped())
+    notices = record_notices(app)
     async with app.run_test(size=SIZE) as pilot:
         session.fail_with = sc.REFUSED
         await pilot.press("s")
         await settle(app)
-        await pilot.pause()
-        assert [n.message for n in app._notifications] == [sc.REFUSED.message]
-        assert next(iter(app._notifications)).severity == "error"
+        assert [(n.message, n.severity) for n in notices] == [(sc.REFUSED.message, "error")]
 
 
 async def test_connection_lost_and_reconnecting_in_header(build: AppFactory) -> None:
@@ -235,6 +235,7 @@ async def test_keymap_override_applies(build: AppFactory) -> None:
 
 async def test_a_key_that_does_nothing_now_says_why(build: AppFactory) -> None:
     app, session = build(sc.stopped())
+    notices = record_notices(app)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         expected = {
@@ -246,7 +247,7 @@ async def test_a_key_that_does_nothing_now_says_why(build: AppFactory) -> None:
         for key, why in expected.items():
             await pilot.press(key)
             await pilot.pause()
-            assert why in [n.message for n in app._notifications], (key, why)
+            assert why in [n.message for n in notices], (key, why)
         assert session.calls == []
 
 
@@ -296,10 +297,11 @@ async def test_notice_notifies_and_rings_the_bell(
     app, session = build(sc.stopped(), bell=bell)
     rings: list[int] = []
     monkeypatch.setattr(app, "bell", lambda: rings.append(1))
+    notices = record_notices(app)
     async with app.run_test(size=SIZE) as pilot:
         session.emit(Notice("eagle3 is ready (2m 31s)", bell=True))
         await pilot.pause()
-        assert [n.message for n in app._notifications] == ["eagle3 is ready (2m 31s)"]
+        assert [n.message for n in notices] == ["eagle3 is ready (2m 31s)"]
         assert rings == ([1] if bell else [])
 
 
@@ -327,10 +329,11 @@ async def test_session_failure_becomes_a_notification(build: AppFactory) -> None
         raise sc.REFUSED
 
     session.run = broken_run  # type: ignore[method-assign]
+    notices = record_notices(app)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         await pilot.pause()
-        assert [n.message for n in app._notifications] == [sc.REFUSED.message]
+        assert [n.message for n in notices] == [sc.REFUSED.message]
 
 
 async def test_unknown_theme_warns_and_keeps_default() -> None:
@@ -341,11 +344,10 @@ async def test_unknown_theme_warns_and_keeps_default() -> None:
     app = make_app(
         FakeSession(sc.stopped()), config_ui=UIConfig(theme="no-such-theme"), clock=lambda: sc.NOW, live=False
     )
+    notices = record_notices(app)
     async with app.run_test(size=SIZE):
-        # The notice is a message of its own: on a loaded machine it may land after the first pause.
-        notes = await eventually(
-            lambda: [n.message for n in app._notifications], timeout=30, what="the unknown-theme notice"
-        )
+        # Said when the app mounts, which may end after the test's first turn on a loaded machine.
+        notes = await eventually(lambda: [n.message for n in notices], timeout=30, what="the unknown-theme notice")
         assert app.theme == "textual-dark"
         assert "no-such-theme" in notes[0]
 

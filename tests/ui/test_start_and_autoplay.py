@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from typing import Any
 
 import pytest
 
@@ -14,6 +13,7 @@ from specdash.ui.app import AUTOPLAY_LEVELS, SpecdashApp, make_app
 from specdash.ui.widgets.modes import ModeList
 from tests.support import scenarios as sc
 from tests.support.fake_session import Event, FakeSession
+from tests.support.notices import record_notices
 from tests.support.settle import settle
 
 SIZE = (120, 40)
@@ -39,21 +39,12 @@ async def test_start_mode_waits_for_attach_then_starts() -> None:
 
 async def test_start_mode_leaves_a_live_server_alone() -> None:
     app, session = app_for([sc.RUNNING_EAGLE3], start_mode="baseline")
-    said: list[str] = []
-    notify = app.notify
-
-    def spy(message: str, **kwargs: Any) -> None:
-        said.append(message)
-        notify(message, **kwargs)
-
-    # What the app said, not what the toast rack holds: `notify` only posts a message, and on a loaded machine
-    # (ci22, six workers) the rack had not taken it yet when the test looked.
-    app.notify = spy  # type: ignore[method-assign]
+    notices = record_notices(app)
     async with app.run_test(size=SIZE):
         session.emit(Connected(sc.HOST, 1), sc.READY)
         await settle(app)  # the start-mode worker has ended: it said what it did
         assert session.calls == []
-        assert any("not starting baseline" in message for message in said), said
+        assert any("not starting baseline" in n.message for n in notices), notices
 
 
 async def test_autoplay_runs_an_ab_of_the_first_two_modes() -> None:
@@ -77,6 +68,7 @@ async def test_any_key_stops_the_tour_and_does_nothing_else() -> None:
         return {}
 
     session.sweep = endless_sweep  # type: ignore[method-assign,assignment]
+    notices = record_notices(app)
     async with app.run_test(size=SIZE) as pilot:
         session.emit(Connected(sc.HOST, 1), sc.STOPPED)
         await asyncio.wait_for(started.wait(), 5)
@@ -85,7 +77,7 @@ async def test_any_key_stops_the_tour_and_does_nothing_else() -> None:
         await pilot.pause()
         assert session.calls == [("sweep", ())]
         assert not [w for w in app.workers if w.group == "autoplay"]
-        assert any("Autoplay stopped" in n.message for n in app._notifications)
+        assert any("Autoplay stopped" in n.message for n in notices)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 45)])

@@ -15,6 +15,7 @@ from specdash.ui.app import SpecdashApp
 from specdash.ui.screens.confirm import ConfirmScreen
 from specdash.ui.screens.tune import TuneScreen
 from tests.support import scenarios as sc
+from tests.support.notices import record_notices
 from tests.support.settle import settle
 from tests.ui.conftest import AppFactory
 
@@ -190,6 +191,7 @@ async def test_the_view_opened_mid_tune_shows_its_progress(build: AppFactory) ->
 
 async def test_keys_that_touch_the_server_are_refused_while_a_tune_runs(build: AppFactory) -> None:
     app, session = build(sc.ready_with_bench())
+    notices = record_notices(app)
     async with app.run_test(size=(120, 40)) as pilot:
         session.tune_name = "night"
         session.tuning.set()  # as if the Tune view had started it
@@ -203,8 +205,8 @@ async def test_keys_that_touch_the_server_are_refused_while_a_tune_runs(build: A
         await pilot.press("s")
         await settle(app)
         await pilot.pause()
-        refusals = [n for n in app._notifications if n.title == "Tune running"]
-        assert len(refusals) == 8 == len(app._notifications), [n.message for n in app._notifications]
+        refusals = [n for n in notices if n.title == "Tune running"]
+        assert len(refusals) == 8 == len(notices), [n.message for n in notices]
         assert all("Tune night is running" in n.message and "T, then c" in n.message for n in refusals)
         assert "stopping the server is refused" in refusals[0].message
         assert "starting a mode is refused" in refusals[-1].message

@@ -128,3 +128,27 @@ def test_the_rule_sees_a_process_started_the_usual_ways() -> None:
         "t.py:4 asyncio.create_subprocess_exec",
         "t.py:6 takes the sshd fixture",
     ]
+
+
+def rack_reads(source: str, name: str) -> list[str]:
+    """Where `source` reads Textual's toast rack (`app._notifications`)."""
+    tree = ast.parse(source)
+    return [
+        f"{name}:{node.lineno}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr == "_notifications"
+    ]
+
+
+def test_tests_read_what_the_app_said_not_the_toast_rack() -> None:
+    """The rack takes a notice only when the app handles its message and drops it after its timeout: read right
+    after a key press on a loaded machine it held two of three (ci23). Tests record `notify` calls instead
+    (tests/support/notices.py)."""
+    tests = UNIT.parent
+    found = [
+        hit
+        for path in sorted(tests.rglob("test_*.py"))
+        for hit in rack_reads(path.read_text(), str(path.relative_to(tests)))
+    ]
+    assert not found, found
+    assert rack_reads("x = app._notifications\nlen(self.app._notifications)\n", "t.py") == ["t.py:1", "t.py:2"]
