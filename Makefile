@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # apt-get needs root; use sudo when we are not root.
 SUDO  := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test check install system-deps test-engine clean newest
+.PHONY: demo test check install system-deps test-engine clean newest newest-venv
 
 $(STAMP): pyproject.toml requirements.lock
 	python3 -m venv $(VENV)
@@ -45,10 +45,12 @@ check: install
 # in a venv of its own; every command must print nothing on stderr (tests/install/newest.py). Reused between
 # runs, so only what moved on the index is downloaded.
 NEWEST := .venv-newest
-newest: install
+newest: install newest-venv
+	$(PY) tests/install/newest.py $(NEWEST)
+
+newest-venv:
 	[ -x $(NEWEST)/bin/python ] || python3 -m venv $(NEWEST)
 	$(NEWEST)/bin/python -m pip install -q --upgrade --upgrade-strategy eager .
-	$(PY) tests/install/newest.py $(NEWEST)
 
 # Workers for `make test` (pytest-xdist): six on the 2-core machine the suite is kept green on. Most tests wait on
 # real processes, sockets and simulated time: two workers left the CPU 40 % idle, four 29 %, six 18 % (the workers'
@@ -59,12 +61,13 @@ newest: install
 # A test that loads every core itself is marked `exclusive_cpu` and needs the machine alone: those run after the
 # workers, in one process. Among the workers (tests/support/cpu_lock.py) each one first waited for every test in
 # flight to end, with the other workers held back meanwhile: 546 worker-seconds of waiting in ci20.
-# `check` (mostly mypy, on one core) and `newest` (mostly pip) run side by side.
+# What comes before the tests runs two at a time (make -j2): the two venvs' pip installs side by side, then `check`
+# (mostly mypy, on one core) beside `newest`: 100 s one after the other on a fresh clone, 59 s so.
 TEST_WORKERS ?= 6
 PYTEST := env -u NO_COLOR -u TEXTUAL $(PY) -m pytest -q
 
-test: install system-deps
-	$(MAKE) --no-print-directory -j2 --output-sync=target check newest
+test:
+	$(MAKE) --no-print-directory -j2 --output-sync=target system-deps check newest
 	$(PYTEST) -m "not engine and not exclusive_cpu" -n $(TEST_WORKERS) --dist loadfile --durations=25
 	$(PYTEST) -m "exclusive_cpu and not engine" -n 0 --durations=5
 
