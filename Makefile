@@ -58,9 +58,9 @@ newest-venv:
 # port block and temp dirs. A test file stays on one worker (`loadfile`): module fixtures that run every CLI case
 # once are not run twice; files go slowest first (tests/durations.json, tests/support/durations.py).
 # `make test TEST_WORKERS=0` runs in one process. The 25 slowest tests are listed.
-# A test that loads every core itself is marked `exclusive_cpu` and needs the machine alone: those run after the
-# workers, in one process. Among the workers (tests/support/cpu_lock.py) each one first waited for every test in
-# flight to end, with the other workers held back meanwhile: 546 worker-seconds of waiting in ci20.
+# A test that loads every core itself or holds a responsiveness bound is marked `exclusive_cpu` and needs the machine
+# alone: those run after the workers, in one process. Among the workers (tests/support/cpu_lock.py) each one first
+# waited for every test in flight to end, with the other workers held back meanwhile: 546 worker-seconds in ci20.
 # What comes before the tests runs two at a time (make -j2): the two venvs' pip installs side by side, then `check`
 # (mostly mypy, on one core) beside `newest`: 100 s one after the other on a fresh clone, 59 s so.
 TEST_WORKERS ?= 6

@@ -24,7 +24,7 @@ from specdash.ui.widgets.logview import MAX_LINE_CHARS, MAX_LINES, LogView
 from tests.integration.conftest import target
 from tests.reliability.conftest import timing
 from tests.support import scenarios as sc
-from tests.support.cpuhog import IDLE_AND_HOGGED, cpu_hog
+from tests.support.cpuhog import ALONE_IDLE_AND_HOGGED, IDLE_AND_HOGGED, cpu_hog
 from tests.support.eventually import eventually
 from tests.support.fake_session import FakeSession
 from tests.support.peak_rss import peak_rss
@@ -138,7 +138,7 @@ async def test_log_flood_keeps_memory_bounded_and_the_tracker_never_raises(
     )
 
 
-@IDLE_AND_HOGGED
+@ALONE_IDLE_AND_HOGGED
 async def test_the_dashboard_stays_responsive_under_the_flood(
     sshd: Sshd, ssh_options: SSHOptions, tmp_path: Path, hog: bool
 ) -> None:
