@@ -14,6 +14,7 @@ from specdash.ui.widgets.bench import BenchTable
 from specdash.ui.widgets.logpanel import LogPanel
 from specdash.ui.widgets.logview import LogView
 from tests.support import scenarios as sc
+from tests.support.eventually import eventually
 from tests.support.log_batches import log_batch
 from tests.ui.conftest import AppFactory
 
@@ -103,8 +104,8 @@ async def test_z_never_zooms_to_a_blank_screen(
             screen.query_one(focus).focus()
         if keys:
             await pilot.press("slash")
-            await pilot.pause()
-            assert screen.focused is screen.query_one("#log-search")  # the search prompt takes the keys
+            search = screen.query_one("#log-search")  # the search prompt takes the keys once it has the focus
+            await eventually(lambda: screen.focused is search, timeout=30, what="the search prompt focused")
         await pilot.press(*keys, "z")
         await pilot.pause()
         zoomed = screen.maximized
