@@ -16,19 +16,23 @@ import pytest
 
 from tests.support import cpu_lock
 
-IDLE_AND_HOGGED = pytest.mark.parametrize(
-    "hog", [pytest.param(False, id="idle"), pytest.param(True, id="cpu-hog", marks=pytest.mark.exclusive_cpu)]
-)
+
+def _idle_and_hogged(*, idle_alone: bool) -> pytest.MarkDecorator:
+    exclusive = pytest.mark.exclusive_cpu
+    return pytest.mark.parametrize(
+        "hog",
+        [
+            pytest.param(False, id="idle", marks=[exclusive] if idle_alone else []),
+            pytest.param(True, id="cpu-hog", marks=exclusive),
+        ],
+    )
+
+
+IDLE_AND_HOGGED = _idle_and_hogged(idle_alone=False)
 """Run a test twice: beside the other workers' tests (`hog` False), and alone with a busy process on every core
 that the test starts and stops (`hog` True: `cpu_hog(hog)`; `exclusive_cpu` gives it the machine)."""
 
-ALONE_IDLE_AND_HOGGED = pytest.mark.parametrize(
-    "hog",
-    [
-        pytest.param(False, id="idle", marks=pytest.mark.exclusive_cpu),
-        pytest.param(True, id="cpu-hog", marks=pytest.mark.exclusive_cpu),
-    ],
-)
+ALONE_IDLE_AND_HOGGED = _idle_and_hogged(idle_alone=True)
 """`IDLE_AND_HOGGED` for a test that holds a responsiveness bound: both runs have the machine alone, the idle one
 on an idle machine. Beside five other workers and two outside CPU hogs (ci25) the dashboard's idle flood test
 measured the workers, not specdash: one key of 57 took 2.87 s."""
