@@ -195,7 +195,7 @@ def _exports(base: ModeConfig, policy: Policy, settings: Mapping[str, SpecSettin
     if base.engine == "sglang":
         args = (*strip_flags(base.args, (*SGLANG_DRAFT_FLAGS, SIM_DISABLE_FLAG)), *sglang_flags(fixed))
         out.append(Export("fixed", "sglang", args, "every SGLang version"))
-        if simulated and threshold is not None:
+        if simulated and threshold:  # 0: off at the lowest load, which "off above N" cannot say
             out.append(
                 Export(
                     "dynamic",
@@ -371,6 +371,12 @@ def policy_markdown(curves: Mapping[str, Mapping[int, float]], modes: Mapping[st
     if setting is None:
         lines += ["", f"{name}'s arguments name no draft setting specdash can read: no flags to export."]
         return "\n".join(lines) + "\n"
+    if policy.pays_from is not None:
+        lines += [
+            "",
+            f"Speculation pays only from C = {policy.pays_from} up ({name} loses below it): the fixed form runs "
+            "it at every load; a dynamic form, where the engine has one, runs it only where it pays.",
+        ]
     for export in exports(spec, policy, {name: setting}, simulated(spec)):
         lines += ["", f"{export.kind} ({export.needs}){': ' + export.note if export.note else ''}:", ""]
         lines += ["```sh", shell_line(export.args), "```"]

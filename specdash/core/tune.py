@@ -333,15 +333,24 @@ class Policy:
     per_level: dict[int, tuple[str, float, float]]
     """level -> (choice, speedup, spread)."""
     disable_above: int | None
-    """Speculation stops paying above this running batch (0: never pays; None: no data)."""
+    """Speculation stops paying above this running batch (0: it does not pay at the lowest level, see `fixed`
+    for whether it pays higher up; None: no data)."""
     crossover: float | None
     """The interpolated crossover concurrency, when the envelope crosses the baseline in range."""
     fixed: str | None
-    """The best fixed setting (one server for all loads), or None when speculation never pays."""
+    """The best fixed setting (one server for all loads), or None when speculation pays at no level."""
     fixed_speedup: dict[int, float] = field(default_factory=dict)
     """The fixed setting's speedup at each level."""
     ties: dict[int, tuple[str, ...]] = field(default_factory=dict)
     """level -> the choice and the candidates not separated from it (only levels with a tie)."""
+
+    @property
+    def pays_from(self) -> int | None:
+        """The lowest running batch where speculation pays, when it loses at the lowest level and pays above it
+        (an inverted crossover: `disable_above` is 0 but `fixed` is set); None otherwise."""
+        if self.disable_above != 0 or self.fixed is None:
+            return None
+        return next((r.low for r in self.ranges if r.choice != BASELINE), None)
 
     def to_json(self) -> dict[str, object]:
         """Plain data (the `--json` output's `policy`)."""
@@ -404,7 +413,7 @@ def build_policy(pts: Mapping[str, Mapping[int, Point]], dropped: Iterable[str] 
             if r.choice != BASELINE and nxt.choice == BASELINE and r.levels[-1] <= disable_above < nxt.levels[0]:
                 ranges[i] = dataclasses.replace(r, high=disable_above)
                 ranges[i + 1] = dataclasses.replace(nxt, low=disable_above + 1)
-    fixed, fixed_speedup = _best_fixed(pts, levels, disable_above)
+    fixed, fixed_speedup = _best_fixed(pts, levels, disable_above, per_level)
     out = set(dropped)
     names = [n for n in pts if n not in out]
     ties = {c: t for c in levels if len(t := contenders(pts, c, names)) > 1}
@@ -420,12 +429,24 @@ def build_policy(pts: Mapping[str, Mapping[int, Point]], dropped: Iterable[str] 
 
 
 def _best_fixed(
-    pts: Mapping[str, Mapping[int, Point]], levels: Sequence[int], disable_above: int | None
+    pts: Mapping[str, Mapping[int, Point]],
+    levels: Sequence[int],
+    disable_above: int | None,
+    per_level: Mapping[int, tuple[str, float, float]],
 ) -> tuple[str | None, dict[int, float]]:
-    if disable_above == 0:
-        return None, {}
+    """The setting with the best mean speedup over the levels where speculation pays.
+
+    Those are the levels up to `disable_above`; when it is 0 (speculation loses at the lowest level), the
+    levels where a candidate beats the baseline anyway (an inverted crossover: it pays only under load).
+    None when no candidate beats the baseline at any level.
+    """
     base = pts[BASELINE]
-    paying = [c for c in levels if disable_above is None or c <= disable_above] or list(levels[:1])
+    if disable_above == 0:
+        paying = [c for c in levels if per_level[c][0] != BASELINE]
+        if not paying:
+            return None, {}
+    else:
+        paying = [c for c in levels if disable_above is None or c <= disable_above] or list(levels[:1])
     best: tuple[float, str] | None = None
     for name, p in pts.items():
         if name == BASELINE or not all(c in p for c in paying):

@@ -84,6 +84,13 @@ class TuneOutcome:
         return bool(self.out.get("verify", {}).get("unsafe"))
 
 
+def verified_export(base: ModeConfig, exported: Sequence[Export]) -> Export:
+    """The form the tune verifies and writes: the dynamic one that `base`'s own launcher runs (the simulator
+    takes its own disable flag, not SGLang's adaptive config), else the fixed one (`exported` is not empty)."""
+    runs = "sim" if simulated(base) else base.engine
+    return next((e for e in exported if e.kind == "dynamic" and e.engine == runs), exported[0])
+
+
 class TuneJob:
     """See the module docstring. Built before anything runs: a bad journal or plan fails here."""
 
@@ -158,7 +165,7 @@ class TuneJob:
         out["exports"] = [{**e.to_json(), "command": paste_command(base, hc, e.args)} for e in exported]
         if not exported:
             return
-        chosen = next((e for e in exported if e.kind == "dynamic" and e.engine in ("sim", base.engine)), exported[0])
+        chosen = verified_export(base, exported)
         if options.write_mode:
             out["write_mode"] = write_mode(options.config_path, self.session.config, options.write_mode, base, chosen)
         mode = options.verify_only

@@ -118,7 +118,10 @@ def policy_line(out: Mapping[str, Any]) -> str:
     if not any(name != out.get("baseline_label", core.BASELINE) and levels for name, levels in measured.items()):
         return "no speculative setting measured yet: no verdict on speculation"
     threshold = out["policy"]["disable_above"]
-    return f"speculation stops paying above C = {threshold}" if threshold else "speculation never pays"
+    if threshold:
+        return f"speculation stops paying above C = {threshold}"
+    paying = [r["low"] for r in out["policy"]["ranges"] if r["choice"] != core.BASELINE]
+    return f"speculation pays only from C = {paying[0]} up" if paying else "speculation never pays"
 
 
 def speedup_chart(out: dict[str, Any], width: int = 72, height: int = 14) -> str:

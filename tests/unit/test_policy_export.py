@@ -62,3 +62,16 @@ def test_no_policy_without_two_modes_or_when_speculation_never_pays() -> None:
     text = policy_markdown({"baseline": BASE, "eagle3": slower}, {"eagle3": SGL})
     assert "Speculation never pays over the measured levels: run baseline as it is." in text
     assert "```sh" not in text
+
+
+def test_an_inverted_crossover_exports_the_setting_that_pays_under_load() -> None:
+    """Speculation losing at C = 1 and winning from C = 4 up (ci27's starved simulator): the flags are given,
+    with the range it pays in, never "never pays" under a range that says it does."""
+    spec = {1: 110.0, 4: 850.0, 16: 2300.0, 32: 3300.0}
+    text = policy_markdown({"baseline": BASE, "eagle3": spec}, {"eagle3": SGL})
+    ranges = [line for line in text.splitlines() if line.startswith("- C = ")]
+    assert ranges == ["- C = 1..3 running requests: **baseline**", "- C = 4 and above running requests: **eagle3**"]
+    assert "never pays" not in text
+    assert "Speculation pays only from C = 4 up (eagle3 loses below it)" in text
+    assert "fixed (every SGLang version)" in text and "--speculative-num-steps 3" in text
+    assert '{"1": {"candidate_steps": [0]}, "4": {"candidate_steps": [3]}}' in text

@@ -12,6 +12,8 @@ from specdash.core.spec_export import exports, validate_vllm_schedule, vllm_sche
 from specdash.engines.spec_settings import SpecSetting, check_sglang
 from specdash.errors import UsageError
 from specdash.sim.spec_space import DraftShape, aggregate
+from specdash.tune.job import verified_export
+from specdash.tune.report import policy_line
 
 
 def test_parse_space_is_the_cartesian_product() -> None:
@@ -98,6 +100,31 @@ def test_policy_never_pays() -> None:
     policy = core.build_policy(pts)
     assert policy.disable_above == 0 and policy.fixed is None
     assert [r.choice for r in policy.ranges] == [core.BASELINE]
+
+
+def test_an_inverted_crossover_keeps_the_setting_that_pays_under_load() -> None:
+    """Losing at the lowest level but winning above it (a starved draft at C = 1, say) is not "never pays":
+    the fixed setting is the one that pays where it pays, and the policy says from where."""
+    pts = {core.BASELINE: {1: P(70), 4: P(200), 16: P(400)}, "x": {1: P(52), 4: P(300), 16: P(520)}}
+    policy = core.build_policy(pts)
+    assert policy.disable_above == 0
+    assert [(r.low, r.high, r.choice) for r in policy.ranges] == [(1, 3, core.BASELINE), (4, None, "x")]
+    assert policy.fixed == "x" and policy.pays_from == 4
+    assert policy.fixed_speedup[1] == pytest.approx(52 / 70)
+    assert policy_line({"policy": policy.to_json()}) == "no speculative setting measured yet: no verdict on speculation"
+    out = {"policy": policy.to_json(), "measured": {"x": {"1": {}}}, "baseline_label": core.BASELINE}
+    assert policy_line(out) == "speculation pays only from C = 4 up"
+    sim = ModeConfig("x", "sglang", "/m", launcher=("python", "-m", "specdash", "sim"))
+    forms = exports(sim, policy, {"x": SpecSetting(2, 1, 3)}, simulated=True)
+    assert [(e.kind, e.engine) for e in forms] == [("fixed", "sglang"), ("dynamic", "sglang")]  # no "off above 0"
+    assert json.loads(forms[1].note.removeprefix("adaptive.json: ").split(" (")[0]) == {
+        "1": {"candidate_steps": [0]},
+        "4": {"candidate_steps": [2]},
+    }
+    assert vllm_schedule(policy, {"x": 3}) == [[1, 3, 0], [4, 4096, 3]]
+    never = core.build_policy({core.BASELINE: {1: P(70), 2: P(130)}, "x": {1: P(60), 2: P(100)}})
+    assert never.pays_from is None
+    assert policy_line({"policy": never.to_json(), "measured": {"x": {"1": {}}}}) == "speculation never pays"
 
 
 def test_policy_on_the_simulator_model_picks_its_optimum() -> None:
@@ -352,3 +379,20 @@ def test_the_journal_state_keeps_every_block_once() -> None:
     assert state.blocks("a", 1, 2) == 2 and state.blocks("a", 0, 2) == 1
     assert sorted(state.measured()["a"][2]) == [138.0, 140.0, 142.0]
     assert ("a", 1) in state.done and ("a", 0) not in state.done
+
+
+def test_the_tune_verifies_a_form_the_modes_own_launcher_runs() -> None:
+    """On the simulator an inverted crossover has no "off above N" form: the tune verifies the fixed flags, not
+    SGLang's adaptive config (which the simulator does not take); on SGLang itself, the adaptive one."""
+    pts = {core.BASELINE: {1: P(70), 4: P(200)}, "x": {1: P(52), 4: P(300)}}
+    policy = core.build_policy(pts)
+    settings = {"x": SpecSetting(2, 1, 3)}
+    sim = ModeConfig("x", "sglang", "/m", launcher=("python", "-m", "specdash", "sim"))
+    chosen = verified_export(sim, exports(sim, policy, settings, simulated=True))
+    assert (chosen.kind, chosen.engine) == ("fixed", "sglang")
+    real = ModeConfig("x", "sglang", "/m")
+    chosen = verified_export(real, exports(real, policy, settings, simulated=False))
+    assert (chosen.kind, chosen.engine) == ("dynamic", "sglang")
+    crossing = _policy()
+    both = {"k4": SpecSetting(4, 1, 5), "k2": SpecSetting(2, 1, 3)}
+    assert verified_export(sim, exports(sim, crossing, both, simulated=True)).engine == "sim"
