@@ -87,7 +87,7 @@ class Box:
     """One host entry (own state dir under the test user's home) and a CLI bound to it."""
 
     def __init__(
-        self, tmp: Path, server: Sshd, keys: Keys, *, stop_timeout: float = 5.0, extra: str = "", script: str = ""
+        self, tmp: Path, server: Sshd, keys: Keys, *, stop_timeout: float = 1.0, extra: str = "", script: str = ""
     ) -> None:
         self.token = "sleeper-" + uuid.uuid4().hex[:10]
         self.state_rel = f".specdash-hostile/{uuid.uuid4().hex[:10]}"

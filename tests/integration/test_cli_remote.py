@@ -22,7 +22,7 @@ def cli(tmp_path: Path, sshd: Sshd, ssh_keys: Keys, known_hosts: Path):
     port = free_port()
     # `diverge`: EAGLE-3 with a lossy verify step (its greedy text differs from the target's at token 5).
     diverge = '[modes.diverge]\nextends = "eagle3"\nargs = ["--sim-fault", "spec-diverge=5"]\n'
-    cfg = sim_config(tmp_path, port=port, time_scale=0.01, extra_modes=diverge)
+    cfg = sim_config(tmp_path, port=port, extra_modes=diverge)
     # The host entry points at the test sshd with a state dir of its own.
     state_dir = f"~/.specdash-tests/{uuid.uuid4().hex}"
     env = with_host(cfg, "sim", target(sshd), ssh_keys.client_key, known_hosts, state_dir)

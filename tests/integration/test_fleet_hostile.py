@@ -65,7 +65,7 @@ async def test_hostile_hosts_fail_their_own_rows_and_never_stall_the_good_one(
     hostile_ports: tuple[int, int, list[asyncio.StreamWriter]],
 ) -> None:
     tarpit_port, babbler_port, held = hostile_ports
-    cfg = sim_config(tmp_path, port=free_port(), time_scale=0.01)
+    cfg = sim_config(tmp_path, port=free_port())
     base = f"~/.specdash-tests/fleet-hostile-{uuid.uuid4().hex[:10]}"
     # The tarpit's handshake is bounded by the connect timeout; 20 s is long enough to see whether it stalls
     # anything else.

@@ -78,7 +78,7 @@ async def test_up_reaches_ready_through_every_phase_then_down_frees_everything(
         assert final.phase is Phase.READY, final
         # Every phase this start goes through, in order, none skipped, each with its duration: the timeline
         # the status carries. The statuses published are one per batch of log lines read, so a phase the
-        # simulator passes in a few milliseconds (its KV pool at --sim-time-scale 0.01) shares a batch with
+        # simulator passes in a few milliseconds (its KV pool at the tests' --sim-time-scale) shares a batch with
         # the next one and is never the published phase; they must still never go backwards.
         # SGLang compiles only with --enable-torch-compile or DeepGEMM's JIT, which this mode has neither of.
         expected = [p for p in STARTUP_ORDER if p is not Phase.COMPILING]

@@ -307,7 +307,7 @@ def test_bench_json_says_the_probe_ran_on_the_hosts_python_3_9(
     python, version = python39
     sshd = make_sshd("py39", set_env={"PATH": f"{python.parent}:/usr/local/bin:/usr/bin:/bin"})
     trust(known_hosts, sshd)
-    cfg = sim_config(tmp_path, port=free_port(), time_scale=0.01)
+    cfg = sim_config(tmp_path, port=free_port())
     state_dir = f"~/.specdash-tests/{uuid.uuid4().hex}"
     env = with_host(cfg, "old", target(sshd), ssh_keys.client_key, known_hosts, state_dir)
 

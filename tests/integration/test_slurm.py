@@ -57,10 +57,14 @@ args = ["--sim-fault", "slow-node=1x100"]
 """
 
 
-def slurm_config(tmp: Path, *, port: int) -> Config:
+QUICK_STARTUP = 0.005
+"""The simulated startup's pace where a test only waits for READY: 0.005 of a real one (about 3 s)."""
+
+
+def slurm_config(tmp: Path, *, port: int, time_scale: float = QUICK_STARTUP) -> Config:
     """The simulator modes of `remote_sim.sim_config` for a two-node job (TP 2 over 2 nodes: one rank each),
     a mode that hangs while loading its weights, and one whose second node loads its weights 100 times slower."""
-    return sim_config(tmp, port=port, time_scale=0.02, extra_modes=HANG_MODE)
+    return sim_config(tmp, port=port, time_scale=time_scale, extra_modes=HANG_MODE)
 
 
 @pytest.fixture
@@ -69,8 +73,14 @@ def port() -> int:
 
 
 @pytest.fixture
-def cfg(tmp_path: Path, port: int) -> Config:
-    return slurm_config(tmp_path, port=port)
+def time_scale() -> float:
+    """`QUICK_STARTUP`; a test that watches the startup itself parametrizes a slower one."""
+    return QUICK_STARTUP
+
+
+@pytest.fixture
+def cfg(tmp_path: Path, port: int, time_scale: float) -> Config:
+    return slurm_config(tmp_path, port=port, time_scale=time_scale)
 
 
 @pytest.fixture
@@ -138,6 +148,7 @@ async def test_a_two_node_job_starts_serves_a_sweep_and_stops_by_scancel(
     assert cluster.job_state(job) in ("CANCELLED", "COMPLETED"), cluster.job_state(job)
 
 
+@pytest.mark.parametrize("time_scale", [0.02])  # rank 0's weights must load while it is watched
 async def test_the_slowest_rank_drives_the_phase_bar_and_eta(session: tuple[RemoteSession, Recorder]) -> None:
     """Rank 1 (node n2) loads its weights 100 times slower; rank 0 finishes its shards and waits for it at the
     KV cache's collective. The server is where rank 1 is: loading weights, without rank 0's finished bar."""
@@ -190,12 +201,19 @@ args = ["--sim-fault", "orphan-ranks"]
 
 @pytest.mark.parametrize("mode", ["gpus", "gpus-orphan"])
 async def test_after_scancel_each_nodes_gpu_memory_is_reported_released_or_held(
-    sshd: Sshd, ssh_options: SSHOptions, login: HostConfig, tmp_path: Path, port: int, cluster: SlurmCluster, mode: str
+    sshd: Sshd,
+    ssh_options: SSHOptions,
+    login: HostConfig,
+    tmp_path: Path,
+    port: int,
+    time_scale: float,
+    cluster: SlurmCluster,
+    mode: str,
 ) -> None:
     """The rank script looks at its node's GPUs once the engine has exited (nvidia-smi answers there: the
     simulator's); the stop says released, or names each GPU still held by ranks that outlived the job."""
     env, modes, gpus = gpu_nodes(port)
-    cfg = sim_config(tmp_path, port=port, time_scale=0.02, extra_modes=modes)
+    cfg = sim_config(tmp_path, port=port, time_scale=time_scale, extra_modes=modes)
     host = replace(login, env={**login.env, **env})
     seen = Recorder()
     try:

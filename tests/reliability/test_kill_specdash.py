@@ -143,7 +143,7 @@ def _sim_host(
 ) -> tuple[dict[str, str], str]:
     """A config with the simulator's modes and the host `sim` (the test sshd): the CLI's environment naming it,
     and the host's state directory (unique: other tests share the test user's home)."""
-    cfg = sim_config(tmp_path, port=port, time_scale=0.01, extra_modes=extra_modes)
+    cfg = sim_config(tmp_path, port=port, extra_modes=extra_modes)
     state_dir = unique_state_dir(tmp_path)
     return with_host(cfg, "sim", target(sshd), ssh_keys.client_key, known_hosts, state_dir), state_dir
 

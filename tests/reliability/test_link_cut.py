@@ -113,7 +113,7 @@ def _sweep_config(policy: str, requests: int | None) -> SweepConfig:
 
 def _bench_session(remote: RemoteHost, tmp_path: Path) -> tuple[RemoteSession, Recorder, Store, Path]:
     """A session on the namespace host with the simulator's modes and a store of its own."""
-    cfg = sim_config(tmp_path, port=SIM_PORT, time_scale=0.01)
+    cfg = sim_config(tmp_path, port=SIM_PORT)
     hc = remote.host_config("ns-host", state_dir(tmp_path))
     db = tmp_path / "bench.db"
     store = Store(db)

@@ -45,7 +45,7 @@ async def test_crash_at_batch_10_fails_the_level_in_flight_and_keeps_earlier_one
     request a row, all successful); the level in flight is failed, in the store and in the session's table,
     and the requests the crash cut off are rows failed with their reason; the crash is reported with the
     engine's RuntimeError line."""
-    cfg = sim_config(tmp_path, port=free_port(), time_scale=0.01)
+    cfg = sim_config(tmp_path, port=free_port())
     db = tmp_path / "bench.db"
     store = Store(db)
     seen = Recorder()
