@@ -381,6 +381,8 @@ class DashboardScreen(Screen[None]):
                 return self._bench is not None and bool(self._bench.curves)
             case "rerun_crash":
                 return self._crashed_level() is not None and self._status.phase is Phase.READY and not sweeping
+            case "search":  # a priority key: a `/` typed into a prompt is the prompt's
+                return not isinstance(self.focused, Input)
             case "search_next" | "search_previous":
                 return bool(self.query_one(LogPanel).view.needle)
             case "page":

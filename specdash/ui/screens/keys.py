@@ -17,8 +17,9 @@ def _b(
     *,
     show: bool = True,
     group: Binding.Group | None = None,
+    priority: bool = False,
 ) -> Binding:
-    return Binding(key, action, description, show=show, id=bid, tooltip=tooltip, group=group)
+    return Binding(key, action, description, show=show, id=bid, tooltip=tooltip, group=group, priority=priority)
 
 
 _MOVE = Binding.Group("Move", compact=True)
@@ -71,7 +72,9 @@ BENCH_BINDINGS = [
 ]
 LOG_BINDINGS = [
     _b("f", "follow", "Follow", "follow", "Keep the newest log line in view, or stop scrolling", show=False),
-    _b("slash", "search", "Search", "search", "Search the log (case-insensitive)"),
+    # Priority: the app runs it as it reads the key, so the prompt has the focus before the next key is read
+    # (keys typed right after `/`, or pasted with it, are routed when read; a plain binding runs later).
+    _b("slash", "search", "Search", "search", "Search the log (case-insensitive)", priority=True),
     _b("n", "search_next", "Next", "search-next", "Next match (further down)"),
     _b("N", "search_previous", "Prev", "search-previous", "Previous match (further up)"),
     _b("e", "errors", "Errors", "errors", "Show only errors, warnings and tracebacks (again: show all)", show=False),

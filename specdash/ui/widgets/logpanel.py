@@ -59,7 +59,9 @@ class LogPanel(Vertical):
         search = self.query_one(SearchInput)
         search.display = True
         search.value = self.view.needle
-        search.focus()
+        # Now, not on a later turn (`Widget.focus` defers it): the keys typed right after `/` may already be
+        # waiting, and each goes to whatever has the focus when it is read.
+        self.screen.set_focus(search)
 
     @on(Input.Submitted, "#log-search")
     def _submitted(self, event: Input.Submitted) -> None:
