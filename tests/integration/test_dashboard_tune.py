@@ -25,6 +25,7 @@ from specdash.ui.screens.confirm import ConfirmScreen
 from specdash.ui.screens.tune import TuneScreen
 from tests.support.eventually import eventually
 from tests.support.notices import record_notices
+from tests.support.settle import on_screen
 
 FAST = 0.01
 SMALL = TuneConfig("small", "eagle3", "steps=1,3 topk=1 draft=2", levels="1,4", repeats=1)
@@ -80,7 +81,7 @@ async def test_a_small_tune_started_in_the_view_finishes_with_a_policy() -> None
             await until(lambda: (p := progress()) is not None and p.phase != "running", 300)
             p = progress()
             assert p is not None and p.phase == "done", p
-            assert isinstance(app.screen, TuneScreen)
+            await on_screen(app, TuneScreen)
             assert any("measuring baseline" in s for s in seen) and any("restarts 1 of 3" in s for s in seen), seen
             assert p.restarts == 3 and set(p.report["measured"]) == {"baseline", "s1-k1-d2", "s3-k1-d4"}
             assert p.report["policy"]["ranges"], "a policy"

@@ -26,6 +26,7 @@ from tests.integration.conftest import target
 from tests.integration.test_slurm import slurm_config
 from tests.support.eventually import eventually
 from tests.support.ports import free_port
+from tests.support.settle import on_screen
 from tests.support.slurm import SlurmCluster
 from tests.support.sshd import Sshd
 
@@ -63,7 +64,7 @@ async def test_the_fleet_shows_one_row_per_host_and_opens_each_dashboard(
     )
     app = FleetApp(sessions, tick=1.0)
     async with app.run_test(size=(100, 30)) as pilot:
-        assert isinstance(app.screen, FleetScreen)
+        await on_screen(app, FleetScreen)
         assert app.fleet.query_one(DataTable).row_count == 4
         # The dead host fails its own row; the others connect regardless.
         await eventually(lambda: row_text(app, 3), until=lambda t: "failed" in t, timeout=30, what="dead row")
@@ -84,7 +85,7 @@ async def test_the_fleet_shows_one_row_per_host_and_opens_each_dashboard(
         app.fleet.query_one(DataTable).move_cursor(row=2)
         await pilot.press("enter")
         await pilot.pause()
-        assert isinstance(app.screen, DashboardScreen) and app.screen.session is sessions[2]
+        assert (await on_screen(app, DashboardScreen)).session is sessions[2]
         await pilot.press("1", "s")
         await eventually(lambda: row_text(app, 2), until=lambda t: "ready | 2/2" in t, timeout=120, what="job ready")
         # Swept from the dashboard: `b`, one level.
@@ -97,7 +98,7 @@ async def test_the_fleet_shows_one_row_per_host_and_opens_each_dashboard(
         await eventually(lambda: sessions[2].sweep_running(), until=lambda r: not r, timeout=30, what="sweep end")
         await pilot.press("backspace")
         await pilot.pause()
-        assert isinstance(app.screen, FleetScreen)
+        await on_screen(app, FleetScreen)
         app.fleet.query_one(DataTable).move_cursor(row=0)
         await eventually(lambda: row_text(app, 0), until=lambda t: "| ready |" in t, timeout=120, what="gpu-a ready")
         await eventually(lambda: row_text(app, 2), until=lambda t: "ready | 2/2" in t, timeout=120, what="job ready")
@@ -114,13 +115,13 @@ async def test_the_fleet_shows_one_row_per_host_and_opens_each_dashboard(
         # enter opens the highlighted host's dashboard; ] cycles; backspace goes back.
         await pilot.press("enter")
         await pilot.pause()
-        assert isinstance(app.screen, DashboardScreen) and app.screen.session is sessions[0]
+        assert (await on_screen(app, DashboardScreen)).session is sessions[0]
         await pilot.press("right_square_bracket")
         await pilot.pause()
-        assert isinstance(app.screen, DashboardScreen) and app.screen.session is sessions[1]
+        assert (await on_screen(app, DashboardScreen)).session is sessions[1]
         await pilot.press("backspace")
         await pilot.pause()
-        assert isinstance(app.screen, FleetScreen)
+        await on_screen(app, FleetScreen)
         if shots:
             app.fleet.query_one(DataTable).move_cursor(row=2)
             await pilot.press("enter")

@@ -24,6 +24,7 @@ from tests.integration.conftest import target
 from tests.support.eventually import eventually
 from tests.support.ports import free_port
 from tests.support.remote_sim import sim_config
+from tests.support.settle import on_screen
 from tests.support.sshd import Sshd, keygen
 
 GARBAGE = b"\x1b]52;c;ZXZpbA==\x07\x1b[2J\x1b[31mHTTP/1.1 400 Bad Request\r\n\x00\xff\xfe" * 4 + b"\r\n"
@@ -83,7 +84,7 @@ async def test_hostile_hosts_fail_their_own_rows_and_never_stall_the_good_one(
     app = FleetApp(sessions, tick=1.0)
     async with app.run_test(size=(100, 30)) as pilot:
         try:
-            assert isinstance(app.screen, FleetScreen)
+            await on_screen(app, FleetScreen)
             await eventually(lambda: app.hosts[0].row.link, until=lambda v: v == "connected", timeout=15, what="good")
             assert held, "the tarpit holds a connection open"
             # The good host serves while the tarpit is still in its handshake.
@@ -103,10 +104,10 @@ async def test_hostile_hosts_fail_their_own_rows_and_never_stall_the_good_one(
             app.fleet.query_one(DataTable).move_cursor(row=0)
             await pilot.press("enter")
             await pilot.pause()
-            assert isinstance(app.screen, DashboardScreen) and app.screen.session is sessions[0]
+            assert (await on_screen(app, DashboardScreen)).session is sessions[0]
             await pilot.press("backspace")
             await pilot.pause()
-            assert isinstance(app.screen, FleetScreen)
+            await on_screen(app, FleetScreen)
             # The tarpit ends as a failure of its own row once its connect timeout runs out.
             await eventually(lambda: row_text(app, 1), until=lambda t: "failed" in t, timeout=60, what="tarpit")
             assert "| ready |" in row_text(app, 0)

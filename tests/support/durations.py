@@ -6,7 +6,7 @@ workers wait (the 163 s seed-figures file ended a 4-worker run three minutes aft
 seconds each file took are kept in `tests/durations.json`; collection sorts files by them, longest first (a
 file not listed counts as the median). Refresh the table from a run's JUnit report:
 
-    .venv/bin/python -m pytest -m "not engine" -n 4 --dist loadfile --junitxml=/tmp/junit.xml
+    .venv/bin/python -m pytest -m "not engine and not exclusive_cpu" -n 6 --dist loadfile --junitxml=/tmp/junit.xml
     .venv/bin/python -m tests.support.durations /tmp/junit.xml
 """
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any, TypeVar
 
+from textual.app import App
 from textual.pilot import Pilot
+from textual.screen import Screen
 
 from specdash.ui.app import SpecdashApp
+from tests.support.eventually import eventually
 
 WORKER_GROUPS = ("action", "sweep", "autoplay")
 """The app's worker groups a test waits for (each ends by itself on the fake session)."""
@@ -32,3 +36,17 @@ async def settle_screen(pilot: Pilot[None]) -> None:
     await pilot.pause()
     await pilot.wait_for_scheduled_animations()
     await pilot.pause()
+
+
+S = TypeVar("S", bound=Screen[Any])
+
+
+async def on_screen(app: App[Any], kind: type[S], timeout: float = 30.0) -> S:
+    """The app's screen once it is a `kind`: a key that pushes or pops a screen has done so only once the app has
+    handled the message it posted, which under load can be after `pilot.press` returns (ci30: `m` and its
+    confirmation, under six workers and two CPU hogs)."""
+    screen = await eventually(
+        lambda: app.screen, until=lambda s: isinstance(s, kind), timeout=timeout, what=kind.__name__
+    )
+    assert isinstance(screen, kind)
+    return screen

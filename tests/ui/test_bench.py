@@ -16,7 +16,7 @@ from specdash.ui.widgets.charts import CurvesChart, LiveChart, nice_ticks
 from specdash.ui.widgets.gpu import GpuPanel
 from tests.support import scenarios as sc
 from tests.support.notices import record_notices
-from tests.support.settle import settle, settle_screen
+from tests.support.settle import on_screen, settle, settle_screen
 from tests.ui.conftest import AppFactory
 
 SIZE = (120, 40)
@@ -26,7 +26,7 @@ async def test_b_asks_for_levels_then_sweeps_the_live_mode(build: AppFactory) ->
     app, session = build(sc.ready_with_bench()[:4])
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("b")
-        assert isinstance(app.screen, LevelsScreen)
+        await on_screen(app, LevelsScreen)
         await pilot.press("enter")
         await settle(app)
         assert session.calls == [("sweep", (("eagle3",), DEFAULT_LEVELS))]
@@ -36,13 +36,13 @@ async def test_levels_are_editable_and_validated(build: AppFactory) -> None:
     app, session = build(sc.ready_with_bench()[:4])
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("b", "ctrl+u", *"4, 1 x", "enter")
-        assert isinstance(app.screen, LevelsScreen)
+        await on_screen(app, LevelsScreen)
         assert "'x' is not a concurrency level" in str(app.screen.query_one("#levels-error", Label).render())
         await pilot.press("backspace", *"16", "enter")
         await settle(app)
         assert session.calls == [("sweep", (("eagle3",), (1, 4, 16)))]
         await pilot.press("b")
-        assert isinstance(app.screen, LevelsScreen)
+        await on_screen(app, LevelsScreen)
         await pilot.press("escape")
         await settle(app)
         assert len(session.calls) == 1
@@ -54,9 +54,9 @@ async def test_ab_marks_modes_and_confirms_when_a_server_is_live(build: AppFacto
         await pilot.press("a")
         assert not isinstance(app.screen, LevelsScreen)  # nothing marked: `a` does not apply
         await pilot.press("1", "space", "2", "space", "a")
-        assert isinstance(app.screen, LevelsScreen)
+        await on_screen(app, LevelsScreen)
         await pilot.press("enter")
-        assert isinstance(app.screen, ConfirmScreen)
+        await on_screen(app, ConfirmScreen)
         # The live mode (eagle3) goes first and is measured as it runs; the dialog says exactly that.
         assert str(app.screen.query_one("#question", Label).render()) == (
             "A/B eagle3 vs baseline on root@gpu-box: measures eagle3 as it runs (pid 1234, no restart), "
@@ -78,7 +78,7 @@ async def test_cancel_sweep_only_while_one_runs_and_after_confirming(build: AppF
         session.sweeping = True
         app.dashboard.refresh_bindings()
         await pilot.press("escape")
-        assert isinstance(app.screen, ConfirmScreen)
+        await on_screen(app, ConfirmScreen)
         await pilot.press("y")
         await settle(app)
         assert session.calls == [("cancel_sweep", ())]

@@ -16,6 +16,7 @@ from specdash.ui.widgets.logview import LogView
 from tests.support import scenarios as sc
 from tests.support.eventually import eventually
 from tests.support.log_batches import log_batch
+from tests.support.settle import on_screen
 from tests.ui.conftest import AppFactory
 
 LONG = "[2025-04-16 14:24:02 TP0] Decode batch. #running-req: 10, #token: 5120, gen throughput (token/s): 1714.22"
@@ -245,7 +246,7 @@ async def test_q_during_a_sweep_says_what_stops_and_waits_for_yes(build: AppFact
         session.sweeping = True
         await pilot.press("q")
         await pilot.pause()
-        assert isinstance(app.screen, ConfirmScreen)
+        await on_screen(app, ConfirmScreen)
         question = str(app.screen.query_one("#question").render())
         assert "The running A/B (baseline vs eagle3) stops, 1 of 6 levels unrun" in question
         assert "its 5 finished levels and every completed request are kept" in question
@@ -271,7 +272,7 @@ async def test_a_question_is_never_covered_by_a_toast(build: AppFactory) -> None
         session.sweeping = True
         await pilot.press("q")
         await pilot.pause()
-        assert isinstance(app.screen, ConfirmScreen)
+        await on_screen(app, ConfirmScreen)
         app.notify("a notice that comes while the question is up " * 5, timeout=30)
         await pilot.pause()
         racks = [r for r in app.screen.query(ToastRack) if r.display]

@@ -14,7 +14,7 @@ from specdash.ui.screens.confirm import LevelsScreen
 from specdash.ui.widgets.bench import BenchTable
 from tests.support import scenarios as sc
 from tests.support.notices import record_notices
-from tests.support.settle import settle, settle_screen
+from tests.support.settle import on_screen, settle, settle_screen
 from tests.ui.conftest import AppFactory
 
 CRASHED_AT_20 = replace(
@@ -54,12 +54,12 @@ async def test_a_crash_mid_sweep_names_its_level_and_R_reruns_the_levels_around_
         card = str(app.screen.query_one("#bench-crash", Label).render())
         assert "R: rerun eagle3 at C=5,20 (the crash's level and its neighbours)" in card
         await pilot.press("R")
-        assert isinstance(app.screen, LevelsScreen)
+        await on_screen(app, LevelsScreen)
         await pilot.press("enter")
         await settle(app)
         assert session.calls[-1] == ("sweep", (("eagle3",), (5, 20)))
         await pilot.press("b")  # the rerun's levels are not the next sweep's default
-        assert isinstance(app.screen, LevelsScreen)
+        await on_screen(app, LevelsScreen)
         assert app.screen.query_one("#levels", Input).value != "5, 20"
         assert app.dashboard.query_one(BenchTable).row_count >= 3
 

@@ -20,7 +20,7 @@ from tests.support import scenarios as sc
 from tests.support.eventually import eventually
 from tests.support.log_batches import log_batch
 from tests.support.notices import record_notices
-from tests.support.settle import settle
+from tests.support.settle import on_screen, settle
 from tests.ui.conftest import AppFactory
 
 SIZE = (120, 40)
@@ -193,7 +193,7 @@ async def test_m_with_live_server_asks_then_switches(build: AppFactory) -> None:
     app, session = build(sc.ready_with_bench()[:4])
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("1", "m")
-        assert isinstance(app.screen, ConfirmScreen)
+        await on_screen(app, ConfirmScreen)
         question = str(app.screen.query_one("#question", Label).render())
         assert question == "Stop eagle3 (pid 1234) on root@gpu-box and start baseline?"
         assert session.calls == []
@@ -207,7 +207,7 @@ async def test_x_cancelled_does_nothing(build: AppFactory) -> None:
     async with app.run_test(size=SIZE) as pilot:
         session.sweeping = True
         await pilot.press("x")
-        assert isinstance(app.screen, ConfirmScreen)
+        await on_screen(app, ConfirmScreen)
         question = str(app.screen.query_one("#question", Label).render())
         assert question == (
             "Stop eagle3 (pid 1234) on root@gpu-box? The running sweep will be cancelled; finished levels are kept."
@@ -407,7 +407,7 @@ async def test_command_palette_runs_an_action(build: AppFactory) -> None:
                 break
         await pilot.press("enter")
         await pilot.pause()
-        assert isinstance(app.screen, ConfirmScreen)
+        await on_screen(app, ConfirmScreen)
         assert session.calls == []
 
 
@@ -495,7 +495,7 @@ async def test_a_busy_port_held_by_a_hand_started_server_offers_adoption(build: 
             if isinstance(app.screen, ConfirmScreen):
                 break
             await pilot.pause(0.05)
-        assert isinstance(app.screen, ConfirmScreen)
+        await on_screen(app, ConfirmScreen)
         question = str(app.screen.query_one("#question", Label).render())
         assert "held by a server specdash did not start" in question
         assert "pid 4242 (process group 4242): python3 -m sglang.launch_server --model-path /m --port 30000" in question
@@ -538,7 +538,7 @@ async def test_after_a_crash_x_offers_to_clean_up_what_is_left_in_the_group(buil
         await pilot.pause()
         assert "1 process(es) of its group still alive" in text(app, "#crash")
         await pilot.press("x")
-        assert isinstance(app.screen, ConfirmScreen)
+        await on_screen(app, ConfirmScreen)
         question = str(app.screen.query_one("#question", Label).render())
         assert "1240 VLLM::Worker_TP0" in question and "Kill them" in question
         await pilot.press("y")

@@ -12,7 +12,7 @@ from specdash.ui.screens.confirm import ConfirmScreen, LevelsScreen
 from specdash.ui.widgets.bench import BenchTable
 from tests.support import scenarios as sc
 from tests.support.fake_session import FakeSession, FakeTunes
-from tests.support.settle import settle, settle_screen
+from tests.support.settle import on_screen, settle, settle_screen
 
 
 def _app(now: list[float]) -> tuple[SpecdashApp, FakeSession]:
@@ -33,13 +33,13 @@ async def test_the_ab_confirmation_gives_its_expected_time_and_the_table_counts_
     app, session = _app(now)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("1", "space", "2", "space", "a")
-        assert isinstance(app.screen, LevelsScreen)
+        await on_screen(app, LevelsScreen)
         await pilot.press("ctrl+u", *"1,5,10")
         await pilot.pause()
         expected = "about 1m 25s: baseline restart ~31s from 5 starts + 6 levels x 9s"
         assert _text(app, "#levels-eta") == f"Expected: {expected}"  # redone as the levels are edited
         await pilot.press("enter")
-        assert isinstance(app.screen, ConfirmScreen)
+        await on_screen(app, ConfirmScreen)
         assert _text(app, "#question").endswith(f"\n\nExpected: {expected}.")
         await pilot.press("y")
         await settle(app)
@@ -63,7 +63,7 @@ async def test_with_no_start_recorded_the_estimate_says_so() -> None:
     session.ready_s = {}
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("1", "space", "2", "space", "a", "ctrl+u", *"1,5,10", "enter")
-        assert isinstance(app.screen, ConfirmScreen)
+        await on_screen(app, ConfirmScreen)
         question = _text(app, "#question")
         assert "Expected: no estimate: restart time unknown: no start of baseline recorded + 6 levels x 9s." in question
         await pilot.press("y")

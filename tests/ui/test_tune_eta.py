@@ -13,7 +13,7 @@ from specdash.ui.screens.confirm import ConfirmScreen
 from specdash.ui.screens.tune import TuneScreen
 from tests.support import scenarios as sc
 from tests.support.fake_session import FakeSession, FakeTunes
-from tests.support.settle import settle
+from tests.support.settle import on_screen, settle
 from tests.ui.test_tune_view import ENTRY, open_tune, progress
 
 # 2 passes of (baseline + 5 settings) and the verification's restart; 6 x 2 x 3 levels, the verification's 3
@@ -42,7 +42,7 @@ async def _start(app: SpecdashApp, session: FakeSession, pilot: object) -> str:
     await open_tune(app, pilot)
     await pilot.press("s")  # type: ignore[attr-defined]
     await pilot.pause()  # type: ignore[attr-defined]
-    assert isinstance(app.screen, ConfirmScreen)
+    await on_screen(app, ConfirmScreen)
     question = str(app.screen.query_one("#question", Label).render())
     await pilot.press("y")  # type: ignore[attr-defined]
     await settle(app)
@@ -62,7 +62,7 @@ async def test_the_tune_confirmation_gives_its_expected_time_and_the_view_counts
         assert question.endswith(f"\n\nExpected at most, with the verification: {EXPECTED}."), question
         session.emit(progress(eta_s=None))  # the tune's first step, before the runner has an estimate of its own
         await pilot.pause()
-        assert isinstance(app.screen, TuneScreen)
+        await on_screen(app, TuneScreen)
         assert _title(app) == "Tune night · about 14m 51s left"
         now[0] += 600
         app.screen._tick()  # noqa: SLF001 - the once-a-second tick (tests run without timers)
@@ -99,6 +99,6 @@ async def test_with_no_start_recorded_the_tune_estimate_says_so() -> None:
         session.emit(progress(eta_s=None))  # nor does the runner know yet
         await pilot.pause()
         now[0] += 65
-        assert isinstance(app.screen, TuneScreen)
+        await on_screen(app, TuneScreen)
         app.screen._tick()  # noqa: SLF001
         assert _title(app) == "Tune night · running 1m 05s, no estimate"

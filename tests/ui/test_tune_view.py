@@ -16,7 +16,7 @@ from specdash.ui.screens.confirm import ConfirmScreen
 from specdash.ui.screens.tune import TuneScreen
 from tests.support import scenarios as sc
 from tests.support.notices import record_notices
-from tests.support.settle import settle
+from tests.support.settle import on_screen, settle
 from tests.ui.conftest import AppFactory
 
 HEADER = {"type": "header", "version": 1, "name": "night", "host": "gpu1", "base_mode": "eagle3",
@@ -58,7 +58,7 @@ async def test_tune_view_shows_the_policy(build: AppFactory, size: tuple[int, in
     app, _ = build(sc.loading())
     async with app.run_test(size=size) as pilot:
         await open_tune(app, pilot)
-        assert isinstance(app.screen, TuneScreen)
+        await on_screen(app, TuneScreen)
         summary = shown(app, "#tune-summary")
         assert "eagle3 vs baseline on gpu1: 2 settings x 4 levels; 3 restarts of 3" in summary
         assert "speculation stops paying above C = 2" in summary
@@ -126,12 +126,13 @@ async def test_the_view_starts_a_config_entry_after_saying_how_many_restarts(bui
         assert "bad: cannot run: --space: mode eagle3 is SGLang" in live
         await pilot.press("s")
         await pilot.pause()
-        assert isinstance(app.screen, ConfirmScreen)
+        await on_screen(app, ConfirmScreen)
         question = str(app.screen.query_one("#question", Label).render())
         assert "Start tune night" in question and "at most 12 restarts" in question
         await pilot.press("n")  # no: nothing starts
         await pilot.pause()
-        assert isinstance(app.screen, TuneScreen) and ("tune", ("night",)) not in session.calls
+        await on_screen(app, TuneScreen)
+        assert ("tune", ("night",)) not in session.calls
         await pilot.press("s", "y")
         for _ in range(500):
             if session.tune_running():
@@ -218,7 +219,7 @@ async def test_keys_that_touch_the_server_are_refused_while_a_tune_runs(build: A
         session.emit(sc.READY)
         await pilot.press("x")
         await pilot.pause()
-        assert isinstance(app.screen, ConfirmScreen)
+        await on_screen(app, ConfirmScreen)
         await pilot.press("y")
         await settle(app)
         assert session.calls == [("stop", ())]
@@ -235,7 +236,7 @@ async def test_quitting_while_a_tune_runs_asks_first_and_says_how_it_goes_on(bui
         await settle(app)
         await pilot.press("q")
         await pilot.pause()
-        assert isinstance(app.screen, ConfirmScreen), "quit without asking"
+        await on_screen(app, ConfirmScreen)  # quit without asking
         question = str(app.screen.query_one("#question", Label).render())
         assert "Tune night stops" in question and "specdash tune gpu1 --tune night --resume" in question, question
         await pilot.press("n")

@@ -152,3 +152,33 @@ def test_tests_read_what_the_app_said_not_the_toast_rack() -> None:
     ]
     assert not found, found
     assert rack_reads("x = app._notifications\nlen(self.app._notifications)\n", "t.py") == ["t.py:1", "t.py:2"]
+
+
+def screen_asserts(source: str, name: str) -> list[str]:
+    """`assert isinstance(app.screen, X)` with nothing else in the assertion, as `file:line`."""
+    tree = ast.parse(source)
+    return [
+        f"{name}:{node.lineno}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assert)
+        and isinstance(node.test, ast.Call)
+        and isinstance(node.test.func, ast.Name)
+        and node.test.func.id == "isinstance"
+        and isinstance(node.test.args[0], ast.Attribute)
+        and node.test.args[0].attr == "screen"
+    ]
+
+
+def test_tests_wait_for_a_screen_a_key_pushes() -> None:
+    """A key that pushes or pops a screen has done so once the app has handled the message it posted, which under
+    load is after `pilot.press` returns (ci30: `m`'s confirmation was not up yet under six workers and two CPU
+    hogs). Tests wait for it (`tests.support.settle.on_screen`) instead of asserting it at once."""
+    tests = UNIT.parent
+    found = [
+        hit
+        for path in sorted(tests.rglob("test_*.py"))
+        for hit in screen_asserts(path.read_text(), str(path.relative_to(tests)))
+    ]
+    assert not found, found
+    sample = "assert isinstance(app.screen, ConfirmScreen)\nassert isinstance(app.screen, X) and ok\n"
+    assert screen_asserts(sample, "t.py") == ["t.py:1"]
