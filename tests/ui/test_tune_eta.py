@@ -62,13 +62,13 @@ async def test_the_tune_confirmation_gives_its_expected_time_and_the_view_counts
         assert question.endswith(f"\n\nExpected at most, with the verification: {EXPECTED}."), question
         session.emit(progress(eta_s=None))  # the tune's first step, before the runner has an estimate of its own
         await pilot.pause()
-        await on_screen(app, TuneScreen)
+        screen = await on_screen(app, TuneScreen)
         assert _title(app) == "Tune night · about 14m 51s left"
         now[0] += 600
-        app.screen._tick()  # noqa: SLF001 - the once-a-second tick (tests run without timers)
+        screen._tick()  # noqa: SLF001 - the once-a-second tick (tests run without timers)
         assert _title(app) == "Tune night · about 4m 51s left"
         now[0] += 300
-        app.screen._tick()  # noqa: SLF001
+        screen._tick()  # noqa: SLF001
         assert _title(app) == "Tune night · overdue by 9s"
         await pilot.press("escape")  # closed and opened again: the count goes on from the tune's start
         await open_tune(app, pilot)
@@ -79,7 +79,7 @@ async def test_the_tune_confirmation_gives_its_expected_time_and_the_view_counts
         assert _title(app) == "Tune night · about 6m 30s left"
         assert "ETA" not in str(app.screen.query_one("#tune-live").render())
         now[0] += 400
-        app.screen._tick()  # noqa: SLF001
+        (await on_screen(app, TuneScreen))._tick()  # noqa: SLF001 - the screen opened again
         assert _title(app) == "Tune night · overdue by 10s"
         session.emit(progress("done", setting="", line="done: 12 restarts of 12 for the full grid"))
         await pilot.pause()
@@ -99,6 +99,5 @@ async def test_with_no_start_recorded_the_tune_estimate_says_so() -> None:
         session.emit(progress(eta_s=None))  # nor does the runner know yet
         await pilot.pause()
         now[0] += 65
-        await on_screen(app, TuneScreen)
-        app.screen._tick()  # noqa: SLF001
+        (await on_screen(app, TuneScreen))._tick()  # noqa: SLF001
         assert _title(app) == "Tune night · running 1m 05s, no estimate"
