@@ -121,24 +121,29 @@ async def test_j_k_g_G_move_the_focused_list_or_the_log(build: AppFactory) -> No
         await pilot.pause()
         modes = app.screen.query_one(OptionList)
         assert app.screen.focused is modes and modes.highlighted == 0
-        await pilot.press("j", "j")
-        assert modes.highlighted == 2
-        await pilot.press("k")
-        assert modes.highlighted == 1
-        await pilot.press("g")
-        assert modes.highlighted == 0
-        await pilot.press("G")
-        assert modes.highlighted == 2
+        # Each key's effect is waited for: a key is handled once the app has read it, which under load can be after
+        # `pilot.press` returns (ci31, six workers and two CPU hogs).
+
+        async def moves_to(row: int, *keys: str) -> None:
+            await pilot.press(*keys)
+            await eventually(lambda: modes.highlighted == row, timeout=30, what=f"{''.join(keys)}: row {row}")
+
+        await moves_to(2, "j", "j")
+        await moves_to(1, "k")
+        await moves_to(0, "g")
+        await moves_to(2, "G")
         session.emit(log_batch(tuple(f"line {i}" for i in range(300))))
-        await pilot.pause()
         view = app.screen.query_one(LogView)
-        view.focus()
+        await eventually(lambda: len(view.shown), until=lambda n: n >= 300, timeout=30, what="300 lines")
+        app.screen.set_focus(view)  # now: `Widget.focus` would move it on a later turn
         await pilot.press("g")
-        assert view.scroll_offset.y == 0 and not view.follow
+        await eventually(
+            lambda: (view.scroll_offset.y, view.follow), until=lambda v: v == (0, False), timeout=30, what="g"
+        )
         await pilot.press("j")
-        assert view.scroll_target_y == 1
+        await eventually(lambda: view.scroll_target_y, until=lambda y: y == 1, timeout=30, what="j")
         await pilot.press("G")
-        assert view.follow
+        await eventually(lambda: view.follow, timeout=30, what="G follows")
 
 
 async def test_w_wraps_long_lines_and_t_hides_timestamps(build: AppFactory) -> None:
