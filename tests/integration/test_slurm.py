@@ -42,7 +42,7 @@ from tests.integration.conftest import target, trust
 from tests.support.eventually import eventually
 from tests.support.ports import free_port
 from tests.support.recorder import Recorder
-from tests.support.remote_sim import SRC, remote_python, sim_config
+from tests.support.remote_sim import QUICK_STARTUP, SRC, remote_python, sim_config
 from tests.support.slurm import SlurmCluster
 from tests.support.sshd import Sshd, make_dir
 
@@ -55,10 +55,6 @@ args = ["--sim-fault", "hang-at=weights"]
 extends = "baseline"
 args = ["--sim-fault", "slow-node=1x100"]
 """
-
-
-QUICK_STARTUP = 0.005
-"""The simulated startup's pace where a test only waits for READY: 0.005 of a real one (about 3 s)."""
 
 
 def slurm_config(tmp: Path, *, port: int, time_scale: float = QUICK_STARTUP) -> Config:

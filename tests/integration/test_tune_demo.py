@@ -17,15 +17,16 @@ from pathlib import Path
 
 from specdash.bench.store import Store
 from tests.support.eventually import eventually_sync
+from tests.support.remote_sim import QUICK_STARTUP
 
 CRASH_LINE = "RuntimeError: The size of tensor a (160) must match the size of tensor b (2)"
 DEADLINE_S = 600.0
 
 
 def argv(tmp_path: Path, *extra: str, name: str = "t") -> list[str]:
-    # --time-scale 0.005: each restart's simulated startup in about 3 s (the tour's 0.01 takes 6).
+    # Each restart's simulated startup in about 3 s (the tour's 0.01 takes 6).
     return [sys.executable, "-m", "specdash", "tune", "demo", "--repeats", "1", "--duration", "1", "--json",
-            "--time-scale", "0.005",
+            "--time-scale", str(QUICK_STARTUP),
             "--journal-dir", str(tmp_path / "j"), "--db", str(tmp_path / "db.sqlite"), "--name", name,
             *extra]  # fmt: skip
 

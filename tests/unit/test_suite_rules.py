@@ -7,6 +7,7 @@ import ast
 import fcntl
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,16 @@ def test_the_rule_sees_a_process_started_the_usual_ways() -> None:
     ]
 
 
+def in_every_test(finder: Callable[[str, str], list[str]]) -> list[str]:
+    """What `finder(source, name)` finds in every test file of the suite (names relative to `tests/`)."""
+    tests = UNIT.parent
+    return [
+        hit
+        for path in sorted(tests.rglob("test_*.py"))
+        for hit in finder(path.read_text(), str(path.relative_to(tests)))
+    ]
+
+
 def rack_reads(source: str, name: str) -> list[str]:
     """Where `source` reads Textual's toast rack (`app._notifications`)."""
     tree = ast.parse(source)
@@ -144,12 +155,7 @@ def test_tests_read_what_the_app_said_not_the_toast_rack() -> None:
     """The rack takes a notice only when the app handles its message and drops it after its timeout: read right
     after a key press on a loaded machine it held two of three (ci23). Tests record `notify` calls instead
     (tests/support/notices.py)."""
-    tests = UNIT.parent
-    found = [
-        hit
-        for path in sorted(tests.rglob("test_*.py"))
-        for hit in rack_reads(path.read_text(), str(path.relative_to(tests)))
-    ]
+    found = in_every_test(rack_reads)
     assert not found, found
     assert rack_reads("x = app._notifications\nlen(self.app._notifications)\n", "t.py") == ["t.py:1", "t.py:2"]
 
@@ -173,12 +179,7 @@ def test_tests_wait_for_a_screen_a_key_pushes() -> None:
     """A key that pushes or pops a screen has done so once the app has handled the message it posted, which under
     load is after `pilot.press` returns (ci30: `m`'s confirmation was not up yet under six workers and two CPU
     hogs). Tests wait for it (`tests.support.settle.on_screen`) instead of asserting it at once."""
-    tests = UNIT.parent
-    found = [
-        hit
-        for path in sorted(tests.rglob("test_*.py"))
-        for hit in screen_asserts(path.read_text(), str(path.relative_to(tests)))
-    ]
+    found = in_every_test(screen_asserts)
     assert not found, found
     sample = "assert isinstance(app.screen, ConfirmScreen)\nassert isinstance(app.screen, X) and ok\n"
     assert screen_asserts(sample, "t.py") == ["t.py:1"]
