@@ -407,3 +407,29 @@ async def test_help_quit_and_the_running_modes_state_stay_in_view(build: AppFact
         prompt = str(modes.get_option_at_index(1).prompt)
         end = prompt.index("● ready") + len("● ready")
         assert end <= modes.scrollable_content_region.width, (prompt, modes.scrollable_content_region)
+
+
+async def test_the_footer_rebuilds_its_keys_only_when_they_change(build: AppFactory) -> None:
+    """A bindings change that shows the same keys keeps the footer's key widgets (Textual's `Footer` built them all
+    again each time: nine rebuilds in ten changed nothing, a quarter of a UI test's CPU), and one that changes
+    them (the search prompt opens, only its `esc` applies) shows the new keys."""
+    from textual.widgets._footer import FooterKey
+
+    from specdash.ui.widgets.footer import PinnedFooter
+
+    app, _ = build(sc.ready_with_bench())
+    async with app.run_test(size=(160, 45)) as pilot:
+        footer = app.screen.query_one(PinnedFooter)
+        await eventually(lambda: list(footer.query(FooterKey)), timeout=30, what="the footer's keys")
+        keys = list(footer.query(FooterKey))
+        await footer.recompose()
+        assert list(footer.query(FooterKey)) == keys  # the same widgets, not new ones showing the same
+        assert all(key.is_attached for key in keys)
+        await pilot.press("slash")
+        shown = await eventually(
+            lambda: [key.action for key in footer.query(FooterKey) if key.action not in ("help", "quit", "command_palette")],
+            timeout=30,
+            what="the search prompt's keys",
+            until=lambda actions: actions == ["close"],
+        )
+        assert shown == ["close"]

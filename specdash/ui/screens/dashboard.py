@@ -117,7 +117,8 @@ class DashboardScreen(Screen[None]):
         tick: Seconds between clock ticks; None disables the timer.
         bell: Ring the terminal bell on notices that ask for it.
         """
-        super().__init__()
+        # The page's class from the start: set on mount, it restyled every widget of the screen once more.
+        super().__init__(classes="-page-server")
         self.session = session
         self._run_action = run_action
         self._bell = bell
@@ -161,7 +162,6 @@ class DashboardScreen(Screen[None]):
         yield PinnedFooter()
 
     def on_mount(self) -> None:
-        self.set_class(True, "-page-server")
         self._tick_clock()
         if self._tick:
             # Uptime, elapsed and the reconnect countdown move once a second; tests pass tick=None.
