@@ -427,7 +427,9 @@ async def test_the_footer_rebuilds_its_keys_only_when_they_change(build: AppFact
         assert all(key.is_attached for key in keys)
         await pilot.press("slash")
         shown = await eventually(
-            lambda: [key.action for key in footer.query(FooterKey) if key.action not in ("help", "quit", "command_palette")],
+            lambda: [
+                key.action for key in footer.query(FooterKey) if key.action not in ("help", "quit", "command_palette")
+            ],
             timeout=30,
             what="the search prompt's keys",
             until=lambda actions: actions == ["close"],
