@@ -287,9 +287,10 @@ async def test_a_busy_sweep_process_is_the_ui_lagging_unless_it_carries_the_link
     window_s = lv.stats.window.end_ns - lv.stats.window.start_ns if lv.stats.window else 0
     if not link_in_process:
         # The stalls are the UI's, never evidence against the measurement. (The hog spins most of a core of a
-        # 2-core machine, so the probe process itself may be starved and not sustain C: that is the idle-share
-        # rule's evidence, judged on its own, not this attribution.)
-        assert not any("lag" in r for r in lv.client_limits), lv.client_limits
+        # 2-core machine, so the probe process itself may be starved, lag and not sustain C: that is the probe's
+        # own lag and the idle share, evidence judged on its own, not this attribution. Beside five other
+        # workers its lag p90 was 11.2 ms against a 1.1 s window, over the 1 % rule: ci37.)
+        assert not any("SSH forward" in r for r in lv.client_limits), lv.client_limits
         assert any(w.startswith("the UI lagged") for w in lv.warnings), lv.warnings
     elif lv.parent.loop_lag_p90_ms / 1000 > 0.01 * window_s / 1e9:
         assert lv.client_limited and any("SSH forward" in r for r in lv.client_limits), lv.client_limits

@@ -197,8 +197,11 @@ async def test_decode_batch_lines_every_40_steps(sim: Simulators, style: str) ->
         assert float(m.group(2)) == pytest.approx(82.0 * 10, rel=0.25)
 
 
+@pytest.mark.exclusive_cpu
 async def test_256_concurrent_streams_keep_timing_within_2_percent(sim: Simulators) -> None:
-    """One simulator process, 256 live SSE streams: the measured rate stays within 2 % of the model."""
+    """One simulator process, 256 live SSE streams: the measured rate stays within 2 % of the model. A timing bound
+    that needs the machine: beside five other workers and two CPU hogs the streams' common window shrank to 0.5 s
+    (ci31), the client reading 256 streams as starved as the simulator."""
     port = (await sim(*BASELINE, ready=30)).port
     records: list[StreamRecord] = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s:
