@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from typing import Any
 from dataclasses import replace
+from typing import Any
 
 from textual.widgets import Label, Static
 
