@@ -59,23 +59,22 @@ newest-venv:
 	[ -x $(NEWEST)/bin/python ] || python3 -m venv $(NEWEST)
 	$(NEWEST)/bin/python -m pip install -q --upgrade --upgrade-strategy eager .
 
-# Workers for `make test` (pytest-xdist): four on the 2-core machine the suite is kept green on, idle and under a CPU
-# hog on each core. Most tests wait on real processes, sockets and simulated time: two workers left the CPU 40 % idle,
-# four 29 %, six 6-18 % (the workers' part: 28.5 min with two, 13.2 with four, 10.6-12.8 with six; ci21-ci24). Six
-# are not the default: idle they pass (ci24, ci29), but under the two hogs eight busy processes share two cores and
-# tests that hold a timing bound fail (ci31: 256 simulated streams whose common window shrank to 0.5 s; a tune view
-# sampled after its first phase had passed). Each earlier six-worker failure was fixed where it was (the toast rack,
-# keys read before `/` moved the focus, an inverted crossover's policy, screens asserted before they were pushed).
-# `make test TEST_WORKERS=6` runs six. Each worker has its own sshd, namespaces, port block and temp dirs. A test
-# file stays on one worker (`loadfile`): module fixtures that run every CLI case once are not run twice; files go
-# slowest first (tests/durations.json, tests/support/durations.py).
+# Workers for `make test` (pytest-xdist): six on the 2-core machine the suite is kept green on, idle and under a CPU
+# hog on each core. Most tests wait on real processes, sockets and simulated time, so more workers than cores fill
+# the waits. While the suite was CPU-bound, six gained nothing over four and eight busy processes (six workers, two
+# hogs) broke tests that hold a timing bound (ci29-ci31). Once the UI tests stopped rebuilding the footer for
+# nothing (a quarter of their CPU) and every process stopped compiling specdash again (no bytecode caches had been
+# written), four workers left 22 % of the CPU idle (ci36): six took the workers' part from 11 min 53 s to 9 min 02 s
+# (ci36, ci38) and passed under two CPU hogs (ci39). `make test TEST_WORKERS=4` runs four. Each worker has its own
+# sshd, namespaces, port block and temp dirs. A test file stays on one worker (`loadfile`): module fixtures that run
+# every CLI case once are not run twice; files go slowest first (tests/durations.json, tests/support/durations.py).
 # `make test TEST_WORKERS=0` runs in one process. The 25 slowest tests are listed.
-# A test that loads every core itself or holds a responsiveness bound is marked `exclusive_cpu` and needs the machine
+# A test that loads every core itself or holds a timing bound is marked `exclusive_cpu` and needs the machine
 # alone: those run after the workers, in one process. Among the workers (tests/support/cpu_lock.py) each one first
 # waited for every test in flight to end, with the other workers held back meanwhile: 546 worker-seconds in ci20.
 # What comes before the tests runs two at a time (make -j2): the two venvs' pip installs side by side, then `check`
 # (mostly mypy, on one core) beside `newest`: 100 s one after the other on a fresh clone, 59 s so.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 6
 PYTEST := env -u NO_COLOR -u TEXTUAL $(PY) -m pytest -q
 
 test:

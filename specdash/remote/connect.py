@@ -15,8 +15,6 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-import asyncssh
-
 from specdash.errors import UsageError
 from specdash.limits import LOG_BACKUPS, LOG_MAX_BYTES
 from specdash.paths import log_dir
@@ -24,6 +22,7 @@ from specdash.redact import redact_command
 from specdash.remote.knownhosts import GLOBAL_KNOWN_HOSTS, HostKeyPolicy
 from specdash.remote.options import SSHOptions
 from specdash.remote.ssherror import SSHError, SSHErrorKind
+from specdash.remote.sshlib import asyncssh
 from specdash.target import Target, parse_target
 
 DEFAULT_KEY_FILES = ("id_rsa", "id_ecdsa", "id_ecdsa_sk", "id_ed25519", "id_ed25519_sk", "id_dsa")

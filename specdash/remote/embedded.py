@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import asyncssh
+from specdash.remote.sshlib import asyncssh
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 

@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-import asyncssh
-
 from specdash.errors import UsageError
 from specdash.limits import MAX_KNOWN_HOSTS_BYTES, read_regular_file
 from specdash.remote.ssherror import SSHError, SSHErrorKind
+from specdash.remote.sshlib import asyncssh
 from specdash.safetext import escape_controls
 
 log = logging.getLogger(__name__)

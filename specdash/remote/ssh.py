@@ -33,8 +33,6 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from types import TracebackType
 from typing import Any
 
-import asyncssh
-
 from specdash.core.lines import LineSplitter
 from specdash.remote.connect import Connector, Link, route_asyncssh_logging
 from specdash.remote.events import (
@@ -49,6 +47,7 @@ from specdash.remote.events import (
 from specdash.remote.host import RunResult
 from specdash.remote.options import SSHOptions
 from specdash.remote.ssherror import SSHError, SSHErrorKind
+from specdash.remote.sshlib import asyncssh
 from specdash.remote.tagging import PID_MARKER, reap_script, wrap_detached, wrap_streamed
 from specdash.target import Target, parse_target
 

@@ -3,8 +3,10 @@ cycle, however it is imported (module level or inside a function): grimp's graph
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import grimp
 import pytest
@@ -66,3 +68,24 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     graph.add_import(importer="p.b", imported="p.a")
     graph.add_import(importer="p.c", imported="p.a")
     assert _cycles(graph) == [{"p.a", "p.b"}]
+
+
+def test_importing_asyncssh_runs_no_compiler_or_linker(tmp_path: Path) -> None:
+    """asyncssh looks for liboqs on import; `ctypes.util.find_library` would link a throwaway program with `gcc` and
+    run `ld` for a library the loader's cache does not list (specdash.remote.sshlib). A `gcc`, `cc` and `ld` first
+    on PATH record any call; the search asks the loader's cache, and `find_library` is itself again afterwards."""
+    calls = tmp_path / "calls"
+    for tool in ("gcc", "cc", "ld"):
+        fake = tmp_path / tool
+        fake.write_text(f"#!/bin/sh\necho {tool} >> {calls}\nexit 1\n")
+        fake.chmod(0o755)
+    code = (
+        "import ctypes.util\n"
+        "search = ctypes.util.find_library\n"
+        "import specdash.remote.ssh\n"
+        "print(ctypes.util.find_library is search, 'asyncssh' in __import__('sys').modules)\n"
+    )
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.split() == ["True", "True"], out
+    assert not calls.exists(), calls.read_text()
