@@ -16,7 +16,7 @@ from specdash.ui.widgets.logview import LogView
 from tests.support import scenarios as sc
 from tests.support.eventually import eventually
 from tests.support.log_batches import log_batch
-from tests.support.settle import on_screen
+from tests.support.settle import on_screen, settle_screen
 from tests.ui.conftest import AppFactory
 
 LONG = "[2025-04-16 14:24:02 TP0] Decode batch. #running-req: 10, #token: 5120, gen throughput (token/s): 1714.22"
@@ -421,6 +421,8 @@ async def test_the_footer_rebuilds_its_keys_only_when_they_change(build: AppFact
     async with app.run_test(size=(160, 45)) as pilot:
         footer = app.screen.query_one(PinnedFooter)
         await eventually(lambda: list(footer.query(FooterKey)), timeout=30, what="the footer's keys")
+        await settle_screen(pilot)  # the mount's own bindings changes (the focus) are handled
+        await footer.recompose()  # up to date: a rebuild only if those changed the keys after the last one
         keys = list(footer.query(FooterKey))
         await footer.recompose()
         assert list(footer.query(FooterKey)) == keys  # the same widgets, not new ones showing the same
