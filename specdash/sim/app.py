@@ -355,7 +355,7 @@ class SimApp:
                 self.server.status = Status.UP
                 self.log.log("The server is fired up and ready to roll!")
                 return
-            self.scheduler.first_batch_delay = self._scaled(self.preset.warmup_s)
+            self.scheduler.first_batch_delay = self._scaled(self.preset.warmup_s + self.c.faults.slow_warmup)
             if self.c.faults.warmup_fail:
                 await asyncio.sleep(self._scaled(self.preset.warmup_s))
                 lines = warmup_fail_lines()

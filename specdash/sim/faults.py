@@ -10,6 +10,9 @@
 - `port-in-use`: uvicorn's bind fails as if the port were busy: the `[Errno 98]` sequence, children
   killed, exit 1.
 - `warmup-fail`: the warmup request: `Initialization failed. warmup error: ...[502]`, exit status -9.
+- `slow-warmup[=S]`: the warmup's first forward pass takes S seconds more (default 60, scaled like every
+  phase): kernels compiled on first use (DeepGEMM, FlashInfer, torch.compile) keep /health at 503 long
+  after `Uvicorn running`.
 - `slow-health[=S]`: every /health and /health_generate answers after S seconds (default 25); at 20 s or
   more, SGLang's `Health check failed...` line and 503.
 - `orphan-ranks`: the TP ranks outlive their launcher and its process group: they leave it (setsid), ignore
@@ -49,6 +52,7 @@ FAULT_HELP: tuple[tuple[str, str], ...] = (
     ("hang-at=PHASE", f"stop, alive and silent, on entering PHASE: {', '.join(HANG_PHASES)}"),
     ("port-in-use", "uvicorn's bind fails after the whole load ([Errno 98]), exit 1"),
     ("warmup-fail", "the warmup request fails with a 502, exit status -9"),
+    ("slow-warmup[=S]", "the warmup's first forward pass takes S s more (default 60, scaled): a long 503 phase"),
     ("slow-health[=S]", "every health probe answers after S seconds (default 25; from 20 s: 503)"),
     ("orphan-ranks", "the TP ranks outlive their launcher and a kill of its process group, holding their GPUs"),
     ("slow-node=N[xF]", "node rank N loads its weights F times slower (default 10); the other nodes wait for it"),
@@ -89,6 +93,8 @@ class Faults:
     """Behave as if uvicorn's bind failed."""
     warmup_fail: bool = False
     """Fail the warmup request with a 502."""
+    slow_warmup: float = 0.0
+    """Unscaled seconds added to the warmup's first forward pass."""
     slow_health: float | None = None
     """Seconds every health probe takes."""
     orphan_ranks: bool = False
@@ -150,6 +156,10 @@ def parse_faults(specs: list[str]) -> Faults:
                     raise ValueError(spec)
             elif name in _FLAG_FAULTS and not value:
                 kw[name.replace("-", "_")] = True
+            elif name == "slow-warmup":
+                kw["slow_warmup"] = float(value) if value else 60.0
+                if not 0.0 <= kw["slow_warmup"] < float("inf"):  # type: ignore[operator]
+                    raise ValueError(spec)
             elif name == "slow-health":
                 kw["slow_health"] = float(value) if value else 25.0
             elif name == "slow-node":

@@ -81,8 +81,11 @@ async def test_baseline_has_no_draft_phases_and_tp1_has_no_tag(sim: Simulators) 
 
 async def test_health_goes_refused_then_503_then_200(sim: Simulators) -> None:
     port = free_port()
-    # The small preset at 0.1 starts in ~3 s with a ~0.3 s warmup: a 503 window polls cannot miss.
-    p = await sim("--model-path", "meta-llama/Llama-3.1-8B-Instruct", port=port, scale=0.1)
+    # The small preset at 0.1 starts in ~3 s. Its own warmup is ~0.4 s, which a probe loop starved by a
+    # loaded machine missed (CI, stop 34: [None, 200]); a warmup 3 s longer is a 503 window polls cannot miss.
+    p = await sim(
+        "--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--sim-fault", "slow-warmup=30", port=port, scale=0.1
+    )
     seen: list[int | None] = []
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

@@ -90,6 +90,8 @@ def test_fault_parsing() -> None:
     assert f == Faults(crash_at_batch=16, hang_at="draft-graph", slow_health=25.0, warmup_fail=True, port_in_use=True)
     assert parse_faults(["slow-node=1x100"]) == Faults(slow_node=1, slow_factor=100.0)
     assert parse_faults(["slow-node=2"]) == Faults(slow_node=2, slow_factor=10.0)
+    assert parse_faults(["slow-warmup"]) == Faults(slow_warmup=60.0)
+    assert parse_faults(["slow-warmup=2.5"]) == Faults(slow_warmup=2.5)
     for bad in (
         "crash-at-batch=x",
         "hang-at=nowhere",
@@ -97,6 +99,9 @@ def test_fault_parsing() -> None:
         "oom-at-capture=1",
         "slow-node=-1",
         "slow-node=1x0.5",
+        "slow-warmup=-1",
+        "slow-warmup=nan",
+        "slow-warmup=inf",
     ):
         with pytest.raises(UsageError):
             parse_faults([bad])
