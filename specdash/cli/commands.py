@@ -201,7 +201,7 @@ def _switch(p: argparse.ArgumentParser) -> None:
     o.add_host_arguments(p)
     p.add_argument("mode", metavar="MODE", help="a mode from the config")
     o.add_wait(p)
-    p.add_argument("--restart", action="store_true", help="restart MODE even if a server of it sleeps")
+    p.add_argument("--restart", action="store_true", help="restart MODE even when it is live or a server of it sleeps")
 
 
 def _advise(p: argparse.ArgumentParser) -> None:
@@ -373,7 +373,7 @@ def _tune(p: argparse.ArgumentParser) -> None:
         "--hold",
         type=number_option(0.0, 100.0, low_open=True),
         default=3.0,
-        help="the hold level runs this many levels long",
+        help="the hold level runs this many levels long (in seconds or in requests, as the levels)",
     )
     o.add_time_scale(p, "demo only: simulated startup durations x this (0.01)")
     p.add_argument("--journal-dir", type=o.output_dir, help="where journals go (default: the data dir's tunes/)")

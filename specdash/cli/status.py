@@ -13,11 +13,28 @@ from specdash.cli._live import fmt_seconds
 from specdash.core.timeline import replay_text
 from specdash.limits import LOG_TAIL_BYTES
 from specdash.phases import Phase
-from specdash.server.lifecycle import run_framed
+from specdash.server.lifecycle import RunRecord, run_framed
+from specdash.server.remote_session import RemoteSession
 
 
 def run(args: argparse.Namespace) -> int:
     return asyncio.run(_status(args))
+
+
+async def log_tail(session: RemoteSession, record: RunRecord) -> str:
+    """The run's log's last bytes: where the startup got to (a long-running server's log can be much larger)."""
+    _, log = await run_framed(session.host, f"tail -c {LOG_TAIL_BYTES} {shlex.quote(record.log_path)}")
+    return log
+
+
+def where_it_is(record: RunRecord, log: str) -> tuple[Phase, str]:
+    """A recorded run's phase and reason from its log's tail: the highest phase the log reached, EXITED once
+    its process is gone, CRASHED when the log shows a crash."""
+    timeline = replay_text(log, record.engine)
+    phase = timeline.highest_phase if record.alive else Phase.EXITED
+    if timeline.outcome.value == "crashed":
+        phase = Phase.CRASHED
+    return phase, timeline.reason
 
 
 async def _status(args: argparse.Namespace) -> int:
@@ -25,8 +42,7 @@ async def _status(args: argparse.Namespace) -> int:
         sleeping = await session.sleeping() if any(m.resident for m in cfg.modes.values()) else []
         log = ""
         if record is not None and not record.damaged:
-            # The log's last bytes say where the startup got to (a long-running server's log can be much larger).
-            _, log = await run_framed(session.host, f"tail -c {LOG_TAIL_BYTES} {shlex.quote(record.log_path)}")
+            log = await log_tail(session, record)
     if record is None:
         info: dict[str, object] = {"host": session.label, "state": Phase.STOPPED.value}
     elif record.damaged:  # no pid to trust: say so, never "exited, pid 0" (its server may well be running)
@@ -40,10 +56,7 @@ async def _status(args: argparse.Namespace) -> int:
             f"whether its server runs cannot be told; look at port {record.port} on the host",
         }
     else:
-        timeline = replay_text(log, record.engine)
-        phase = timeline.highest_phase if record.alive else Phase.EXITED
-        if timeline.outcome.value == "crashed":
-            phase = Phase.CRASHED
+        phase, reason = where_it_is(record, log)
         info = {
             "host": session.label,
             "state": phase.value,
@@ -55,7 +68,7 @@ async def _status(args: argparse.Namespace) -> int:
             "alive": record.alive,
             "uptime_s": round(time.time() - record.started_at, 1) if record.alive else None,
             "log": record.log_path,
-            "reason": timeline.reason or None,
+            "reason": reason or None,
         }
     info["sleeping"] = [
         {

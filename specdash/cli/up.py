@@ -8,8 +8,10 @@ import sys
 
 from specdash.cli._host import connected, host_config, load_config
 from specdash.cli._live import StatusPrinter
+from specdash.cli.status import log_tail, where_it_is
 from specdash.core.status_text import leftovers_text
 from specdash.phases import SETTLED, Phase
+from specdash.server.remote_session import RemoteSession
 
 
 def run(args: argparse.Namespace) -> int:
@@ -22,8 +24,13 @@ async def start(args: argparse.Namespace, *, switch: bool) -> int:
     cfg.mode(args.mode)  # an unknown mode is a usage error before anything connects
     printer = StatusPrinter(host=args.host)
     async with connected(args, cfg, host_config(args, cfg), printer) as session:
-        if switch:
-            outcome = await session.switch(args.mode, restart=bool(getattr(args, "restart", False)))
+        if switch and not args.restart and (live := await _live_as_asked(session, args.mode)):
+            # A restart throws the whole load away (minutes on a large model): only when asked for.
+            print(f"{live}; nothing to do (--restart restarts it)")
+            if not args.wait:
+                return 0
+        elif switch:
+            outcome = await session.switch(args.mode, restart=args.restart)
             print("; ".join((outcome.text, *outcome.notes)))
             if outcome.resident:
                 print(f"  {outcome.steps_text}")
@@ -47,3 +54,15 @@ async def start(args: argparse.Namespace, *, switch: bool) -> int:
             if leftovers := leftovers_text(session.status, args.host):
                 print(leftovers, file=sys.stderr)
         return 1
+
+
+async def _live_as_asked(session: RemoteSession, mode: str) -> str:
+    """`MODE is already live on HOST (pid N, phase)` when the host's recorded run is MODE, alive and neither
+    crashed nor exited by its log; else empty."""
+    record = await session.lifecycle.current()
+    if record is None or record.damaged or not record.alive or record.mode != mode:
+        return ""
+    phase, _ = where_it_is(record, await log_tail(session, record))
+    if phase in (Phase.CRASHED, Phase.EXITED):
+        return ""
+    return f"{mode} is already live on {session.label} (pid {record.pid}, {phase.value})"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -193,9 +194,7 @@ class TuneJob:
             for c in ramp:  # one level per call: the levels before a crash are known, and the crash's level
                 got = await session.sweep([mode], [c], config=self.sweep, prompts=self.runner.prompts, quiet=True)
                 measured.update(_done(got.get(mode)))
-            long = dataclasses.replace(
-                self.sweep, duration_s=(self.sweep.duration_s or 30.0) * self.options.hold, requests_per_level=None
-            )
+            long = hold_level(self.sweep, self.options.hold)
             held = _done(
                 (await session.sweep([mode], [hold], config=long, prompts=self.runner.prompts, quiet=True)).get(mode)
             )
@@ -255,6 +254,14 @@ class TuneJob:
             resume=resume_command(self.plan),
             after=runner.after,
         )
+
+
+def hold_level(sweep: SweepConfig, hold: float) -> SweepConfig:
+    """The verification's hold: `hold` levels long, counted as the tune counts its levels (seconds, or
+    requests when the tune was given `--requests-per-level`); 30 s a level when it set neither."""
+    if sweep.requests_per_level and not sweep.duration_s:
+        return dataclasses.replace(sweep, requests_per_level=max(1, math.ceil(sweep.requests_per_level * hold)))
+    return dataclasses.replace(sweep, duration_s=(sweep.duration_s or 30.0) * hold, requests_per_level=None)
 
 
 def _done(result: Any) -> dict[int, float]:

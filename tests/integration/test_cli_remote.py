@@ -50,6 +50,16 @@ def test_up_status_logs_down(cli) -> None:
     info = json.loads(status.stdout)
     assert (info["state"], info["mode"], info["alive"]) == ("ready", "baseline", True)
 
+    # A switch to the live mode throws nothing away: the same server, said so; --restart restarts it.
+    same = cli("switch", "sim", "baseline")
+    assert same.returncode == 0, same.stderr
+    assert f"baseline is already live on sim (pid {info['pid']}, ready)" in same.stdout
+    assert json.loads(cli("status", "sim", "--json").stdout)["pid"] == info["pid"]
+    restarted = cli("switch", "sim", "baseline", "--restart", "--wait")
+    assert restarted.returncode == 0, restarted.stderr
+    info = json.loads(cli("status", "sim", "--json").stdout)
+    assert (info["state"], info["mode"]) == ("ready", "baseline") and info["pid"] != json.loads(status.stdout)["pid"]
+
     logs = cli("logs", "sim", "-n", "5")
     assert logs.returncode == 0 and len(logs.stdout.splitlines()) == 5
 

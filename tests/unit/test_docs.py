@@ -1,13 +1,12 @@
 """The docs stay true: every `specdash ...` command they show is accepted, the offline ones run, and every key
 they list is one the app binds (and every binding is listed).
 
-Commands come from the fenced code blocks of README.md and docs/*.md, and from their inline code spans that
-are not a usage synopsis (`RUN...`, `[--json]`). Each is parsed by the real parser (`build_parser(everything=True)`).
-Those of the code blocks that need no host (`config`, `runs`, `compare`, `report`, `export`,
-`replay`, `--help`) also run, in-process through `specdash.cli.main`, against a sandbox: a fresh config, a store
-of two A/B runs (ids 1 and 2, also as the demo's store) and a real saved log as `server.log`. Commands that need
-a host (`connect`, `up`, `bench`, `tune HOST`, `demo`...) are parsed only: running each against the sshd fixture
-and the simulator would take minutes; those paths have their own integration tests.
+Commands come from `tests.support.doc_commands`. Each is parsed by the real parser
+(`build_parser(everything=True)`). Those of the code blocks that need no host (`config`, `runs`, `compare`,
+`report`, `export`, `replay`, `--help`) also run, in-process through `specdash.cli.main`, against a sandbox: a
+fresh config, a store of two A/B runs (ids 1 and 2, also as the demo's store) and a real saved log as
+`server.log`. Those that need a host (`connect`, `up`, `bench`, `tune HOST`, `demo`...) run against the
+simulator behind the test sshd in `tests/integration/test_docs_host_commands.py`.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ import pkgutil
 import re
 import shlex
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -33,52 +31,11 @@ import specdash.ui
 from specdash.cli import main
 from specdash.cli.commands import COMMANDS as ALL_COMMANDS
 from specdash.cli.commands import build_parser
+from tests.support.doc_commands import DOCS, OFFLINE, ROOT, DocCommand, doc_commands
 from tests.support.results_store import make_store
 
-ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 KEYS_PAGE = ROOT / "docs" / "keys.md"
 REPLAY_LOG = ROOT / "tests" / "fixtures" / "logs" / "synthetic" / "sglang_v056_eagle3_tp2_ready.log"
-
-OFFLINE = {"config", "runs", "compare", "report", "export", "replay"}
-"""Subcommands that need no host: the test runs them."""
-
-
-class DocCommand(NamedTuple):
-    where: str
-    argv: list[str]
-    fenced: bool
-    """From a code block (parsed, and run when offline); else from an inline code span in the text (parsed)."""
-
-
-def _fenced_lines(text: str) -> Iterator[tuple[int, str]]:
-    fence: str | None = None
-    for number, line in enumerate(text.splitlines(), 1):
-        stripped = line.strip()
-        if stripped.startswith("```"):
-            fence = None if fence is not None else stripped
-            continue
-        if fence is not None:
-            yield number, stripped
-
-
-def doc_commands() -> list[DocCommand]:
-    found = []
-    for path in DOCS:
-        text = path.read_text(encoding="utf-8")
-        fenced = dict(_fenced_lines(text))
-        for number, line in enumerate(text.splitlines(), 1):
-            where = f"{path.relative_to(ROOT)}:{number}"
-            if number in fenced:
-                line = fenced[number].removeprefix("$ ")
-                if line.startswith("specdash "):
-                    found.append(DocCommand(where, shlex.split(line, comments=True)[1:], True))
-                continue
-            for span in re.findall(r"`(specdash [^`]+)`", line):
-                if "..." not in span and "[" not in span:  # not a usage synopsis (`RUN...`, `[--json]`)
-                    found.append(DocCommand(where, shlex.split(span)[1:], False))
-    return found
-
 
 COMMANDS = doc_commands()
 SUBCOMMANDS = {command.name for command in ALL_COMMANDS}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from specdash.bench.sweep import SweepConfig
 from specdash.config import HostConfig, parse
 from specdash.engines.registry import names
 from specdash.engines.spec_settings import SpecSetting
@@ -20,6 +21,7 @@ from specdash.remote.events import ConnectionState
 from specdash.remote.options import SSHOptions
 from specdash.remote.ssh import SSHHost
 from specdash.server.remote_session import RemoteSession
+from specdash.tune.job import hold_level
 from specdash.tune.journal import Journal, TuneState
 from specdash.tune.plan import TunePlan
 from specdash.tune.runner import TuneRunner
@@ -184,3 +186,16 @@ async def test_the_restart_after_a_crashed_setting_cleans_up_what_it_left_first(
     session._status = replace(session.status, phase=Phase.STOPPED, crash=None)
     await runner._restart("k4", "ngram", 0)
     assert calls[4:] == ["start ngram"], "nothing to clean up after a clean stop"
+
+
+def test_the_verifications_hold_is_counted_as_the_tunes_levels() -> None:
+    """`--hold 3` is three levels long: in seconds when the levels run for a duration, in requests when the tune
+    was given `--requests-per-level` (it ran 30 s whatever the levels were), 30 s a level when neither is set."""
+
+    timed = hold_level(SweepConfig(duration_s=2.0), 3.0)
+    assert (timed.duration_s, timed.requests_per_level) == (6.0, None)
+    counted = hold_level(SweepConfig(requests_per_level=4), 2.5)
+    assert (counted.duration_s, counted.requests_per_level) == (None, 10)
+    assert hold_level(SweepConfig(requests_per_level=1), 0.1).requests_per_level == 1
+    default = hold_level(SweepConfig(), 3.0)
+    assert (default.duration_s, default.requests_per_level) == (90.0, None)
