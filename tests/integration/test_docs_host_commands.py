@@ -119,10 +119,8 @@ class Docs:
         return [*argv, *extra]
 
     def run(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "specdash", *argv],
-            capture_output=True, text=True, env=self.env, timeout=DEADLINE_S, cwd=self.tmp,
-        )  # fmt: skip
+        argv = [sys.executable, "-m", "specdash", *argv]
+        return subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=DEADLINE_S, cwd=self.tmp)
 
     async def _ssh(self, command: str) -> str:
         async with SSHHost(target(self.sshd), self.options) as host:
@@ -179,12 +177,25 @@ def in_terminal(docs: Docs, argv: list[str], first_screen: str) -> int:
     return int(rc.read_text())
 
 
+CTRL_C_REACHES = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
+)
+WITH_CTRL_C = [sys.executable, "-c", CTRL_C_REACHES]
+"""Runs a command with SIGINT's default disposition, as a user's terminal gives it: a job started with `&`
+without job control ignores SIGINT (POSIX), its children inherit that, and Python then installs no
+KeyboardInterrupt (ci45's clean clone ran under such a job: `logs -f` ignored the test's Ctrl-C)."""
+
+
 def follow(docs: Docs, argv: list[str]) -> tuple[int, str]:
     """`logs -f`: read until it printed lines, then Ctrl-C; (exit status, what it printed)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "specdash", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=docs.env, cwd=docs.tmp,
-    )  # fmt: skip
+        [*WITH_CTRL_C, sys.executable, "-m", "specdash", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=docs.env,
+        cwd=docs.tmp,
+    )
     assert proc.stdout is not None and proc.stderr is not None
     try:
         first = eventually_sync(proc.stdout.readline, timeout=60, what="logs -f prints a line")
