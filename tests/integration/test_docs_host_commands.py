@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import os
+import select
 import shlex
 import shutil
 import signal
@@ -199,7 +200,9 @@ def follow(docs: Docs, argv: list[str]) -> tuple[int, str]:
     )
     assert proc.stdout is not None and proc.stderr is not None
     try:
-        first = eventually_sync(proc.stdout.readline, timeout=60, what="logs -f prints a line")
+        readable, _, _ = select.select([proc.stdout], [], [], 60.0)  # a silent follower must fail, not hang
+        first = proc.stdout.readline() if readable else ""
+        assert first, f"logs -f printed no line in 60 s (exit status {proc.poll()})"
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     finally:
