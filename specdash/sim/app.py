@@ -355,9 +355,10 @@ class SimApp:
                 self.server.status = Status.UP
                 self.log.log("The server is fired up and ready to roll!")
                 return
-            self.scheduler.first_batch_delay = self._scaled(self.preset.warmup_s + self.c.faults.slow_warmup)
+            warmup = self._scaled(self.preset.warmup_s + self.c.faults.slow_warmup)
+            self.scheduler.first_batch_delay = warmup
             if self.c.faults.warmup_fail:
-                await asyncio.sleep(self._scaled(self.preset.warmup_s))
+                await asyncio.sleep(warmup)
                 lines = warmup_fail_lines()
                 self.log.lines(lines[0], lines[1:])
                 self.tree.kill_all()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shlex
 import subprocess
 import sys
 import time
@@ -24,13 +23,13 @@ from specdash.config import Config, HostConfig
 from specdash.core.events import LogBatch
 from specdash.phases import SETTLED, Origin, Phase
 from specdash.remote.ssh import SSHHost, SSHOptions
-from specdash.server.launch import launch_argv, launch_env
+from specdash.server.launch import launch_argv
 from specdash.server.lifecycle import PortBusy
 from specdash.server.remote_session import RemoteSession, running
 from tests.integration.conftest import remote_alive, target
 from tests.support.ports import free_port
 from tests.support.recorder import Recorder
-from tests.support.remote_sim import sim_config
+from tests.support.remote_sim import by_hand_command, sim_config
 from tests.support.sshd import Keys, Sshd
 
 
@@ -55,12 +54,9 @@ async def by_hand(
 ) -> AsyncIterator[tuple[int, str, list[str]]]:
     """The baseline mode's command, started by hand on the host, not by specdash: (pid, log, argv)."""
     argv = launch_argv(cfg.mode("baseline"), host_cfg)
-    env = [f"{k}={v}" for k, v in launch_env(cfg.mode("baseline"), host_cfg).items()]
     log = f"hand-started-{uuid.uuid4().hex[:8]}.log"
     async with SSHHost(target(sshd), ssh_options) as h:
-        # What a user types: the server leads its own group and session (setsid), output to a file in ~.
-        command = f"cd ~; setsid nohup env {shlex.join(env)} {shlex.join(argv)} > {log} 2>&1 < /dev/null & echo $!"
-        started = await h.run(command)
+        started = await h.run(by_hand_command(cfg.mode("baseline"), host_cfg, log))
         pid = int(started.stdout.split()[-1])
         home = (await h.run("echo $HOME")).stdout.strip()
         try:

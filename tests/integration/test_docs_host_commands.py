@@ -39,12 +39,11 @@ import pytest
 from specdash import config
 from specdash.engines.registry import names
 from specdash.remote.ssh import SSHHost, SSHOptions
-from specdash.server.launch import launch_argv, launch_env
 from tests.integration.conftest import target
 from tests.support.doc_commands import DOCS, OFFLINE, ROOT, DocCommand, doc_commands
 from tests.support.eventually import eventually_sync
 from tests.support.ports import free_port
-from tests.support.remote_sim import sim_config
+from tests.support.remote_sim import by_hand_command, sim_config
 from tests.support.sshd import Keys, Sshd
 from tests.support.tmux import TmuxSession
 
@@ -130,12 +129,7 @@ class Docs:
 
     def start_by_hand(self) -> None:
         """The baseline's command, started on the host by hand (`setsid nohup ... &`), not by specdash."""
-        mode, host = self.config.mode("baseline"), self.config.hosts["gpu"]
-        env = [f"{k}={v}" for k, v in launch_env(mode, host).items()]
-        command = (
-            f"cd ~; setsid nohup env {shlex.join(env)} {shlex.join(launch_argv(mode, host))} "
-            f"> hand-{self.port}.log 2>&1 < /dev/null & echo $!"
-        )
+        command = by_hand_command(self.config.mode("baseline"), self.config.hosts["gpu"], f"hand-{self.port}.log")
         self.by_hand = int(asyncio.run(self._ssh(command)).split()[-1])
         listening = f"ss -Hltn 'sport = :{self.port}'"
         eventually_sync(lambda: asyncio.run(self._ssh(listening)).strip(), timeout=60, what="the hand-started server")
@@ -213,6 +207,14 @@ def follow(docs: Docs, argv: list[str]) -> tuple[int, str]:
     return proc.returncode, first + out
 
 
+def modes_named(argv: list[str]) -> list[str]:
+    """The modes a `bench` or `tune` command names (`--mode`/`--modes A,B`), the last option winning."""
+    named = [
+        argv[i + 1] for i, a in enumerate(argv[:-1]) if argv[0] in ("bench", "tune") and a in ("--mode", "--modes")
+    ]
+    return named[-1].split(",") if named else []
+
+
 FIRST_SCREEN = {"connect": "STOPPED", "demo": "Autoplay"}
 """What each dashboard command shows once it is up."""
 
@@ -230,7 +232,7 @@ def test_every_host_command_a_page_shows_runs_in_its_order(page: str, docs: Docs
             continue
         if argv[0] == "logs" and "-f" in argv:
             code, out = follow(docs, argv)
-            assert code in (0, 130) and out.strip(), f"{shown}: exit {code}, printed {out!r}"
+            assert code == 130 and out.strip(), f"{shown}: exit {code} (a shell expects 130), printed {out!r}"
             continue
         if argv[0] == "adopt" and docs.by_hand is None:
             docs.start_by_hand()
@@ -238,6 +240,8 @@ def test_every_host_command_a_page_shows_runs_in_its_order(page: str, docs: Docs
         assert done.returncode == 0, f"{shown}: exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
         assert "Traceback" not in done.stderr, f"{shown}\n{done.stderr[-3000:]}"
         assert done.stdout.strip(), f"{shown}: printed nothing"
+        for mode in modes_named(argv):  # a sweep or a tune reports on every mode it was given
+            assert mode in done.stdout, f"{shown}: nothing about {mode!r} in\n{done.stdout[-3000:]}"
 
 
 def test_the_pages_show_host_commands_of_every_kind() -> None:

@@ -10,14 +10,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 import shutil
 import sys
 import sysconfig
 from pathlib import Path
 
 from specdash import config
-from specdash.config import Config
+from specdash.config import Config, HostConfig, ModeConfig
 from specdash.engines.registry import names
+from specdash.server.launch import launch_argv, launch_env
 
 SRC = Path(__file__).resolve().parents[2]
 
@@ -79,6 +81,14 @@ known_hosts = "{known_hosts}"
 state_dir = "{state_dir}"
 """)  # fmt: skip
     return {**os.environ, "SPECDASH_CONFIG": str(cfg.path)}
+
+
+def by_hand_command(mode: ModeConfig, host: HostConfig, log: str) -> str:
+    """What a user types to start `mode` on `host` without specdash: the server leads its own group and session
+    (`setsid nohup`), output to `~/LOG`; the shell prints its PID."""
+    env = [f"{k}={v}" for k, v in launch_env(mode, host).items()]
+    argv = launch_argv(mode, host)
+    return f"cd ~; setsid nohup env {shlex.join(env)} {shlex.join(argv)} > {log} 2>&1 < /dev/null & echo $!"
 
 
 async def overload(port: int, streams: int = 12, tokens: int = 300) -> None:
