@@ -9,6 +9,7 @@ Everything is stopped by PID (from sshd's PidFile, and the sessions it forked), 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import os
 import pwd
 import shutil
@@ -40,27 +41,39 @@ def skip_reason() -> str | None:
     return None
 
 
+USER_LOCK = Path("/tmp/specdash-test-user.lock")
+"""Held while the test user is looked up or created. Concurrent `useradd`s of one name are not safe: on a fresh
+machine, six workers creating the user at once left it with uid 1004 or 1006 while some workers had read 1001
+to 1003 and the home's files were owned by 1001 (reproduced five times in five rounds); the first tests then
+failed with "cannot write the run record"."""
+
+
 def ensure_test_user() -> pwd.struct_passwd:
-    """Create `TEST_USER` with a real home if missing (idempotent, tolerates a concurrent creator)."""
-    try:
-        entry = pwd.getpwnam(TEST_USER)
-    except KeyError:
-        made = subprocess.run(
-            ["useradd", "--create-home", "--home-dir", str(TEST_HOME), "--shell", "/bin/bash", TEST_USER],
-            capture_output=True,
-            text=True,
-        )
+    """Create `TEST_USER` with a real home if missing (idempotent; one creator at a time, across processes)."""
+    with USER_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         try:
             entry = pwd.getpwnam(TEST_USER)
         except KeyError:
-            raise RuntimeError(f"useradd {TEST_USER} failed: {made.stderr.strip()}") from None
-    # useradd leaves the account locked ("!"), and with UsePAM no sshd refuses locked accounts.
-    shadow = subprocess.run(["getent", "shadow", TEST_USER], capture_output=True, text=True).stdout
-    if shadow.split(":")[1:2] != ["*"]:
-        subprocess.run(["usermod", "-p", "*", TEST_USER], check=True, capture_output=True)
-    Path(entry.pw_dir).mkdir(mode=0o755, exist_ok=True)
-    os.chown(entry.pw_dir, entry.pw_uid, entry.pw_gid)
-    return entry
+            made = subprocess.run(
+                ["useradd", "--create-home", "--home-dir", str(TEST_HOME), "--shell", "/bin/bash", TEST_USER],
+                capture_output=True,
+                text=True,
+            )
+            try:
+                entry = pwd.getpwnam(TEST_USER)
+            except KeyError:
+                raise RuntimeError(f"useradd {TEST_USER} failed: {made.stderr.strip()}") from None
+        # useradd leaves the account locked ("!"), and with UsePAM no sshd refuses locked accounts.
+        shadow = subprocess.run(["getent", "shadow", TEST_USER], capture_output=True, text=True).stdout
+        if shadow.split(":")[1:2] != ["*"]:
+            subprocess.run(["usermod", "-p", "*", TEST_USER], check=True, capture_output=True)
+        home = Path(entry.pw_dir)
+        home.mkdir(mode=0o755, exist_ok=True)
+        if home.stat().st_uid != entry.pw_uid:  # a home left by an earlier user of this name: make it the user's
+            subprocess.run(["chown", "-R", f"{entry.pw_uid}:{entry.pw_gid}", str(home)], check=True)
+        os.chown(home, entry.pw_uid, entry.pw_gid)
+        return entry
 
 
 def make_dir(prefix: str) -> Path:
