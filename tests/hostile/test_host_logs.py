@@ -177,13 +177,16 @@ def test_damaged_current_is_reported_and_the_port_check_protects(
 ) -> None:
     """A live server that listens on its port, then `current` emptied or garbled: status says damaged (not
     stopped), down signals nothing and says so, and `up` refuses the busy port (no second server)."""
-    script = 'echo listening; exec python3 -m http.server "$6" --bind 127.0.0.1'
+    # The box's token ($0) stays in the server's command line (as the directory it would serve), so the test
+    # finds it: `real` below, and the cleanup that kills it.
+    script = 'echo listening; exec python3 -m http.server "$6" --bind 127.0.0.1 --directory "/nonexistent/$0"'
     box = Box(tmp_path, sshd, ssh_keys, script=script)
     try:
         assert box.cli("up", "box", "--mode", "sleeper").code == 0
         port = int(re.search(r"port = (\d+)", box.config.read_text()).group(1))  # type: ignore[union-attr]
         eventually_sync(lambda: _listening(port), timeout=60, what="the server listening")
         real = box.pids()
+        assert len(real) == 1, real
         (box.state / "current").write_bytes(current)
         os.chown(box.state / "current", *_uid())
         status = box.cli("status", "box")
