@@ -175,7 +175,15 @@ def run(args: argparse.Namespace) -> int:
             print(f"sweep stopped: {result.aborted}")
     if greedy is not None and not args.json:
         print(greedy.text)
-    return 1 if result.aborted is not None else _failed_levels(results)
+    return _exit_status({args.mode: result}) or _failed_levels(results)
+
+
+def _exit_status(results: dict[str, SweepResult]) -> int:
+    """1 (and one line on stderr per mode whose sweep stopped early, with why) when any did; else 0."""
+    stopped = {mode: r.aborted for mode, r in results.items() if r.aborted is not None}
+    for mode, why in stopped.items():
+        print(f"specdash: error: the sweep of {mode} stopped: {why}", file=sys.stderr)
+    return 1 if stopped else 0
 
 
 def _failed_levels(results: list[SweepResult]) -> int:
@@ -265,9 +273,7 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
         print(sweep_verdict({m: results[m] for m in modes if m in results}, config.slo))
         if greedy is not None:
             print(greedy.text)
-    if not all(r.aborted is None for r in results.values()):
-        return 1
-    return _failed_levels(list(results.values()))
+    return _exit_status(results) or _failed_levels(list(results.values()))
 
 
 def _print_repeats(args: argparse.Namespace, repeats: dict[str, list[SweepResult]]) -> int:

@@ -88,7 +88,7 @@ def test_bench_ab_over_ssh_finds_the_crossover(cli) -> None:
         "bench", "sim", "--modes", "baseline,eagle3", "--levels", "1,8", "--output-len", "64",
         "--requests-per-level", "16", "--json", timeout=300,
     )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode == 0, (out.stdout[-3000:], out.stderr[-3000:])
     result = json.loads(out.stdout)
     base = {lv["concurrency"]: lv["stats"]["output_tok_s"] for lv in result["baseline"]["levels"]}
     spec = {lv["concurrency"]: lv["stats"]["output_tok_s"] for lv in result["eagle3"]["levels"]}
@@ -107,7 +107,7 @@ def test_bench_probe_local_runs_the_probe_here_and_says_why(cli) -> None:
         "bench", "sim", "--mode", "baseline", "--levels", "2", "--output-len", "16",
         "--requests-per-level", "6", "--probe", "local", "--json", timeout=300,
     )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode == 0, (out.stdout[-3000:], out.stderr[-3000:])
     probe = json.loads(out.stdout)["baseline"]["probe"]
     assert probe["where"] == "local" and "--probe" in probe["why"]
     usage = cli("bench", "--url", "http://127.0.0.1:9", "--probe", "host")
@@ -120,7 +120,7 @@ def test_bench_check_greedy_over_ssh_reports_the_lossy_mode_and_stores_both_outp
         "bench", "sim", "--modes", "baseline,diverge", "--levels", "1", "--output-len", "16",
         "--requests-per-level", "4", "--check-greedy", "3", "--db", str(db), "--json", timeout=300,
     )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode == 0, (out.stdout[-3000:], out.stderr[-3000:])
     greedy = json.loads(out.stdout)["greedy"]
     assert (greedy["reference"], greedy["other"], greedy["total"], greedy["identical"]) == ("baseline", "diverge", 3, 0)
     first = greedy["first"]
@@ -135,5 +135,5 @@ def test_bench_check_greedy_over_ssh_reports_the_lossy_mode_and_stores_both_outp
         "bench", "sim", "--modes", "baseline,diverge", "--levels", "1", "--output-len", "16",
         "--requests-per-level", "4", "--check-greedy", "2", "--db", str(db), timeout=300,
     )  # fmt: skip
-    assert text.returncode == 0, text.stderr[-3000:]
+    assert text.returncode == 0, (text.stdout[-3000:], text.stderr[-3000:])
     assert "greedy check diverge vs baseline: 0/2 outputs identical; first difference: prompt 0" in text.stdout
