@@ -12,6 +12,7 @@ Commands (sbatch, squeue, scontrol) find it through `SLURM_CONF`: `cluster.env`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -193,10 +194,15 @@ class SlurmCluster:
     def reap_strays(self) -> list[int]:
         """SIGKILL what this cluster's jobs left behind: a node whose slurmd was killed keeps its slurmstepd and
         the step's processes after slurmctld declared it down (no slurmd is there to end them). They are found by
-        this cluster's own `SLURM_CONF` path in their environment (a path no other process has), never by name."""
+        this cluster's own `SLURM_CONF` path in their environment (a path no other process has), never by name,
+        and so are their process groups: a simulator's TP child has overwritten its environment with its title
+        (`sglang::scheduler_TP1`), so only its group (its simulator's) finds it. Without the groups, the child of
+        the node-fail test's rank outlived every suite run (ci51, ci54, ci55, ci56)."""
         mine = f"SLURM_CONF={self.conf}".encode()
         daemons = {p.pid for p in self.procs.values()}
-        killed = []
+        ours = {os.getpgrp()}  # the daemons run in this process's group: never signal it
+        killed: list[int] = []
+        groups: set[int] = set()
         for proc in Path("/proc").iterdir():
             if not proc.name.isdigit() or int(proc.name) in daemons or int(proc.name) == os.getpid():
                 continue
@@ -206,10 +212,14 @@ class SlurmCluster:
                 continue
             if mine in environ.split(b"\0"):
                 try:
+                    groups.add(os.getpgid(int(proc.name)))
                     os.kill(int(proc.name), signal.SIGKILL)
                     killed.append(int(proc.name))
                 except ProcessLookupError:
                     pass
+        for group in groups - ours:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
         return killed
 
     def log(self, name: str) -> str:
