@@ -156,7 +156,8 @@ def run(args: argparse.Namespace) -> int:
     if args.check_greedy:
         greedy = asyncio.run(_greedy_check(args, {"reference": greedy_ref, args.mode: url}, prompts.prompts))
     if args.repeats > 1:
-        return _print_repeats(args, {args.mode: results}) or _failed_levels(results)
+        _print_repeats(args, {args.mode: results})
+        return _exit_status([(args.mode, r) for r in results]) or _failed_levels(results)
     result = results[0]
     levels_json = [lv.to_json() for lv in result.levels]
     if args.json:
@@ -171,17 +172,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"run {result.run_id} ({args.mode}, {prompts.name} prompts, {endpoint}, {args.output_len} tokens)")
         print(level_table(levels_json, width=table_width()))
         print(sweep_verdict({args.mode: result}, slo))
-        if result.aborted:
-            print(f"sweep stopped: {result.aborted}")
     if greedy is not None and not args.json:
         print(greedy.text)
-    return _exit_status({args.mode: result}) or _failed_levels(results)
+    return _exit_status([(args.mode, result)]) or _failed_levels(results)
 
 
-def _exit_status(results: dict[str, SweepResult]) -> int:
-    """1 (and one line on stderr per mode whose sweep stopped early, with why) when any did; else 0."""
-    stopped = {mode: r.aborted for mode, r in results.items() if r.aborted is not None}
-    for mode, why in stopped.items():
+def _exit_status(results: list[tuple[str, SweepResult]]) -> int:
+    """1 (and one line on stderr per sweep that stopped early, naming its mode and why) when any did; else 0."""
+    stopped = [(mode, r.aborted) for mode, r in results if r.aborted is not None]
+    for mode, why in stopped:
         print(f"specdash: error: the sweep of {mode} stopped: {why}", file=sys.stderr)
     return 1 if stopped else 0
 
@@ -248,7 +247,9 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
             else None
         )
     if args.repeats > 1:
-        return _print_repeats(args, repeats) or _failed_levels([r for runs in repeats.values() for r in runs])
+        _print_repeats(args, repeats)
+        runs = [(mode, r) for mode, rs in repeats.items() for r in rs]
+        return _exit_status(runs) or _failed_levels([r for _, r in runs])
     curves = {mode: r.curve() for mode, r in results.items()}
     crossover = compute_crossover(curves[modes[0]], curves[modes[1]]) if len(modes) >= 2 else None
     if args.json:
@@ -273,15 +274,14 @@ async def _over_ssh(args: argparse.Namespace, config, prompts, on_progress, on_l
         print(sweep_verdict({m: results[m] for m in modes if m in results}, config.slo))
         if greedy is not None:
             print(greedy.text)
-    return _exit_status(results) or _failed_levels(list(results.values()))
+    return _exit_status(list(results.items())) or _failed_levels(list(results.values()))
 
 
-def _print_repeats(args: argparse.Namespace, repeats: dict[str, list[SweepResult]]) -> int:
+def _print_repeats(args: argparse.Namespace, repeats: dict[str, list[SweepResult]]) -> None:
     """The pooled report of `--repeats N`: median ± MAD per level per mode, the crossover on the medians."""
 
     modes = list(repeats)
     pooled = [pool_runs([r.curve() for r in repeats[m]]) for m in modes]
-    aborted = [r.aborted for runs in repeats.values() for r in runs if r.aborted]
     if args.json:
         out: dict[str, object] = {
             m: {
@@ -301,9 +301,6 @@ def _print_repeats(args: argparse.Namespace, repeats: dict[str, list[SweepResult
             print(f"\n{m}: runs {', '.join(str(r.run_id) for r in repeats[m])}")
         print()
         print(repeats_table(modes, pooled))
-        for reason in aborted:
-            print(f"sweep stopped: {reason}")
-    return 0 if not aborted else 1
 
 
 async def _greedy_texts(args: argparse.Namespace, url: str, prompts: tuple[str, ...]) -> list[str]:

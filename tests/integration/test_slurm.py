@@ -43,6 +43,7 @@ from tests.support.eventually import eventually
 from tests.support.ports import free_port
 from tests.support.recorder import Recorder
 from tests.support.remote_sim import QUICK_STARTUP, SRC, remote_python, sim_config
+from tests.support.sim_harness import group_members
 from tests.support.slurm import SlurmCluster
 from tests.support.sshd import Sshd, make_dir
 
@@ -333,20 +334,6 @@ def on_node(pid: int, node: str) -> bool:
         return f"SLURMD_NODENAME={node}".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:
         return False
-
-
-def group_members(groups: set[int]) -> list[int]:
-    """Live (non-zombie) processes in any of these process groups."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != "Z" and int(fields[2]) in groups:
-                found.append(int(proc.name))
-    return found
 
 
 async def test_scancel_by_someone_else_is_a_crash_that_says_so(

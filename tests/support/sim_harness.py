@@ -33,6 +33,23 @@ READY = "The server is fired up and ready to roll!"
 """SGLang's ready line, which the simulator prints once it serves."""
 
 
+def group_members(groups: set[int]) -> list[int]:
+    """Live (non-zombie) PIDs in any of these process groups, read from /proc."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] != "Z" and int(fields[2]) in groups:
+            pids.append(int(entry))
+    return pids
+
+
 class SimProcess:
     """A simulator child process with its merged, line-split output."""
 
@@ -161,20 +178,7 @@ class SimProcess:
 
     def group_pids(self) -> list[int]:
         """Live (non-zombie) PIDs in the simulator's process group, read from /proc."""
-        pids = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2 :].split()
-            state, pgrp = fields[0], int(fields[2])
-            if pgrp == self.pid and state != "Z":
-                pids.append(int(entry))
-        return pids
+        return group_members({self.pid})
 
     def kill_group(self) -> None:
         """SIGKILL the whole process group (the simulator and every child, orphaned or not)."""
